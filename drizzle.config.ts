@@ -1,0 +1,8 @@
+import { defineConfig } from "drizzle-kit";
+
+export default defineConfig({
+  dialect: "turso",
+  schema: "./src/db/schema/index.ts",
+  out: "./drizzle",
+  dbCredentials: { url: process.env.HANGAR_DATABASE_URL ?? "file:./data/hangar.db" },
+});

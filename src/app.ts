@@ -1,0 +1,72 @@
+import { Hono } from "hono";
+import { HTTPException } from "hono/http-exception";
+import type { AppDeps, AppEnv } from "./deps.ts";
+import { ApiError, errorBody, toErrorResponse } from "./errors.ts";
+import { corsFromSettings } from "./http/middleware/cors.ts";
+import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
+import { loopbackDetection } from "./http/middleware/loopback.ts";
+import { artifactStorageRoutes } from "./http/routes/artifact-storage.ts";
+import { artifactsRoutes } from "./http/routes/artifacts.ts";
+import { authRoutes } from "./http/routes/auth.ts";
+import { buildsRoutes } from "./http/routes/builds.ts";
+import { installRoutes } from "./http/routes/install.ts";
+import { oidcRoutes } from "./http/routes/oidc.ts";
+import { projectsRoutes } from "./http/routes/projects.ts";
+import { publicRoutes } from "./http/routes/public.ts";
+import { runnersRoutes } from "./http/routes/runners.ts";
+import { settingsRoutes } from "./http/routes/settings.ts";
+import { setupRoutes } from "./http/routes/setup.ts";
+import { trustedProxyRoutes } from "./http/routes/trusted-proxy.ts";
+import { userRoutes } from "./http/routes/users.ts";
+
+/**
+ * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
+ * Does no I/O itself; the host (Node daemon, an embedding server, Workers, tests) supplies every dependency.
+ */
+export function createApp(deps: AppDeps): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.use("*", requestContext(deps.log, deps.config.logRequests));
+  app.use("*", loopbackDetection(deps.getPeerAddress));
+  app.use("*", corsFromSettings(deps));
+  app.use("*", jsonBodyCap(deps.config.maxJsonBytes));
+
+  for (const routes of [
+    publicRoutes,
+    setupRoutes,
+    oidcRoutes,
+    trustedProxyRoutes,
+    authRoutes,
+    userRoutes,
+    settingsRoutes,
+    artifactStorageRoutes,
+    projectsRoutes,
+    runnersRoutes,
+    buildsRoutes,
+    artifactsRoutes,
+    installRoutes,
+  ]) {
+    app.route("/", routes(deps));
+  }
+
+  app.notFound((c) => c.json({ code: "not_found", message: "no such route" }, 404));
+  app.onError((err, c) => {
+    if (err instanceof ApiError) return c.json(errorBody(err), err.status);
+    // Hono's own validator raises these for a body that is not valid JSON.
+    if (err instanceof HTTPException && err.status === 400) {
+      return c.json({ code: "invalid_input", message: "the body is not valid JSON" }, 400);
+    }
+    if (err instanceof HTTPException && err.status === 413) {
+      return c.json({ code: "payload_too_large", message: "request body too large" }, 413);
+    }
+    deps.log({
+      time: new Date().toISOString(),
+      level: "error",
+      request_id: c.get("requestId"),
+      msg: "unhandled error",
+      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+    });
+    return toErrorResponse(c, err);
+  });
+  return app;
+}

@@ -1,0 +1,69 @@
+import { z } from "zod";
+
+const seconds = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
+
+/** Every HANGAR_* setting. This module is the only reader of the environment (STYLE habit 1). */
+export const ConfigSchema = z.object({
+  HANGAR_HOST: z.string().min(1).default("127.0.0.1"),
+  HANGAR_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  HANGAR_DATA_DIR: z.string().min(1).default("./data"),
+  HANGAR_DATABASE_URL: z.string().min(1).optional(),
+  HANGAR_DATABASE_AUTH_TOKEN: z.string().min(1).optional(),
+  HANGAR_RUNNER_OFFLINE_AFTER_S: seconds(60),
+  HANGAR_JOB_LEASE_S: seconds(120),
+  HANGAR_QUEUE_TTL_S: seconds(86_400),
+  HANGAR_BUILD_TIMEOUT_S: seconds(3_600),
+  HANGAR_SWEEP_INTERVAL_MS: z.coerce.number().int().min(10).default(5_000),
+  HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
+  HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
+});
+
+export interface HangarConfig {
+  host: string;
+  port: number;
+  dataDir: string;
+  databaseUrl: string;
+  databaseAuthToken?: string;
+  runnerOfflineAfterS: number;
+  jobLeaseS: number;
+  queueTtlS: number;
+  buildTimeoutS: number;
+  sweepIntervalMs: number;
+  maxUploadBytes: number;
+  /** Largest JSON body accepted (CONTRACT §1). */
+  maxJsonBytes: number;
+  logRequests: boolean;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses a record of environment values into a config; unknown keys are ignored. */
+export function loadConfig(env: Record<string, string | undefined>): HangarConfig {
+  const picked: Record<string, string> = {};
+  for (const key of Object.keys(ConfigSchema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== "") picked[key] = value;
+  }
+  const parsed = ConfigSchema.safeParse(picked);
+  if (!parsed.success) {
+    const detail = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ");
+    throw new ConfigError(`invalid configuration: ${detail}`);
+  }
+  const e = parsed.data;
+  const dataDir = e.HANGAR_DATA_DIR.replace(/\/+$/, "") || "/";
+  return {
+    host: e.HANGAR_HOST,
+    port: e.HANGAR_PORT,
+    dataDir,
+    databaseUrl: e.HANGAR_DATABASE_URL ?? `file:${dataDir}/hangar.db`,
+    databaseAuthToken: e.HANGAR_DATABASE_AUTH_TOKEN,
+    runnerOfflineAfterS: e.HANGAR_RUNNER_OFFLINE_AFTER_S,
+    jobLeaseS: e.HANGAR_JOB_LEASE_S,
+    queueTtlS: e.HANGAR_QUEUE_TTL_S,
+    buildTimeoutS: e.HANGAR_BUILD_TIMEOUT_S,
+    sweepIntervalMs: e.HANGAR_SWEEP_INTERVAL_MS,
+    maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,
+    maxJsonBytes: 1024 * 1024,
+    logRequests: e.HANGAR_LOG_REQUESTS === "1",
+  };
+}

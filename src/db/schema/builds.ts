@@ -1,0 +1,53 @@
+import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { lifecycleDates } from "./_columns.ts";
+import { BUILD_STATUSES, TRIGGER_TYPES } from "./constants.ts";
+
+export const builds = sqliteTable(
+  "builds",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    pipelineId: text("pipeline_id").notNull(),
+    buildNumber: integer("build_number").notNull(),
+    status: text("status", { enum: BUILD_STATUSES }).notNull(),
+    /** Platform copied from the config snapshot so the claim can match it with an index. */
+    platform: text("platform").notNull(),
+    triggerType: text("trigger_type", { enum: TRIGGER_TYPES }).notNull(),
+    triggerActor: text("trigger_actor"),
+    triggerEvent: text("trigger_event"),
+    triggerRef: text("trigger_ref"),
+    commitSha: text("commit_sha").notNull(),
+    branch: text("branch").notNull(),
+    configSnapshot: text("config_snapshot", { mode: "json" }).notNull(),
+    timeoutS: integer("timeout_s").notNull(),
+    runnerId: text("runner_id"),
+    stepResults: text("step_results", { mode: "json" }),
+    exitCode: integer("exit_code"),
+    failureReason: text("failure_reason"),
+    attemptCount: integer("attempt_count").notNull().default(0),
+    leaseExpiresAt: integer("lease_expires_at"),
+    cancelRequested: integer("cancel_requested", { mode: "boolean" }).notNull().default(false),
+    logBytes: integer("log_bytes").notNull().default(0),
+    queuedAt: integer("queued_at").notNull(),
+    startedAt: integer("started_at"),
+    finishedAt: integer("finished_at"),
+    ...lifecycleDates,
+  },
+  (t) => [
+    uniqueIndex("builds_project_number_unique").on(t.projectId, t.buildNumber),
+    index("builds_status_queued_at").on(t.status, t.queuedAt),
+    index("builds_runner_id").on(t.runnerId),
+    index("builds_created_at").on(t.createdAt),
+  ],
+);
+
+/** Build logs as byte chunks appended at their offset (CONTRACT §6). */
+export const buildLogChunks = sqliteTable(
+  "build_log_chunks",
+  {
+    buildId: text("build_id").notNull(),
+    startOffset: integer("start_offset").notNull(),
+    content: blob("content", { mode: "buffer" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.buildId, t.startOffset] })],
+);

@@ -1,0 +1,49 @@
+// Value lists shared by the Drizzle columns and the zod request schemas (OpenStatus constants.ts).
+
+export const SETUP_STATES = ["uninitialized", "bootstrap_pending", "idp_configured", "owner_created", "ready"] as const;
+export type SetupState = (typeof SETUP_STATES)[number];
+
+export const RUNTIME_MODES = ["local", "remote"] as const;
+export type RuntimeMode = (typeof RUNTIME_MODES)[number];
+
+export const REMOTE_AUTH_MODES = ["oidc", "trusted_proxy"] as const;
+export type RemoteAuthMode = (typeof REMOTE_AUTH_MODES)[number];
+
+export const KEY_STORAGE_MODES = ["file"] as const;
+
+export const USER_ROLES = ["owner", "admin", "developer", "qa_viewer"] as const;
+export type UserRole = (typeof USER_ROLES)[number];
+/** Roles that can be given by invite or PATCH: the owner role moves only by transfer. */
+export const ASSIGNABLE_ROLES = ["admin", "developer", "qa_viewer"] as const;
+
+export const USER_STATUSES = ["invited", "active", "disabled"] as const;
+export type UserStatus = (typeof USER_STATUSES)[number];
+
+export const AUTH_METHODS = ["local", "oidc", "trusted_proxy"] as const;
+export type AuthMethod = (typeof AUTH_METHODS)[number];
+
+export const OIDC_PURPOSES = ["setup_owner", "login"] as const;
+export type OidcPurpose = (typeof OIDC_PURPOSES)[number];
+
+export const PLATFORMS = ["ios", "android", "macos", "any"] as const;
+export type Platform = (typeof PLATFORMS)[number];
+
+export const RUNNER_STATUSES = ["online", "offline", "busy", "draining"] as const;
+export type RunnerStatus = (typeof RUNNER_STATUSES)[number];
+
+export const BUILD_STATUSES = [
+  "queued", "scheduled", "assigned", "running", "succeeded", "failed", "canceled", "timed_out", "expired",
+] as const;
+export type BuildStatus = (typeof BUILD_STATUSES)[number];
+export const FINAL_BUILD_STATUSES = ["succeeded", "failed", "canceled", "timed_out", "expired"] as const;
+
+export const TRIGGER_TYPES = ["manual", "webhook"] as const;
+
+export const ARTIFACT_STATUSES = ["pending", "available", "aborted"] as const;
+export type ArtifactStatus = (typeof ARTIFACT_STATUSES)[number];
+
+export const STORAGE_PROVIDERS = ["local", "s3", "r2"] as const;
+export type StorageProvider = (typeof STORAGE_PROVIDERS)[number];
+
+export const URL_TOKEN_KINDS = ["download", "upload", "install"] as const;
+export type UrlTokenKind = (typeof URL_TOKEN_KINDS)[number];

@@ -1,0 +1,29 @@
+import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { lifecycleDates } from "./_columns.ts";
+
+export const projects = sqliteTable("projects", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  repoUrl: text("repo_url").notNull(),
+  defaultBranch: text("default_branch").notNull(),
+  /** Sealed JSON documents (SecretBox); answers carry only has_* flags. */
+  sourceCredentialsSealed: text("source_credentials_sealed"),
+  androidSigningSealed: text("android_signing_sealed"),
+  iosSigningSealed: text("ios_signing_sealed"),
+  /** Last build number handed out; incremented by the same statement that inserts the build. */
+  lastBuildNumber: integer("last_build_number").notNull().default(0),
+  createdBy: text("created_by"),
+  ...lifecycleDates,
+});
+
+export const pipelines = sqliteTable(
+  "pipelines",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull().references(() => projects.id),
+    name: text("name").notNull(),
+    config: text("config", { mode: "json" }).notNull(),
+    ...lifecycleDates,
+  },
+  (t) => [index("pipelines_project_id").on(t.projectId)],
+);

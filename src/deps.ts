@@ -1,0 +1,46 @@
+import type { Context } from "hono";
+import type { HangarConfig } from "./config.ts";
+import type { Db } from "./db/types.ts";
+import type { SecretBox } from "./domain/crypto.ts";
+import type { UserRow } from "./domain/users.ts";
+
+/** Time source in epoch seconds. Tests pass a ManualClock; nothing else reads the wall clock. */
+export interface Clock {
+  now(): number;
+}
+
+export const systemClock: Clock = { now: () => Math.floor(Date.now() / 1000) };
+
+/** One JSON object per line on stderr in the Node shell; never a token, secret or body. */
+export type Logger = (record: Record<string, unknown>) => void;
+
+/**
+ * Everything the handler set needs from its host, passed to `createApp` (STYLE habit 1).
+ * The Node daemon, an embedding Node server, the Workers entry and the tests each build one.
+ */
+export interface AppDeps {
+  db: Db;
+  clock: Clock;
+  config: HangarConfig;
+  /** AES-256-GCM box keyed by the key file: secrets at rest. */
+  secrets: SecretBox;
+  /** The TCP peer address of the request, or undefined where there is no socket (Workers). */
+  getPeerAddress: (c: Context) => string | undefined;
+  log: Logger;
+  /** Outbound HTTP (OIDC discovery, token exchange, S3). Injected so a host can route or restrict it. */
+  fetch: typeof fetch;
+}
+
+export interface AppVariables {
+  requestId: string;
+  isLoopback: boolean;
+  user: UserRow;
+  userSessionId: string;
+  setupSessionId: string;
+  setupSessionExpiresAt: number;
+  runnerId: string;
+}
+
+export interface AppEnv {
+  Variables: AppVariables;
+}

@@ -1,0 +1,91 @@
+// Web Crypto only, so the core runs unchanged on Node and on Workers.
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+export function bytesToBase64Url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+export function base64UrlToBytes(text: string): Uint8Array {
+  const padded = text.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((text.length + 3) % 4);
+  const binary = atob(padded);
+  const out = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) out[i] = binary.charCodeAt(i);
+  return out;
+}
+
+export function bytesToHex(bytes: Uint8Array): string {
+  let hex = "";
+  for (const b of bytes) hex += b.toString(16).padStart(2, "0");
+  return hex;
+}
+
+export function randomBytes(length: number): Uint8Array {
+  const out = new Uint8Array(length);
+  crypto.getRandomValues(out);
+  return out;
+}
+
+/** 32 random bytes, base64url: session, runner, download, upload and install tokens (CONTRACT §3). */
+export function randomToken(): string {
+  return bytesToBase64Url(randomBytes(32));
+}
+
+/** The bootstrap token: 64 hex characters (SPEC limits). */
+export function randomHexToken(): string {
+  return bytesToHex(randomBytes(32));
+}
+
+export async function sha256Hex(text: string | Uint8Array): Promise<string> {
+  const data = typeof text === "string" ? encoder.encode(text) : text;
+  return bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", data)));
+}
+
+/** Compares two strings without an early exit, so timing does not reveal the matching prefix. */
+export function constantTimeEqual(a: string, b: string): boolean {
+  const left = encoder.encode(a);
+  const right = encoder.encode(b);
+  let diff = left.length ^ right.length;
+  const length = Math.max(left.length, right.length);
+  for (let i = 0; i < length; i++) diff |= (left[i] ?? 0) ^ (right[i] ?? 0);
+  return diff === 0;
+}
+
+export class DecryptionError extends Error {}
+
+/**
+ * AES-256-GCM box for secrets at rest (client secrets, source tokens, signing material).
+ * Output: "v1." + base64url(12-byte IV || ciphertext+tag).
+ */
+export interface SecretBox {
+  seal(plaintext: string): Promise<string>;
+  open(sealed: string): Promise<string>;
+}
+
+export async function createSecretBox(keyBytes: Uint8Array): Promise<SecretBox> {
+  if (keyBytes.length !== 32) throw new Error("the master key must be 32 bytes");
+  const key = await crypto.subtle.importKey("raw", keyBytes, { name: "AES-GCM" }, false, ["encrypt", "decrypt"]);
+  return {
+    async seal(plaintext) {
+      const iv = randomBytes(12);
+      const sealed = new Uint8Array(await crypto.subtle.encrypt({ name: "AES-GCM", iv }, key, encoder.encode(plaintext)));
+      const out = new Uint8Array(iv.length + sealed.length);
+      out.set(iv);
+      out.set(sealed, iv.length);
+      return `v1.${bytesToBase64Url(out)}`;
+    },
+    async open(sealed) {
+      if (!sealed.startsWith("v1.")) throw new DecryptionError("unknown secret format");
+      try {
+        const raw = base64UrlToBytes(sealed.slice(3));
+        const plain = await crypto.subtle.decrypt({ name: "AES-GCM", iv: raw.slice(0, 12) }, key, raw.slice(12));
+        return decoder.decode(plain);
+      } catch {
+        throw new DecryptionError("secret cannot be decrypted with this key");
+      }
+    },
+  };
+}

@@ -1,0 +1,221 @@
+import { and, asc, eq, inArray, ne, sql } from "drizzle-orm";
+import type { AuthMethod, UserRole } from "../db/schema/constants.ts";
+import { instance, userSessions, users } from "../db/schema/index.ts";
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { auditStatement } from "./audit.ts";
+import { createUserSession, revokeUserSessionsStatement } from "./sessions.ts";
+
+export type UserRow = typeof users.$inferSelect;
+type DbDeps = Pick<AppDeps, "db" | "clock">;
+
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+function defaultDisplayName(email: string): string {
+  return email.split("@")[0] ?? email;
+}
+
+export function toUserJson(u: UserRow) {
+  return {
+    id: u.id,
+    email: u.email,
+    display_name: u.displayName ?? defaultDisplayName(u.email),
+    role: u.role,
+    status: u.status,
+    avatar_url: u.avatarUrl,
+    created_at: u.createdAt,
+    updated_at: u.updatedAt,
+  };
+}
+
+/** The transfer-owner answer omits display_name and avatar_url (SPEC, User). */
+export function toBriefUserJson(u: UserRow) {
+  const { display_name: _d, avatar_url: _a, ...brief } = toUserJson(u);
+  return brief;
+}
+
+export async function findUserByEmail(deps: Pick<AppDeps, "db">, email: string): Promise<UserRow | undefined> {
+  return deps.db.select().from(users).where(eq(users.email, normalizeEmail(email))).get();
+}
+
+export async function findUserById(deps: Pick<AppDeps, "db">, id: string): Promise<UserRow | undefined> {
+  return deps.db.select().from(users).where(eq(users.id, id)).get();
+}
+
+export async function listUsers(deps: Pick<AppDeps, "db">): Promise<UserRow[]> {
+  return deps.db.select().from(users).orderBy(asc(users.createdAt), asc(users.email));
+}
+
+export async function countActiveUsers(deps: Pick<AppDeps, "db">): Promise<UserRow[]> {
+  return deps.db.select().from(users).where(eq(users.status, "active")).limit(2);
+}
+
+/** A new owner row: used by every owner-creating setup path. The partial unique index keeps it single. */
+export function newOwnerValues(deps: DbDeps, email: string, extra: { oidcSubject?: string; displayName?: string } = {}) {
+  const now = deps.clock.now();
+  return {
+    id: crypto.randomUUID(),
+    email: normalizeEmail(email),
+    displayName: extra.displayName ?? null,
+    role: "owner" as const,
+    status: "active" as const,
+    avatarUrl: null,
+    oidcSubject: extra.oidcSubject ?? null,
+    createdAt: now,
+    updatedAt: now,
+  };
+}
+
+export interface SignInIdentity {
+  email: string;
+  method: AuthMethod;
+  oidcSubject?: string;
+  displayName?: string | null;
+  avatarUrl?: string | null;
+}
+
+/**
+ * Signs a user in by email for any method (CONTRACT §3): an invited user becomes active, a disabled user or
+ * an unknown email gets 403 user_not_found. Answers the LocalLoginResponse / OIDC login result shape.
+ */
+export async function signIn(deps: DbDeps, identity: SignInIdentity) {
+  const user = await findUserByEmail(deps, identity.email);
+  if (!user || user.status === "disabled") throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  const now = deps.clock.now();
+  const changes: Partial<UserRow> = { updatedAt: now };
+  if (user.status === "invited") changes.status = "active";
+  if (identity.oidcSubject) changes.oidcSubject = identity.oidcSubject;
+  if (identity.displayName) changes.displayName = identity.displayName;
+  if (identity.avatarUrl) changes.avatarUrl = identity.avatarUrl;
+  // Conditional on not disabled, so a disable racing this sign-in wins.
+  const [updated] = await deps.db.batch([
+    deps.db.update(users).set(changes).where(and(eq(users.id, user.id), ne(users.status, "disabled"))).returning(),
+    auditStatement(deps, {
+      action: "auth.sign_in",
+      actor: { id: user.id, email: user.email },
+      targetType: "user",
+      targetId: user.id,
+      details: { method: identity.method },
+    }),
+  ]);
+  const signedIn = updated[0];
+  if (!signedIn) throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  const session = await createUserSession(deps, signedIn.id, identity.method);
+  return {
+    session_token: session.token,
+    expires_at: session.expiresAt,
+    user: {
+      user_id: signedIn.id,
+      email: signedIn.email,
+      display_name: signedIn.displayName ?? defaultDisplayName(signedIn.email),
+      role: signedIn.role,
+      avatar_url: signedIn.avatarUrl,
+      oidc_subject: signedIn.oidcSubject,
+    },
+  };
+}
+
+type Actor = Pick<UserRow, "id" | "email" | "role">;
+
+function assertManager(actor: Actor): void {
+  if (actor.role !== "owner" && actor.role !== "admin") throw new ApiError(403, "forbidden", "only the owner or an admin can manage users");
+}
+
+export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role: UserRole): Promise<UserRow> {
+  assertManager(actor);
+  const now = deps.clock.now();
+  const normalized = normalizeEmail(email);
+  const row = { id: crypto.randomUUID(), email: normalized, displayName: null, role, status: "invited" as const, avatarUrl: null, oidcSubject: null, createdAt: now, updatedAt: now };
+  // ON CONFLICT DO NOTHING on the unique email: two racing invites make one user and one 409.
+  const [inserted] = await deps.db.batch([
+    deps.db.insert(users).values(row).onConflictDoNothing().returning(),
+    auditStatement(deps, { action: "user.invited", actor, targetType: "user", targetId: row.id, details: { email: normalized, role } }),
+  ]);
+  const created = inserted[0];
+  if (!created) {
+    throw new ApiError(409, "already_exists", "a user with this email already exists");
+  }
+  return created;
+}
+
+async function loadTarget(deps: Pick<AppDeps, "db">, userId: string): Promise<UserRow> {
+  const target = await findUserById(deps, userId);
+  if (!target) throw new ApiError(404, "not_found", "user not found");
+  return target;
+}
+
+export async function changeUserRole(deps: DbDeps, actor: Actor, userId: string, role: UserRole): Promise<UserRow> {
+  assertManager(actor);
+  const target = await loadTarget(deps, userId);
+  // The owner role moves only through transfer-owner, in both directions.
+  if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
+  const [updated] = await deps.db.batch([
+    deps.db.update(users).set({ role, updatedAt: deps.clock.now() }).where(and(eq(users.id, userId), ne(users.role, "owner"))).returning(),
+    auditStatement(deps, { action: "user.role_changed", actor, targetType: "user", targetId: userId, details: { from: target.role, to: role } }),
+  ]);
+  const row = updated[0];
+  if (!row) throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
+  return row;
+}
+
+export async function disableUser(deps: DbDeps, actor: Actor, userId: string): Promise<UserRow> {
+  assertManager(actor);
+  const target = await loadTarget(deps, userId);
+  if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
+  const [updated] = await deps.db.batch([
+    deps.db.update(users).set({ status: "disabled", updatedAt: deps.clock.now() }).where(and(eq(users.id, userId), ne(users.role, "owner"))).returning(),
+    revokeUserSessionsStatement(deps, userId),
+    auditStatement(deps, { action: "user.disabled", actor, targetType: "user", targetId: userId, details: { email: target.email } }),
+  ]);
+  const row = updated[0];
+  if (!row) throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
+  return row;
+}
+
+export async function enableUser(deps: DbDeps, actor: Actor, userId: string): Promise<UserRow> {
+  assertManager(actor);
+  const target = await loadTarget(deps, userId);
+  const [updated] = await deps.db.batch([
+    deps.db.update(users).set({ status: "active", updatedAt: deps.clock.now() }).where(eq(users.id, userId)).returning(),
+    auditStatement(deps, { action: "user.enabled", actor, targetType: "user", targetId: userId, details: { email: target.email } }),
+  ]);
+  return updated[0] ?? target;
+}
+
+/** Target becomes owner, previous owner admin, the instance's owner record follows, both users' sessions end. */
+export async function transferOwnership(deps: DbDeps, actor: Actor, email: string) {
+  if (actor.role !== "owner") throw new ApiError(403, "forbidden", "only the owner can transfer ownership");
+  const target = await findUserByEmail(deps, email);
+  if (!target) throw new ApiError(404, "user_not_found", "no user has this email");
+  if (target.id === actor.id) throw new ApiError(400, "invalid_email", "this user is already the owner");
+  if (target.status !== "active") throw new ApiError(409, "user_not_active", "the target user has not signed in yet or is disabled");
+  const now = deps.clock.now();
+  // One batch, so both changes land or neither does. The demotion requires the target to still be active;
+  // the promotion requires that no owner remains, so it happens exactly when the demotion did. The
+  // single-owner index forbids the opposite order.
+  const targetActive = sql`exists (select 1 from ${users} where ${users.id} = ${target.id} and ${users.status} = 'active')`;
+  const targetIsOwner = sql`exists (select 1 from ${users} where ${users.id} = ${target.id} and ${users.role} = 'owner')`;
+  const results = await deps.db.batch([
+    deps.db.update(users).set({ role: "admin", updatedAt: now }).where(and(eq(users.id, actor.id), eq(users.role, "owner"), targetActive)).returning(),
+    deps.db
+      .update(users)
+      .set({ role: "owner", updatedAt: now })
+      .where(and(eq(users.id, target.id), eq(users.status, "active"), sql`not exists (select 1 from ${users} where ${users.role} = 'owner')`))
+      .returning(),
+    deps.db.update(instance).set({ ownerUserId: target.id, updatedAt: now }).where(and(eq(instance.id, 1), targetIsOwner)),
+    deps.db.delete(userSessions).where(and(inArray(userSessions.userId, [actor.id, target.id]), targetIsOwner)),
+  ]);
+  const previous = results[0][0];
+  const owner = results[1][0];
+  if (!previous || !owner) throw new ApiError(409, "user_not_active", "the target user is no longer active, or ownership already moved");
+  await auditStatement(deps, {
+    action: "user.ownership_transferred",
+    actor,
+    targetType: "user",
+    targetId: target.id,
+    details: { from: actor.email, to: target.email },
+  });
+  return { previous_owner: toBriefUserJson(previous), owner: toBriefUserJson(owner) };
+}

@@ -1,0 +1,75 @@
+import type { Context } from "hono";
+
+/**
+ * Every error code the API can answer with: the spec's codes plus CONTRACT §2/§5–§7's.
+ * A closed union, so a typo is a compile error rather than a new code (Unkey's ErrorCode).
+ */
+export const ERROR_CODES = [
+  // generic (CONTRACT §2)
+  "invalid_input", "not_found", "internal_error", "payload_too_large", "forbidden", "insufficient_role",
+  // setup
+  "missing_auth", "invalid_session", "session_expired", "invalid_token", "already_configured", "token_consumed",
+  "token_expired", "too_many_attempts", "no_bootstrap_token", "invalid_state", "mode_restricted",
+  "oidc_discovery_failed", "encryption_error", "invalid_redirect_uri", "too_many_pending", "oidc_discovery_error",
+  "auth_expired", "decryption_error", "store_error", "token_exchange_error", "missing_id_token",
+  "id_token_verification_error", "missing_email",
+  // trusted proxy
+  "trusted_proxy_shared_secret_missing", "trusted_proxy_shared_secret_invalid", "trusted_proxy_identity_missing",
+  "trusted_proxy_identity_invalid", "trusted_proxy_peer_not_allowed", "trusted_proxy_owner_email_mismatch",
+  "trusted_proxy_not_configured",
+  // auth
+  "setup_incomplete", "oidc_not_configured", "user_not_found", "session_error", "email_required",
+  "local_login_loopback_required",
+  // settings
+  "invalid_local_base_dir", "invalid_s3_bucket", "invalid_s3_endpoint", "missing_s3_credentials",
+  "external_access_https_required", "external_access_origin_not_allowed", "artifact_delivery_https_required",
+  "artifact_delivery_public_url_required", "artifact_delivery_url_invalid", "external_access_owner_required",
+  "external_access_loopback_required", "unsupported_key_storage_mode", "external_access_preflight_failed",
+  "external_access_public_url_missing", "external_access_auth_missing",
+  // users
+  "already_exists", "invalid_email", "user_not_active",
+  // projects, runners, builds
+  "branch_not_found", "source_unreachable", "invalid_transition", "build_canceled", "log_offset_mismatch",
+  "no_credentials", "job_not_active", "invalid_runner_token", "runner_mismatch",
+  // artifacts
+  "size_mismatch", "upload_too_large", "checksum_mismatch", "upload_incomplete", "link_expired",
+  "install_base_url_missing", "install_https_required", "unsupported_artifact", "install_metadata_missing",
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 410 | 412 | 413 | 415 | 422 | 429 | 500 | 502 | 503;
+
+export interface ValidationIssue {
+  path: string;
+  message: string;
+}
+
+/** The one error type domain code throws; `onError` renders it as `{code, message[, issues]}`. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: ErrorStatus,
+    readonly code: ErrorCode,
+    message: string,
+    readonly issues?: ValidationIssue[],
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+export interface ErrorBody {
+  code: ErrorCode;
+  message: string;
+  issues?: ValidationIssue[];
+}
+
+export function errorBody(err: ApiError): ErrorBody {
+  return err.issues ? { code: err.code, message: err.message, issues: err.issues } : { code: err.code, message: err.message };
+}
+
+/** Renders any thrown value. Unknown failures become a bare 500: their message may hold a secret or a path. */
+export function toErrorResponse(c: Context, err: unknown): Response {
+  if (err instanceof ApiError) return c.json(errorBody(err), err.status);
+  return c.json({ code: "internal_error", message: "internal error" } satisfies ErrorBody, 500);
+}

@@ -1,0 +1,70 @@
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { loadInstance } from "../../domain/instance.ts";
+import { authenticateRunner } from "../../domain/runner-auth.ts";
+import { touchSetupSession, validateUserSession } from "../../domain/sessions.ts";
+import type { UserRole } from "../../db/schema/constants.ts";
+
+/** The Bearer token of the request; a missing header is `missing_auth`, a malformed one an invalid credential. */
+export function bearerToken(c: Context, invalidCode: "invalid_session" | "invalid_runner_token" = "invalid_session"): string {
+  const header = c.req.header("authorization");
+  if (header === undefined || header.trim() === "") throw new ApiError(401, "missing_auth", "the Authorization header is missing");
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  if (!match?.[1]) throw new ApiError(401, invalidCode, "the Authorization header must be 'Bearer <token>'");
+  return match[1];
+}
+
+/**
+ * Setup endpoints: once the instance is ready every one of them answers 409 already_configured, forever,
+ * before any credential is looked at (the setup sessions are gone by then).
+ */
+export function requireSetupSession(deps: AppDeps) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const inst = await loadInstance(deps);
+    if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+    const session = await touchSetupSession(deps, bearerToken(c));
+    c.set("setupSessionId", session.id);
+    c.set("setupSessionExpiresAt", session.expiresAt);
+    await next();
+  });
+}
+
+/** A signed-in user, optionally limited to some roles (403 with the area's code otherwise). */
+export function requireUser(
+  deps: AppDeps,
+  options: { roles?: readonly UserRole[]; code?: "forbidden" | "insufficient_role" | "external_access_owner_required" } = {},
+) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const { sessionId, user } = await validateUserSession(deps, bearerToken(c));
+    c.set("user", user);
+    c.set("userSessionId", sessionId);
+    if (options.roles && !options.roles.includes(user.role)) {
+      throw new ApiError(403, options.code ?? "forbidden", "your role does not allow this action");
+    }
+    await next();
+  });
+}
+
+/** Role groups of CONTRACT §3's matrix. */
+export const ROLES = {
+  managers: ["owner", "admin"],
+  builders: ["owner", "admin", "developer"],
+  everyone: ["owner", "admin", "developer", "qa_viewer"],
+  owner: ["owner"],
+} as const satisfies Record<string, readonly UserRole[]>;
+
+/** Runner endpoints: the token must belong to the runner named in the path (403 runner_mismatch otherwise). */
+export function requireRunner(deps: AppDeps) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const token = bearerToken(c, "invalid_runner_token");
+    const runner = await authenticateRunner(deps, token);
+    const pathRunnerId = c.req.param("runner_id");
+    if (pathRunnerId !== undefined && pathRunnerId !== runner.id) {
+      throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+    }
+    c.set("runnerId", runner.id);
+    await next();
+  });
+}

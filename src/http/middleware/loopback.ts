@@ -1,0 +1,49 @@
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import type { AppEnv } from "../../deps.ts";
+
+/** Headers a proxy adds: their presence means the socket peer is a proxy, not the user. */
+const FORWARDING_HEADERS = ["forwarded", "x-forwarded-for", "x-real-ip", "cf-connecting-ip", "true-client-ip"];
+
+const IPV4_LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
+
+export function isLoopbackAddress(address: string | undefined): boolean {
+  if (!address) return false;
+  const a = address.toLowerCase();
+  if (a === "::1" || a === "0:0:0:0:0:0:0:1") return true;
+  const v4 = a.startsWith("::ffff:") ? a.slice("::ffff:".length) : a;
+  return IPV4_LOOPBACK.test(v4);
+}
+
+/** `Host` must name this machine: defeats DNS rebinding and a local reverse proxy forwarding outside traffic. */
+export function isLoopbackHost(host: string | undefined): boolean {
+  if (!host) return false;
+  const h = host.trim().toLowerCase();
+  if (h.startsWith("[")) {
+    const end = h.indexOf("]");
+    if (end < 0) return false;
+    const rest = h.slice(end + 1);
+    return h.slice(1, end) === "::1" && (rest === "" || /^:\d{1,5}$/.test(rest));
+  }
+  const [name, port, ...extra] = h.split(":");
+  if (extra.length > 0 || (port !== undefined && !/^\d{1,5}$/.test(port))) return false;
+  return name === "localhost" || IPV4_LOOPBACK.test(name ?? "");
+}
+
+export function isLoopbackRequest(peerAddress: string | undefined, headers: Headers, urlHost: string): boolean {
+  if (!isLoopbackAddress(peerAddress)) return false;
+  for (const name of FORWARDING_HEADERS) if (headers.has(name)) return false;
+  return isLoopbackHost(headers.get("host") ?? urlHost);
+}
+
+/**
+ * Sets `isLoopback` (CONTRACT §3). Only the socket is trusted, never a header: the peer address comes
+ * from the host through `getPeerAddress`, as Hono's ipRestriction takes getConnInfo.
+ */
+export function loopbackDetection(getPeerAddress: (c: Context) => string | undefined) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const url = new URL(c.req.url);
+    c.set("isLoopback", isLoopbackRequest(getPeerAddress(c), c.req.raw.headers, url.host));
+    await next();
+  });
+}

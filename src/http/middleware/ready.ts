@@ -1,0 +1,13 @@
+import { createMiddleware } from "hono/factory";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { loadInstance } from "../../domain/instance.ts";
+
+/** `/v1/auth/*` exists only once the instance is ready (SPEC): 409 setup_incomplete before. */
+export function requireReady(deps: AppDeps) {
+  return createMiddleware<AppEnv>(async (_c, next) => {
+    const inst = await loadInstance(deps);
+    if (inst.state !== "ready") throw new ApiError(409, "setup_incomplete", "setup is not complete yet");
+    await next();
+  });
+}

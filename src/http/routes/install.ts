@@ -1,0 +1,7 @@
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+
+// Placeholder: filled in by its own issue.
+export function installRoutes(_deps: AppDeps) {
+  return new Hono<AppEnv>();
+}

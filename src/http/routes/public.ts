@@ -1,0 +1,17 @@
+import { sql } from "drizzle-orm";
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { setupStatus } from "../../domain/setup.ts";
+
+export function publicRoutes(deps: AppDeps) {
+  return new Hono<AppEnv>()
+    .get("/healthz", async (c) => {
+      try {
+        await deps.db.run(sql`select 1`);
+        return c.json({ ok: true });
+      } catch {
+        return c.json({ ok: false }, 503);
+      }
+    })
+    .get("/v1/public/setup-status", async (c) => c.json(await setupStatus(deps)));
+}

@@ -1,0 +1,45 @@
+import { zValidator } from "@hono/zod-validator";
+import type { Context } from "hono";
+import { createMiddleware } from "hono/factory";
+import type { ZodType } from "zod";
+import { ApiError, type ValidationIssue } from "../errors.ts";
+
+interface IssueLike {
+  path: PropertyKey[];
+  message: string;
+}
+
+export function toIssues(issues: readonly IssueLike[]): ValidationIssue[] {
+  return issues.map((i) => ({ path: i.path.map(String).join("."), message: i.message }));
+}
+
+const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
+
+/** A body that is not empty must say it is JSON (CONTRACT §2: a wrong content type is invalid_input). */
+async function assertJsonContentType(c: Context): Promise<void> {
+  const contentType = c.req.header("content-type");
+  if (contentType && JSON_CONTENT_TYPE.test(contentType)) return;
+  const text = await c.req.text();
+  if (text.length > 0) throw new ApiError(400, "invalid_input", "the body must be JSON (Content-Type: application/json)");
+}
+
+/**
+ * zod validation of a JSON body at the edge (STYLE habit 5). A failure becomes 400 invalid_input with
+ * the zod issues; malformed JSON becomes 400 invalid_input through onError.
+ */
+export function jsonBody<T extends ZodType>(schema: T) {
+  const inner = zValidator("json", schema, (result) => {
+    if (!result.success) throw new ApiError(400, "invalid_input", "request body failed validation", toIssues(result.error.issues));
+  });
+  return createMiddleware(async (c, next) => {
+    await assertJsonContentType(c);
+    return inner(c, next);
+  }) as unknown as typeof inner;
+}
+
+/** The same for the query string. */
+export function queryParams<T extends ZodType>(schema: T) {
+  return zValidator("query", schema, (result) => {
+    if (!result.success) throw new ApiError(400, "invalid_input", "query parameters failed validation", toIssues(result.error.issues));
+  });
+}

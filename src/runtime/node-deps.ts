@@ -1,0 +1,69 @@
+import type { HttpBindings } from "@hono/node-server";
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Context } from "hono";
+import type { HangarConfig } from "../config.ts";
+import { openDb, type OpenedDb } from "../db/client.ts";
+import { migrateDb } from "../db/migrate.ts";
+import { systemClock, type AppDeps, type Logger } from "../deps.ts";
+import { base64UrlToBytes, bytesToBase64Url, createSecretBox, randomBytes } from "../domain/crypto.ts";
+import { loadInstance } from "../domain/instance.ts";
+
+export const stderrLogger: Logger = (record) => {
+  process.stderr.write(`${JSON.stringify(record)}\n`);
+};
+
+/** The socket's peer address from @hono/node-server's bindings (the daemon and embedders alike). */
+export function nodePeerAddress(c: Context): string | undefined {
+  const env = c.env as Partial<HttpBindings> | undefined;
+  return env?.incoming?.socket?.remoteAddress;
+}
+
+/**
+ * Reads `master.key` from the data directory, creating it (32 random bytes, mode 0600) on first start.
+ * `wx` makes creation atomic, so two daemons starting together agree on one key.
+ */
+export function loadOrCreateMasterKey(dataDir: string): Uint8Array {
+  mkdirSync(dataDir, { recursive: true });
+  const path = join(dataDir, "master.key");
+  try {
+    writeFileSync(path, `${bytesToBase64Url(randomBytes(32))}\n`, { mode: 0o600, flag: "wx" });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  }
+  // A key readable by others is tightened rather than trusted as is.
+  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+  const key = base64UrlToBytes(readFileSync(path, "utf8").trim());
+  if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte key`);
+  return key;
+}
+
+export interface NodeRuntime {
+  deps: AppDeps;
+  opened: OpenedDb;
+  close(): void;
+}
+
+/** Opens the database (migrated), the key file and the rest of AppDeps for a Node host. */
+export async function createNodeDeps(config: HangarConfig, overrides: Partial<AppDeps> = {}): Promise<NodeRuntime> {
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
+  try {
+    await migrateDb(opened.db);
+    const secrets = await createSecretBox(loadOrCreateMasterKey(config.dataDir));
+    const deps: AppDeps = {
+      db: opened.db,
+      clock: systemClock,
+      config,
+      secrets,
+      getPeerAddress: nodePeerAddress,
+      log: stderrLogger,
+      fetch: globalThis.fetch.bind(globalThis),
+      ...overrides,
+    };
+    await loadInstance(deps);
+    return { deps, opened, close: () => opened.close() };
+  } catch (err) {
+    opened.close();
+    throw err;
+  }
+}

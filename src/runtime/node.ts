@@ -1,0 +1,66 @@
+import { serve, type ServerType } from "@hono/node-server";
+import type { AddressInfo } from "node:net";
+import { createApp } from "../app.ts";
+import type { HangarConfig } from "../config.ts";
+import { loadInstance } from "../domain/instance.ts";
+import { runMaintenance } from "../domain/maintenance.ts";
+import { createNodeDeps } from "./node-deps.ts";
+
+const SHUTDOWN_GRACE_MS = 10_000;
+
+export interface RunningDaemon {
+  url: string;
+  stop(): Promise<void>;
+}
+
+/** `hangar serve`: database, migrations, app, listener, periodic maintenance; stops cleanly on SIGTERM/SIGINT. */
+export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> {
+  const runtime = await createNodeDeps(config);
+  const { deps } = runtime;
+  const app = createApp(deps);
+
+  const server: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+
+  let maintenanceRunning = false;
+  const timer = setInterval(() => {
+    if (maintenanceRunning) return;
+    maintenanceRunning = true;
+    runMaintenance(deps).finally(() => {
+      maintenanceRunning = false;
+    });
+  }, config.sweepIntervalMs);
+  timer.unref();
+
+  process.stdout.write(`hangar listening on ${url}\n`);
+  const inst = await loadInstance(deps);
+  if (inst.state !== "ready") {
+    process.stdout.write(`setup is not complete: run \`npx hangar setup-token\` and verify the token at ${url}/v1/setup/bootstrap-token/verify\n`);
+  }
+
+  let stopping: Promise<void> | null = null;
+  const stop = () => {
+    stopping ??= (async () => {
+      clearInterval(timer);
+      await new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          if ("closeAllConnections" in server) server.closeAllConnections();
+          resolve();
+        }, SHUTDOWN_GRACE_MS);
+        force.unref();
+        server.close(() => {
+          clearTimeout(force);
+          resolve();
+        });
+        if ("closeIdleConnections" in server) server.closeIdleConnections();
+      });
+      runtime.close();
+    })();
+    return stopping;
+  };
+  return { url, stop };
+}

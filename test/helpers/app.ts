@@ -1,0 +1,103 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Context } from "hono";
+import { afterAll } from "vitest";
+import { createApp } from "../../src/app.ts";
+import { loadConfig, type HangarConfig } from "../../src/config.ts";
+import { openDb, type OpenedDb } from "../../src/db/client.ts";
+import { migrateDb } from "../../src/db/migrate.ts";
+import type { AppDeps } from "../../src/deps.ts";
+import { createSecretBox, randomBytes } from "../../src/domain/crypto.ts";
+import { ManualClock } from "./clock.ts";
+
+/** What a test passes as Hono's env: the TCP peer address the app should see. */
+export interface TestEnv {
+  peerAddress?: string;
+}
+
+export interface TestApp {
+  app: ReturnType<typeof createApp>;
+  deps: AppDeps;
+  clock: ManualClock;
+  dataDir: string;
+  dbPath: string;
+  opened: OpenedDb;
+  logs: Record<string, unknown>[];
+  /** JSON request through app.request(); `peer` defaults to 127.0.0.1. */
+  call(method: string, path: string, options?: CallOptions): Promise<CallResult>;
+  close(): void;
+}
+
+export interface CallOptions {
+  body?: unknown;
+  /** Bearer token for the Authorization header. */
+  token?: string;
+  headers?: Record<string, string>;
+  peer?: string;
+  rawBody?: RequestInit["body"];
+}
+
+export interface CallResult {
+  status: number;
+  headers: Headers;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- test assertions read arbitrary JSON shapes
+  body: any;
+  text: string;
+}
+
+/**
+ * A fully wired app on a real temporary libSQL file, migrated by the production migrator, with a
+ * ManualClock and a throwaway key. Closed automatically after the test file.
+ */
+export async function makeTestApp(
+  options: { config?: Record<string, string>; deps?: Partial<AppDeps> } = {},
+): Promise<TestApp> {
+  const dataDir = mkdtempSync(join(tmpdir(), "hangar-test-"));
+  const dbPath = join(dataDir, "hangar.db");
+  const config: HangarConfig = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", ...options.config });
+  const opened = await openDb(`file:${dbPath}`);
+  await migrateDb(opened.db);
+  const clock = new ManualClock();
+  const logs: Record<string, unknown>[] = [];
+  const deps: AppDeps = {
+    db: opened.db,
+    clock,
+    config,
+    secrets: await createSecretBox(randomBytes(32)),
+    getPeerAddress: (c: Context) => (c.env as TestEnv | undefined)?.peerAddress,
+    log: (record) => logs.push(record),
+    fetch: globalThis.fetch.bind(globalThis),
+    ...options.deps,
+  };
+  const app = createApp(deps);
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    opened.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  afterAll(close);
+
+  const call = async (method: string, path: string, o: CallOptions = {}): Promise<CallResult> => {
+    const headers: Record<string, string> = { ...o.headers };
+    if (o.token !== undefined) headers.authorization = `Bearer ${o.token}`;
+    let body: RequestInit["body"] = o.rawBody;
+    if (o.body !== undefined) {
+      body = JSON.stringify(o.body);
+      headers["content-type"] ??= "application/json";
+    }
+    const res = await app.request(path, { method, headers, body }, { peerAddress: o.peer ?? "127.0.0.1" } satisfies TestEnv);
+    const text = await res.text();
+    let parsed: unknown = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = null;
+    }
+    return { status: res.status, headers: res.headers, body: parsed, text };
+  };
+
+  return { app, deps, clock, dataDir, dbPath, opened, logs, call, close };
+}
