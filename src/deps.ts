@@ -2,6 +2,8 @@ import type { Context } from "hono";
 import type { HangarConfig } from "./config.ts";
 import type { Db } from "./db/types.ts";
 import type { SecretBox } from "./domain/crypto.ts";
+import type { GitClient } from "./domain/git.ts";
+import type { JobSignal } from "./domain/job-signal.ts";
 import type { UserRow } from "./domain/users.ts";
 
 /** Time source in epoch seconds. Tests pass a ManualClock; nothing else reads the wall clock. */
@@ -29,6 +31,10 @@ export interface AppDeps {
   log: Logger;
   /** Outbound HTTP (OIDC discovery, token exchange, S3). Injected so a host can route or restrict it. */
   fetch: typeof fetch;
+  /** `git ls-remote` for branch resolution (Node: the real git binary, src/runtime/git.ts). */
+  git: GitClient;
+  /** Wakes this process's long-polling claims when a build is queued; other daemons poll the database. */
+  jobSignal: JobSignal;
 }
 
 export interface AppVariables {

@@ -8,6 +8,8 @@ import { migrateDb } from "../db/migrate.ts";
 import { systemClock, type AppDeps, type Logger } from "../deps.ts";
 import { base64UrlToBytes, bytesToBase64Url, createSecretBox, randomBytes } from "../domain/crypto.ts";
 import { loadInstance } from "../domain/instance.ts";
+import { JobSignal } from "../domain/job-signal.ts";
+import { createNodeGitClient } from "./git.ts";
 
 export const stderrLogger: Logger = (record) => {
   process.stderr.write(`${JSON.stringify(record)}\n`);
@@ -58,6 +60,8 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       getPeerAddress: nodePeerAddress,
       log: stderrLogger,
       fetch: globalThis.fetch.bind(globalThis),
+      git: createNodeGitClient(),
+      jobSignal: new JobSignal(),
       ...overrides,
     };
     await loadInstance(deps);

@@ -9,6 +9,8 @@ import { openDb, type OpenedDb } from "../../src/db/client.ts";
 import { migrateDb } from "../../src/db/migrate.ts";
 import type { AppDeps } from "../../src/deps.ts";
 import { createSecretBox, randomBytes } from "../../src/domain/crypto.ts";
+import { JobSignal } from "../../src/domain/job-signal.ts";
+import { createNodeGitClient } from "../../src/runtime/git.ts";
 import { ManualClock } from "./clock.ts";
 
 /** What a test passes as Hono's env: the TCP peer address the app should see. */
@@ -68,6 +70,8 @@ export async function makeTestApp(
     getPeerAddress: (c: Context) => (c.env as TestEnv | undefined)?.peerAddress,
     log: (record) => logs.push(record),
     fetch: globalThis.fetch.bind(globalThis),
+    git: createNodeGitClient(),
+    jobSignal: new JobSignal(),
     ...options.deps,
   };
   const app = createApp(deps);
