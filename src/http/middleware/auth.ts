@@ -22,11 +22,30 @@ export function bearerToken(c: Context, invalidCode: "invalid_session" | "invali
  */
 export function requireSetupSession(deps: AppDeps) {
   return createMiddleware<AppEnv>(async (c, next) => {
-    const inst = await loadInstance(deps);
-    if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
-    const session = await touchSetupSession(deps, bearerToken(c));
+    await assertSetupOpen(deps);
+    const session = await touchSetupSession(deps, bearerToken(c)).catch(async (err: unknown) => {
+      // A completion racing this request deletes every setup session: answer for the state, not the token.
+      await assertSetupOpen(deps);
+      throw err;
+    });
     c.set("setupSessionId", session.id);
     c.set("setupSessionExpiresAt", session.expiresAt);
+    await next();
+  });
+}
+
+async function assertSetupOpen(deps: AppDeps): Promise<void> {
+  const inst = await loadInstance(deps);
+  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+}
+
+/**
+ * Guard for every `/v1/setup/*` path, mounted ahead of all setup routes (those of later areas too): after
+ * completion the whole area answers 409 already_configured, before any body or credential is read.
+ */
+export function requireSetupOpen(deps: AppDeps) {
+  return createMiddleware<AppEnv>(async (_c, next) => {
+    await assertSetupOpen(deps);
     await next();
   });
 }

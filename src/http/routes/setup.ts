@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { completeSetup, createLocalOwner, setSetupPreferences, verifyBootstrapToken } from "../../domain/setup.ts";
-import { requireSetupSession } from "../middleware/auth.ts";
+import { requireSetupOpen, requireSetupSession } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { localOwnerSchema, setupPreferencesSchema, verifyBootstrapSchema } from "./setup.schemas.ts";
 
@@ -9,6 +9,9 @@ import { localOwnerSchema, setupPreferencesSchema, verifyBootstrapSchema } from 
 export function setupRoutes(deps: AppDeps) {
   const session = requireSetupSession(deps);
   return new Hono<AppEnv>()
+    // Registered before every other setup route (app.route keeps the order), so it also covers the OIDC and
+    // trusted-proxy setup endpoints and runs before body validation.
+    .use("/v1/setup/*", requireSetupOpen(deps))
     .post("/v1/setup/bootstrap-token/verify", jsonBody(verifyBootstrapSchema), async (c) =>
       c.json(await verifyBootstrapToken(deps, c.req.valid("json").token)),
     )
