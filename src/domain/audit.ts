@@ -1,4 +1,4 @@
-import { desc } from "drizzle-orm";
+import { desc, sql, type SQL } from "drizzle-orm";
 import { auditEvents } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 
@@ -22,6 +22,19 @@ export function auditStatement(deps: Pick<AppDeps, "db" | "clock">, input: Audit
     details: input.details ?? null,
     createdAt: deps.clock.now(),
   });
+}
+
+/**
+ * The same insert, landing only when `condition` holds when the statement runs: in a batch after the write it
+ * records, so a write that matched nothing (a lost race, a duplicate) leaves no event behind.
+ */
+export function auditStatementWhen(deps: Pick<AppDeps, "db" | "clock">, input: AuditInput, condition: SQL) {
+  const details = input.details ? JSON.stringify(input.details) : null;
+  // Columns in table order; seq is null so SQLite assigns the next autoincrement value.
+  return deps.db.insert(auditEvents).select(
+    sql`select null, ${crypto.randomUUID()}, ${input.action}, ${input.actor?.id ?? null}, ${input.actor?.email ?? null},
+        ${input.targetType ?? null}, ${input.targetId ?? null}, ${details}, ${deps.clock.now()} where ${condition}`,
+  );
 }
 
 export async function recordAudit(deps: Pick<AppDeps, "db" | "clock">, input: AuditInput): Promise<void> {

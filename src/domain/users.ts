@@ -3,7 +3,7 @@ import type { AuthMethod, UserRole } from "../db/schema/constants.ts";
 import { instance, userSessions, users } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { auditStatement, auditStatementWhen } from "./audit.ts";
 import { createUserSession, revokeUserSessionsStatement } from "./sessions.ts";
 
 export type UserRow = typeof users.$inferSelect;
@@ -131,7 +131,11 @@ export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role
   // ON CONFLICT DO NOTHING on the unique email: two racing invites make one user and one 409.
   const [inserted] = await deps.db.batch([
     deps.db.insert(users).values(row).onConflictDoNothing().returning(),
-    auditStatement(deps, { action: "user.invited", actor, targetType: "user", targetId: row.id, details: { email: normalized, role } }),
+    auditStatementWhen(
+      deps,
+      { action: "user.invited", actor, targetType: "user", targetId: row.id, details: { email: normalized, role } },
+      sql`exists (select 1 from ${users} where ${users.id} = ${row.id})`,
+    ),
   ]);
   const created = inserted[0];
   if (!created) {
@@ -153,7 +157,11 @@ export async function changeUserRole(deps: DbDeps, actor: Actor, userId: string,
   if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
   const [updated] = await deps.db.batch([
     deps.db.update(users).set({ role, updatedAt: deps.clock.now() }).where(and(eq(users.id, userId), ne(users.role, "owner"))).returning(),
-    auditStatement(deps, { action: "user.role_changed", actor, targetType: "user", targetId: userId, details: { from: target.role, to: role } }),
+    auditStatementWhen(
+      deps,
+      { action: "user.role_changed", actor, targetType: "user", targetId: userId, details: { from: target.role, to: role } },
+      sql`exists (select 1 from ${users} where ${users.id} = ${userId} and ${users.role} = ${role})`,
+    ),
   ]);
   const row = updated[0];
   if (!row) throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
@@ -167,7 +175,11 @@ export async function disableUser(deps: DbDeps, actor: Actor, userId: string): P
   const [updated] = await deps.db.batch([
     deps.db.update(users).set({ status: "disabled", updatedAt: deps.clock.now() }).where(and(eq(users.id, userId), ne(users.role, "owner"))).returning(),
     revokeUserSessionsStatement(deps, userId),
-    auditStatement(deps, { action: "user.disabled", actor, targetType: "user", targetId: userId, details: { email: target.email } }),
+    auditStatementWhen(
+      deps,
+      { action: "user.disabled", actor, targetType: "user", targetId: userId, details: { email: target.email } },
+      sql`exists (select 1 from ${users} where ${users.id} = ${userId} and ${users.status} = 'disabled')`,
+    ),
   ]);
   const row = updated[0];
   if (!row) throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
