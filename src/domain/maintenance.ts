@@ -1,4 +1,5 @@
 import type { AppDeps } from "../deps.ts";
+import { deleteExpiredOidcRequests } from "./oidc.ts";
 import { deleteExpiredSessions } from "./sessions.ts";
 
 /**
@@ -6,7 +7,7 @@ import { deleteExpiredSessions } from "./sessions.ts";
  * on one database can both run it (CONTRACT §8). Tests call it directly with a ManualClock.
  */
 export async function runMaintenance(deps: AppDeps): Promise<void> {
-  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [deleteExpiredSessions];
+  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [deleteExpiredSessions, deleteExpiredOidcRequests];
   for (const job of jobs) {
     try {
       await job(deps);

@@ -1,0 +1,591 @@
+import { CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client } from "arctic";
+import { and, count, eq, gt, lte, sql } from "drizzle-orm";
+import { createRemoteJWKSet, customFetch, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import type { OidcPurpose, SetupState } from "../db/schema/constants.ts";
+import { instance, instanceSettings, oidcPendingRequests } from "../db/schema/index.ts";
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { auditStatement } from "./audit.ts";
+import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
+import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
+import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
+import { newOwnerValues, signIn, type UserRow } from "./users.ts";
+
+/**
+ * OIDC sign-in (SPEC Auth, CONTRACT §3): discovery, the authorization request (PKCE S256, state, nonce) and the
+ * ID-token check. arctic's generic OAuth2Client stays inside this module (its README marks it deprecated), and
+ * jose checks the ID token. Pending requests live in the database so a restart or a second daemon can finish them.
+ */
+
+type Deps = Pick<AppDeps, "db" | "clock" | "secrets" | "fetch" | "log">;
+
+/** Key of the OIDC document in instance_settings. */
+export const OIDC_SETTING = "oidc";
+export const DISCOVERY_TIMEOUT_MS = 5_000;
+/** Discovery documents are a few KiB; a provider answering megabytes is broken or hostile. */
+export const MAX_DISCOVERY_BYTES = 256 * 1024;
+export const TOKEN_EXCHANGE_TIMEOUT_MS = 10_000;
+export const PENDING_TTL_S = 10 * 60;
+export const MAX_PENDING = 1000;
+/** Expired rows stay this long so a late callback hears auth_expired rather than invalid_state. */
+export const EXPIRED_PENDING_GRACE_S = 60 * 60;
+/** Tolerated clock difference with the provider for exp and iat. */
+export const CLOCK_SKEW_S = 60;
+const SCOPES = ["openid", "email", "profile"];
+/** Asymmetric algorithms only by default: never `none`, and HMAC only when the provider declares it. */
+const ASYMMETRIC_ALGS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519"];
+const HMAC_ALGS = ["HS256", "HS384", "HS512"];
+
+/** The stored document; the client secret is sealed with the key file's box. */
+export interface StoredOidcSettings {
+  issuer_url: string;
+  discovered_issuer: string;
+  client_id: string;
+  client_secret_sealed: string | null;
+  configured_at: number;
+}
+
+export interface OidcConfigureInput {
+  issuer_url: string;
+  client_id: string;
+  /** Omitted keeps the stored secret when issuer and client are unchanged; null removes it. */
+  client_secret?: string | null;
+}
+
+interface DiscoveryDocument {
+  issuer: string;
+  authorization_endpoint: string;
+  token_endpoint: string;
+  jwks_uri: string;
+  userinfo_endpoint?: string;
+  id_token_signing_alg_values_supported?: string[];
+}
+
+export interface OidcIdentity {
+  email: string;
+  subject: string;
+  name: string | null;
+  picture: string | null;
+}
+
+class DiscoveryFailure extends Error {}
+
+// ---------------------------------------------------------------------------------------------------------------
+// URLs and bounded fetches
+
+/** Loopback hosts may use plain http (development); everything else must be https (CONTRACT §3). */
+function isLoopbackHostname(hostname: string): boolean {
+  const h = hostname.toLowerCase();
+  return h === "localhost" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+function isAllowedProviderUrl(url: URL): boolean {
+  if (url.username || url.password) return false;
+  return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHostname(url.hostname));
+}
+
+/** The configured issuer URL, or 400 invalid_input saying why it is refused. */
+export function checkIssuerUrl(raw: string): string {
+  const issuer = raw.trim();
+  const refuse = (message: string) => new ApiError(400, "invalid_input", message, [{ path: "issuer_url", message }]);
+  let url: URL;
+  try {
+    url = new URL(issuer);
+  } catch {
+    throw refuse("issuer_url must be an absolute URL");
+  }
+  if (url.protocol !== "https:" && url.protocol !== "http:") throw refuse("issuer_url must be an https URL");
+  if (!isAllowedProviderUrl(url)) throw refuse("issuer_url must use https (plain http is accepted only for loopback hosts)");
+  if (url.search || url.hash) throw refuse("issuer_url must not have a query or fragment");
+  return issuer;
+}
+
+/** Issuers compare as strings (OIDC Discovery §4.3), forgiving only a trailing slash typed by the operator. */
+function sameIssuer(a: string, b: string): boolean {
+  return a.replace(/\/+$/, "") === b.replace(/\/+$/, "");
+}
+
+/** Reads a body up to `maxBytes`; a larger one is cut off rather than buffered. */
+async function readCapped(res: Response, maxBytes: number): Promise<string> {
+  const declared = Number(res.headers.get("content-length") ?? "0");
+  if (declared > maxBytes) {
+    await res.body?.cancel();
+    throw new Error(`answer larger than ${maxBytes} bytes`);
+  }
+  if (!res.body) return "";
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > maxBytes) {
+      await reader.cancel();
+      throw new Error(`answer larger than ${maxBytes} bytes`);
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    all.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
+
+/** GET through deps.fetch with a timeout that covers the body too, no redirects, and a size cap. */
+async function fetchJson(deps: Pick<AppDeps, "fetch">, url: string, headers: Record<string, string> = {}): Promise<unknown> {
+  const res = await deps.fetch(url, {
+    method: "GET",
+    headers: { accept: "application/json", ...headers },
+    redirect: "error",
+    signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
+  });
+  if (res.status !== 200) {
+    await res.body?.cancel();
+    throw new Error(`HTTP ${res.status}`);
+  }
+  const text = await readCapped(res, MAX_DISCOVERY_BYTES);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error("the answer is not JSON");
+  }
+}
+
+function describe(err: unknown): string {
+  if (err instanceof Error && err.name === "TimeoutError") return `no answer within ${DISCOVERY_TIMEOUT_MS / 1000} s`;
+  return err instanceof Error ? err.message : "request failed";
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Discovery
+
+/** `{issuer}/.well-known/openid-configuration`, checked field by field; throws DiscoveryFailure with a reason. */
+async function discover(deps: Pick<AppDeps, "fetch">, issuerUrl: string): Promise<DiscoveryDocument> {
+  const url = `${issuerUrl.replace(/\/+$/, "")}/.well-known/openid-configuration`;
+  let doc: unknown;
+  try {
+    doc = await fetchJson(deps, url);
+  } catch (err) {
+    throw new DiscoveryFailure(`the discovery document at ${url} cannot be read: ${describe(err)}`);
+  }
+  if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new DiscoveryFailure("the discovery document is not a JSON object");
+  const d = doc as Record<string, unknown>;
+  if (typeof d.issuer !== "string" || !sameIssuer(d.issuer, issuerUrl)) {
+    throw new DiscoveryFailure(`the discovered issuer ${JSON.stringify(d.issuer)} is not the configured issuer ${issuerUrl}`);
+  }
+  const endpoint = (name: string, required: boolean): string | undefined => {
+    const value = d[name];
+    if (value === undefined && !required) return undefined;
+    if (typeof value !== "string") throw new DiscoveryFailure(`the discovery document has no ${name}`);
+    let parsed: URL;
+    try {
+      parsed = new URL(value);
+    } catch {
+      throw new DiscoveryFailure(`the discovery document's ${name} is not a URL`);
+    }
+    if (!isAllowedProviderUrl(parsed)) throw new DiscoveryFailure(`the discovery document's ${name} must use https`);
+    return value;
+  };
+  const algs = d.id_token_signing_alg_values_supported;
+  return {
+    issuer: d.issuer,
+    authorization_endpoint: endpoint("authorization_endpoint", true)!,
+    token_endpoint: endpoint("token_endpoint", true)!,
+    jwks_uri: endpoint("jwks_uri", true)!,
+    userinfo_endpoint: endpoint("userinfo_endpoint", false),
+    id_token_signing_alg_values_supported: Array.isArray(algs) ? algs.filter((a): a is string => typeof a === "string") : undefined,
+  };
+}
+
+/** Discovery while signing in: a failure is the provider's (502). */
+async function discoverForFlow(deps: Deps, issuerUrl: string): Promise<DiscoveryDocument> {
+  try {
+    return await discover(deps, issuerUrl);
+  } catch (err) {
+    if (err instanceof DiscoveryFailure) throw new ApiError(502, "oidc_discovery_error", err.message);
+    throw err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Configuration (setup and post-setup)
+
+export async function readOidcSettings(deps: Pick<AppDeps, "db">): Promise<StoredOidcSettings | null> {
+  const stored = await readSetting<StoredOidcSettings>(deps, OIDC_SETTING);
+  return stored?.value ?? null;
+}
+
+/** Validates, discovers (400 oidc_discovery_failed) and seals: the document to store. */
+async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<StoredOidcSettings> {
+  const issuerUrl = checkIssuerUrl(input.issuer_url);
+  const clientId = input.client_id.trim();
+  if (!clientId) throw new ApiError(400, "invalid_input", "client_id must not be empty", [{ path: "client_id", message: "must not be empty" }]);
+  let doc: DiscoveryDocument;
+  try {
+    doc = await discover(deps, issuerUrl);
+  } catch (err) {
+    if (err instanceof DiscoveryFailure) throw new ApiError(400, "oidc_discovery_failed", err.message);
+    throw err;
+  }
+  let sealed: string | null = null;
+  if (typeof input.client_secret === "string") {
+    try {
+      sealed = await deps.secrets.seal(input.client_secret);
+    } catch {
+      throw new ApiError(500, "encryption_error", "the client secret could not be encrypted");
+    }
+  } else if (input.client_secret === undefined) {
+    // A secret is write-only: re-saving the same provider and client without it keeps the stored one.
+    const previous = await readOidcSettings(deps);
+    if (previous && previous.client_id === clientId && sameIssuer(previous.issuer_url, issuerUrl)) sealed = previous.client_secret_sealed;
+  }
+  return { issuer_url: issuerUrl, discovered_issuer: doc.issuer, client_id: clientId, client_secret_sealed: sealed, configured_at: deps.clock.now() };
+}
+
+/** POST /v1/setup/oidc/configure: bootstrap_pending or idp_configured → idp_configured. */
+export async function configureSetupOidc(deps: Deps, input: OidcConfigureInput) {
+  const next = assertSetupOperation(await loadInstance(deps), "configure_oidc");
+  const settings = await prepareSettings(deps, input);
+  const [moved] = await deps.db.batch([
+    transitionStatement(deps, "configure_oidc", next),
+    // The document lands only with the state change, so a setup that moved on meanwhile is left alone.
+    writeSettingIfStateStatement(deps, settings, "idp_configured"),
+    auditStatement(deps, { action: "setup.oidc_configured", targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } }),
+  ]);
+  if (moved.length === 0) throw new ApiError(409, "invalid_state", "the setup state changed; read setup-status again");
+  return { state: "idp_configured" as const, discovered_issuer: settings.discovered_issuer };
+}
+
+/** The settings upsert, applied only when the instance is in `state` (the batch's own transition landed). */
+function writeSettingIfStateStatement(deps: Deps, settings: StoredOidcSettings, state: SetupState) {
+  const now = deps.clock.now();
+  return deps.db
+    .insert(instanceSettings)
+    .select(
+      sql`select ${OIDC_SETTING}, ${JSON.stringify(settings)}, ${now}
+          where exists (select 1 from ${instance} where ${instance.id} = 1 and ${instance.state} = ${state})`,
+    )
+    .onConflictDoUpdate({ target: instanceSettings.key, set: { value: settings, updatedAt: now } });
+}
+
+/** PUT /v1/settings/external-access/oidc: the owner replaces the configuration once setup is ready. */
+export async function configureOidcSettings(deps: Deps, actor: Pick<UserRow, "id" | "email">, input: OidcConfigureInput) {
+  const inst = await loadInstance(deps);
+  if (inst.state !== "ready") throw new ApiError(409, "invalid_state", "OIDC is configured through setup until setup is complete");
+  const settings = await prepareSettings(deps, input);
+  await deps.db.batch([
+    writeSettingStatement(deps, OIDC_SETTING, settings),
+    auditStatement(deps, { action: "settings.oidc_configured", actor, targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } }),
+  ]);
+  return { discovered_issuer: settings.discovered_issuer, has_client_secret: settings.client_secret_sealed !== null, configured_at: settings.configured_at };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Authorization request
+
+/** A redirect URI must be an absolute http(s) URL without a fragment (RFC 6749 §3.1.2). */
+function checkRedirectUri(raw: string): string {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ApiError(400, "invalid_redirect_uri", "redirect_uri must be an absolute URL");
+  }
+  if ((url.protocol !== "https:" && url.protocol !== "http:") || url.hash || raw.length > 2048) {
+    throw new ApiError(400, "invalid_redirect_uri", "redirect_uri must be an http(s) URL without a fragment");
+  }
+  return raw;
+}
+
+function tooManyPending(): ApiError {
+  return new ApiError(429, "too_many_pending", `more than ${MAX_PENDING} sign-ins are pending; try again in a few minutes`);
+}
+
+/** A database failure around pending requests is the spec's 500 store_error; its details go to the log only. */
+function storeError(deps: Deps, err: unknown): ApiError {
+  deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc pending request store failed", error: describeDbError(err) });
+  return new ApiError(500, "store_error", "the sign-in request could not be stored or read");
+}
+
+/** The driver's message (e.g. "no such table"), never drizzle's, which repeats the query parameters. */
+function describeDbError(err: unknown): string {
+  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
+  return cause instanceof Error ? `${cause.name}: ${cause.message}` : "unknown error";
+}
+
+async function loadConfigured(deps: Deps, missing: () => ApiError): Promise<StoredOidcSettings> {
+  const settings = await readOidcSettings(deps);
+  if (!settings) throw missing();
+  return settings;
+}
+
+const setupNotConfigured = () => new ApiError(409, "invalid_state", "OIDC is not configured; call /v1/setup/oidc/configure first");
+const loginNotConfigured = () => new ApiError(500, "oidc_not_configured", "OIDC sign-in is not configured on this instance");
+
+/**
+ * Starts an authorization request: the state, PKCE verifier and nonce are kept server-side keyed by the state's
+ * SHA-256 (the verifier sealed), for 10 minutes. The insert itself checks the limit, so concurrent starts never
+ * push the table past 1000 live rows.
+ */
+async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: StoredOidcSettings, redirectUri: string) {
+  const now = deps.clock.now();
+  const live = gt(oidcPendingRequests.expiresAt, now);
+  let pending: number;
+  try {
+    pending = (await deps.db.select({ n: count() }).from(oidcPendingRequests).where(live).get())?.n ?? 0;
+  } catch (err) {
+    throw storeError(deps, err);
+  }
+  // Checked before discovery too, so a flood of starts does not turn into a flood of requests to the provider.
+  if (pending >= MAX_PENDING) throw tooManyPending();
+  const doc = await discoverForFlow(deps, settings.issuer_url);
+
+  const state = generateState();
+  const verifier = generateCodeVerifier();
+  const nonce = randomToken();
+  const client = new OAuth2Client(settings.client_id, null, redirectUri);
+  const url = client.createAuthorizationURLWithPKCE(doc.authorization_endpoint, state, CodeChallengeMethod.S256, verifier, SCOPES);
+  url.searchParams.set("nonce", nonce);
+
+  let sealedVerifier: string;
+  try {
+    sealedVerifier = await deps.secrets.seal(verifier);
+  } catch {
+    throw new ApiError(500, "encryption_error", "the sign-in request could not be encrypted");
+  }
+  const stateHash = await sha256Hex(state);
+  let inserted: unknown[];
+  try {
+    inserted = await deps.db
+      .insert(oidcPendingRequests)
+      .select(
+        sql`select ${stateHash}, ${purpose}, ${sealedVerifier}, ${nonce}, ${redirectUri}, ${now}, ${now + PENDING_TTL_S}
+            where (select count(*) from ${oidcPendingRequests} where ${oidcPendingRequests.expiresAt} > ${now}) < ${MAX_PENDING}`,
+      )
+      .returning({ stateHash: oidcPendingRequests.stateHash });
+  } catch (err) {
+    throw storeError(deps, err);
+  }
+  if (inserted.length === 0) throw tooManyPending();
+  return { authorization_url: url.href, state };
+}
+
+/** POST /v1/setup/owner/start-oidc: idp_configured only. */
+export async function startSetupOwnerOidc(deps: Deps, input: { redirect_uri: string }) {
+  assertSetupOperation(await loadInstance(deps), "verify_oidc_owner");
+  const settings = await loadConfigured(deps, setupNotConfigured);
+  return startAuthorization(deps, "setup_owner", settings, checkRedirectUri(input.redirect_uri));
+}
+
+/**
+ * The "standard callback" used when GET /v1/auth/oidc/start has no redirect_uri: the web UI's callback page on
+ * the public URL when External Access has one, else on the origin the request came to.
+ */
+export async function standardCallbackUri(deps: Pick<AppDeps, "db">, requestOrigin: string): Promise<string> {
+  const network = await readSetting<{ public_url?: string | null }>(deps, NETWORK_SETTING);
+  const base = network?.value.public_url || requestOrigin;
+  return `${base.replace(/\/+$/, "")}/auth/oidc/callback`;
+}
+/** Key of the External Access network document (owned by the settings area). */
+const NETWORK_SETTING = "external_access_network";
+
+/** GET /v1/auth/oidc/start (the instance is ready: requireReady ran). */
+export async function startOidcSignIn(deps: Deps, input: { redirect_uri?: string; requestOrigin: string }) {
+  const settings = await loadConfigured(deps, loginNotConfigured);
+  const redirectUri = input.redirect_uri ?? (await standardCallbackUri(deps, input.requestOrigin));
+  return startAuthorization(deps, "login", settings, checkRedirectUri(redirectUri));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Callback: one use of the pending request, code exchange, ID-token check
+
+async function openSecret(deps: Deps, sealed: string, what: string): Promise<string> {
+  try {
+    return await deps.secrets.open(sealed);
+  } catch {
+    throw new ApiError(500, "decryption_error", `the stored ${what} cannot be decrypted (was master.key replaced?)`);
+  }
+}
+
+/** arctic's client sends the code with the PKCE verifier; every failure of the exchange is the provider's (502). */
+async function exchangeCode(settings: StoredOidcSettings, secret: string | null, doc: DiscoveryDocument, redirectUri: string, code: string, verifier: string) {
+  const client = new OAuth2Client(settings.client_id, secret, redirectUri);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  // arctic takes no abort signal: bound the wait here so a hanging provider cannot hold the request forever.
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error("timeout")), TOKEN_EXCHANGE_TIMEOUT_MS);
+  });
+  try {
+    const tokens = await Promise.race([client.validateAuthorizationCode(doc.token_endpoint, code, verifier), timeout]);
+    return tokens.data as Record<string, unknown>;
+  } catch (err) {
+    const reason = err instanceof Error && "code" in err && typeof err.code === "string" ? `: ${err.code}` : "";
+    throw new ApiError(502, "token_exchange_error", `the provider refused the authorization code${reason}`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The algorithms accepted for this provider: its declared ones within our allowlist; HMAC only if declared. */
+function allowedAlgorithms(doc: DiscoveryDocument, hasSecret: boolean): string[] {
+  const declared = doc.id_token_signing_alg_values_supported;
+  const asymmetric = declared ? ASYMMETRIC_ALGS.filter((a) => declared.includes(a)) : ASYMMETRIC_ALGS;
+  const hmac = declared && hasSecret ? HMAC_ALGS.filter((a) => declared.includes(a)) : [];
+  return [...asymmetric, ...hmac];
+}
+
+/**
+ * Signature from the issuer's JWKS (or the client secret for a provider that declares HMAC), `iss`, `aud`
+ * (and `azp` when several audiences), `exp`/`iat` with a small skew, and the nonce compared explicitly.
+ */
+async function verifyIdToken(deps: Deps, input: { idToken: string; doc: DiscoveryDocument; clientId: string; secret: string | null; nonce: string }): Promise<JWTPayload> {
+  const { doc, clientId, secret } = input;
+  const jwks = createRemoteJWKSet(new URL(doc.jwks_uri), {
+    timeoutDuration: DISCOVERY_TIMEOUT_MS,
+    // Through deps.fetch and with the same size cap as discovery.
+    [customFetch]: async (url, init) => {
+      const res = await deps.fetch(url, init);
+      if (res.status !== 200) return res;
+      return new Response(await readCapped(res, MAX_DISCOVERY_BYTES), { status: 200, headers: { "content-type": "application/json" } });
+    },
+  });
+  const hmacKey = secret === null ? null : new TextEncoder().encode(secret);
+  const getKey: JWTVerifyGetKey = (header, token) => {
+    if (header.alg?.startsWith("HS")) {
+      if (!hmacKey) throw new Error("HMAC-signed token without a client secret");
+      return hmacKey;
+    }
+    return jwks(header, token);
+  };
+  const algorithms = allowedAlgorithms(doc, secret !== null);
+  let payload: JWTPayload;
+  try {
+    ({ payload } = await jwtVerify(input.idToken, getKey, {
+      issuer: doc.issuer,
+      audience: clientId,
+      algorithms,
+      currentDate: new Date(deps.clock.now() * 1000),
+      clockTolerance: CLOCK_SKEW_S,
+      // An ID token older than a pending request's lifetime cannot be the answer to it.
+      maxTokenAge: PENDING_TTL_S,
+      requiredClaims: ["sub", "exp", "iat"],
+    }));
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : "invalid token";
+    throw new ApiError(502, "id_token_verification_error", `the ID token failed verification: ${reason}`);
+  }
+  if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== clientId) {
+    throw new ApiError(502, "id_token_verification_error", "the ID token has several audiences and no azp naming this client");
+  }
+  if (payload.azp !== undefined && payload.azp !== clientId) {
+    throw new ApiError(502, "id_token_verification_error", "the ID token's azp names another client");
+  }
+  // jose does not know our nonce: compare it here, in constant time.
+  if (typeof payload.nonce !== "string" || !constantTimeEqual(payload.nonce, input.nonce)) {
+    throw new ApiError(502, "id_token_verification_error", "the ID token's nonce does not match the sign-in request");
+  }
+  return payload;
+}
+
+const EMAIL = /^[^\s@]+@[^\s@]+$/;
+
+function claimString(claims: Record<string, unknown>, name: string, max: number): string | null {
+  const value = claims[name];
+  return typeof value === "string" && value.trim() !== "" && value.length <= max ? value.trim() : null;
+}
+
+/**
+ * The email, name and picture of the signed-in account. Providers that follow OIDC Core §5.4 strictly put scope
+ * claims only in userinfo; those are read from there, for the same subject only.
+ */
+async function identityFrom(deps: Deps, payload: JWTPayload, doc: DiscoveryDocument, accessToken: unknown): Promise<OidcIdentity> {
+  let claims: Record<string, unknown> = payload;
+  if (claimString(claims, "email", 320) === null && doc.userinfo_endpoint && typeof accessToken === "string") {
+    try {
+      const info = await fetchJson(deps, doc.userinfo_endpoint, { authorization: `Bearer ${accessToken}` });
+      if (typeof info === "object" && info !== null && (info as Record<string, unknown>).sub === payload.sub) {
+        claims = { ...(info as Record<string, unknown>), ...stripEmpty(payload) };
+      }
+    } catch {
+      // Treated as no email below.
+    }
+  }
+  const email = claimString(claims, "email", 320);
+  if (!email || !EMAIL.test(email)) throw new ApiError(502, "missing_email", "the provider did not return an email address for this account");
+  // An address the provider itself says is unverified must not match an invited user.
+  if (claims.email_verified === false || claims.email_verified === "false") {
+    throw new ApiError(502, "missing_email", "the provider says this account's email address is not verified");
+  }
+  const picture = claimString(claims, "picture", 2048);
+  return {
+    email,
+    subject: String(payload.sub),
+    name: claimString(claims, "name", 200),
+    picture: picture && /^https?:\/\//i.test(picture) ? picture : null,
+  };
+}
+
+function stripEmpty(payload: JWTPayload): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(payload).filter(([, v]) => v !== undefined && v !== null && v !== ""));
+}
+
+/**
+ * Finishes an authorization request: the pending row is deleted as it is read (one use each, across daemons),
+ * then the code is exchanged and the ID token checked. Answers the verified identity.
+ */
+async function finishAuthorization(deps: Deps, purpose: OidcPurpose, input: { code: string; state: string }, missing: () => ApiError): Promise<OidcIdentity> {
+  const stateHash = await sha256Hex(input.state);
+  let row: typeof oidcPendingRequests.$inferSelect | undefined;
+  try {
+    row = await deps.db
+      .delete(oidcPendingRequests)
+      .where(and(eq(oidcPendingRequests.stateHash, stateHash), eq(oidcPendingRequests.purpose, purpose)))
+      .returning()
+      .get();
+  } catch (err) {
+    throw storeError(deps, err);
+  }
+  if (!row) throw new ApiError(400, "invalid_state", "unknown or already used sign-in state; start the sign-in again");
+  if (row.expiresAt <= deps.clock.now()) throw new ApiError(400, "auth_expired", "the sign-in request is older than 10 minutes; start again");
+
+  const settings = await loadConfigured(deps, missing);
+  const secret = settings.client_secret_sealed === null ? null : await openSecret(deps, settings.client_secret_sealed, "client secret");
+  const verifier = await openSecret(deps, row.codeVerifierSealed, "PKCE verifier");
+  const doc = await discoverForFlow(deps, settings.issuer_url);
+  const tokens = await exchangeCode(settings, secret, doc, row.redirectUri, input.code, verifier);
+  if (typeof tokens.id_token !== "string" || tokens.id_token === "") {
+    throw new ApiError(502, "missing_id_token", "the provider answered without an ID token");
+  }
+  const payload = await verifyIdToken(deps, { idToken: tokens.id_token, doc, clientId: settings.client_id, secret, nonce: row.nonce });
+  return identityFrom(deps, payload, doc, tokens.access_token);
+}
+
+/** POST /v1/setup/owner/verify-oidc: idp_configured → owner_created, the owner with email and OIDC subject. */
+export async function verifySetupOwnerOidc(deps: Deps, input: { code: string; state: string }) {
+  const next = assertSetupOperation(await loadInstance(deps), "verify_oidc_owner");
+  const identity = await finishAuthorization(deps, "setup_owner", input, setupNotConfigured);
+  const owner = newOwnerValues(deps, identity.email, { oidcSubject: identity.subject, ...(identity.name ? { displayName: identity.name } : {}) });
+  const created = await createOwner(deps, "verify_oidc_owner", next, owner);
+  return { state: created.state, owner_email: created.owner_email, oidc_subject: identity.subject };
+}
+
+/** POST /v1/auth/oidc/callback: an invited or active user signs in (the first sign-in activates an invited one). */
+export async function completeOidcSignIn(deps: Deps, input: { code: string; state: string }) {
+  const identity = await finishAuthorization(deps, "login", input, loginNotConfigured);
+  try {
+    return await signIn(deps, { email: identity.email, method: "oidc", oidcSubject: identity.subject, displayName: identity.name, avatarUrl: identity.picture });
+  } catch (err) {
+    if (err instanceof ApiError) throw err;
+    deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc session creation failed", error: describeDbError(err) });
+    throw new ApiError(500, "session_error", "the session could not be created");
+  }
+}
+
+/** Maintenance: expired pending requests, kept for an hour so a late callback still hears auth_expired. */
+export async function deleteExpiredOidcRequests(deps: Pick<AppDeps, "db" | "clock">): Promise<void> {
+  await deps.db.delete(oidcPendingRequests).where(lte(oidcPendingRequests.expiresAt, deps.clock.now() - EXPIRED_PENDING_GRACE_S));
+}
