@@ -36,10 +36,15 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   }, config.sweepIntervalMs);
   timer.unref();
 
+  // stdout carries exactly this one line (CONTRACT §1); everything else goes to stderr as JSON records.
   process.stdout.write(`hangar listening on ${url}\n`);
   const inst = await loadInstance(deps);
   if (inst.state !== "ready") {
-    process.stdout.write(`setup is not complete: run \`npx hangar setup-token\` and verify the token at ${url}/v1/setup/bootstrap-token/verify\n`);
+    deps.log({
+      time: new Date().toISOString(),
+      level: "info",
+      msg: `setup is not complete: run \`npx hangar setup-token\` and POST the token to ${url}/v1/setup/bootstrap-token/verify`,
+    });
   }
 
   let stopping: Promise<void> | null = null;
