@@ -29,6 +29,8 @@ export interface AppDeps {
   /** The TCP peer address of the request, or undefined where there is no socket (Workers). */
   getPeerAddress: (c: Context) => string | undefined;
   log: Logger;
+  /** Whether a directory exists (created if missing) and is writable: artifact-storage validation; absent on Workers. */
+  checkWritableDir?: (path: string) => Promise<boolean>;
   /** Outbound HTTP (OIDC discovery, token exchange, S3). Injected so a host can route or restrict it. */
   fetch: typeof fetch;
   /** `git ls-remote` for branch resolution (Node: the real git binary, src/runtime/git.ts). */

@@ -10,6 +10,7 @@ import { base64UrlToBytes, bytesToBase64Url, createSecretBox, randomBytes } from
 import { loadInstance } from "../domain/instance.ts";
 import { JobSignal } from "../domain/job-signal.ts";
 import { createNodeGitClient } from "./git.ts";
+import { checkWritableDir } from "./writable-dir.ts";
 
 export const stderrLogger: Logger = (record) => {
   process.stderr.write(`${JSON.stringify(record)}\n`);
@@ -59,6 +60,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       secrets,
       getPeerAddress: nodePeerAddress,
       log: stderrLogger,
+      checkWritableDir,
       fetch: globalThis.fetch.bind(globalThis),
       git: createNodeGitClient(),
       jobSignal: new JobSignal(),

@@ -11,6 +11,7 @@ import type { AppDeps } from "../../src/deps.ts";
 import { createSecretBox, randomBytes } from "../../src/domain/crypto.ts";
 import { JobSignal } from "../../src/domain/job-signal.ts";
 import { createNodeGitClient } from "../../src/runtime/git.ts";
+import { checkWritableDir } from "../../src/runtime/writable-dir.ts";
 import { ManualClock } from "./clock.ts";
 
 /** What a test passes as Hono's env: the TCP peer address the app should see. */
@@ -69,6 +70,7 @@ export async function makeTestApp(
     secrets: await createSecretBox(randomBytes(32)),
     getPeerAddress: (c: Context) => (c.env as TestEnv | undefined)?.peerAddress,
     log: (record) => logs.push(record),
+    checkWritableDir,
     fetch: globalThis.fetch.bind(globalThis),
     git: createNodeGitClient(),
     jobSignal: new JobSignal(),

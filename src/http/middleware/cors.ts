@@ -1,9 +1,50 @@
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { loadInstance } from "../../domain/instance.ts";
+import { readNetworkSettings } from "../../domain/network-settings.ts";
 
-// Placeholder: CORS from allowed_origins comes with the External Access issue.
-export function corsFromSettings(_deps: AppDeps) {
-  return createMiddleware<AppEnv>(async (_c, next) => {
+const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
+const ALLOW_HEADERS = "Authorization, Content-Type, X-Request-Id";
+const EXPOSE_HEADERS = "Content-Disposition, Content-Length, X-Request-Id";
+const PREFLIGHT_MAX_AGE_S = "600";
+
+/** The origin the request was addressed to, as the browser would write it. */
+function ownOrigin(url: string, host: string | undefined): string {
+  const parsed = new URL(url);
+  return host ? `${parsed.protocol}//${host.toLowerCase()}` : parsed.origin;
+}
+
+/**
+ * CORS from the External Access network settings (CONTRACT §4). Only requests carrying a foreign `Origin`
+ * (browsers) are concerned. In remote mode an origin in `allowed_origins` is echoed back; any other foreign
+ * origin is refused with 403 before the route runs, so a page elsewhere cannot even cause side effects with a
+ * "simple" request. In local mode no foreign origin is allowed at all: that also stops a web page from
+ * driving the loopback-only endpoints through the user's browser.
+ */
+export function corsFromSettings(deps: AppDeps) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const origin = c.req.header("origin");
+    if (origin === undefined || origin === ownOrigin(c.req.url, c.req.header("host"))) return next();
+
+    const inst = await loadInstance(deps);
+    const allowed = inst.runtimeMode === "remote" && (await readNetworkSettings(deps)).allowed_origins.includes(origin);
+    const isPreflight = c.req.method === "OPTIONS" && c.req.header("access-control-request-method") !== undefined;
+    if (!allowed) {
+      throw new ApiError(403, "forbidden", inst.runtimeMode === "remote" ? "this origin is not in allowed_origins" : "cross-origin requests are refused in local mode");
+    }
+    if (isPreflight) {
+      return c.body(null, 204, {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Allow-Methods": ALLOW_METHODS,
+        "Access-Control-Allow-Headers": ALLOW_HEADERS,
+        "Access-Control-Max-Age": PREFLIGHT_MAX_AGE_S,
+        Vary: "Origin, Access-Control-Request-Method, Access-Control-Request-Headers",
+      });
+    }
     await next();
+    c.header("Access-Control-Allow-Origin", origin);
+    c.header("Access-Control-Expose-Headers", EXPOSE_HEADERS);
+    c.header("Vary", "Origin", { append: true });
   });
 }

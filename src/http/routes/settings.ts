@@ -1,7 +1,39 @@
 import { Hono } from "hono";
+import { z } from "zod";
+import { RUNTIME_MODES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
+import { readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
+import { readPreferences, updatePreferences } from "../../domain/preferences.ts";
+import { runPreflight } from "../../domain/preflight.ts";
+import { requireUser, ROLES } from "../middleware/auth.ts";
+import { jsonBody } from "../validate.ts";
 
-// Placeholder: filled in by its own issue.
-export function settingsRoutes(_deps: AppDeps) {
-  return new Hono<AppEnv>();
+const preferencesSchema = z.object({
+  // Any string: a value other than `file` is the spec's 400 unsupported_key_storage_mode, not invalid_input.
+  key_storage_mode: z.string().optional(),
+  runtime_mode: z.enum(RUNTIME_MODES).optional(),
+});
+
+const networkSchema = z.object({
+  public_url: z.string().max(2048),
+  artifact_delivery_url: z.string().max(2048).nullable().optional(),
+  allowed_origins: z.array(z.string().max(2048)).max(50),
+});
+
+/** Instance preferences (runtime mode) and External Access network settings and preflight. OIDC is in oidc.ts. */
+export function settingsRoutes(deps: AppDeps) {
+  // "read/write on instance_settings" is owner or admin (CONTRACT §3); a refusal is insufficient_role.
+  const settingsUser = requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" });
+  const owner = requireUser(deps, { roles: ROLES.owner, code: "external_access_owner_required" });
+  return new Hono<AppEnv>()
+    .get("/v1/settings/preferences", settingsUser, async (c) => c.json(await readPreferences(deps)))
+    .put("/v1/settings/preferences", settingsUser, jsonBody(preferencesSchema), async (c) =>
+      c.json(await updatePreferences(deps, c.get("user"), c.req.valid("json"))),
+    )
+    .get("/v1/settings/external-access/network", settingsUser, async (c) => c.json({ settings: await readNetworkSettings(deps) }))
+    .put("/v1/settings/external-access/network", owner, jsonBody(networkSchema), async (c) => {
+      const settings = await updateNetworkSettings(deps, c.get("user"), { ...c.req.valid("json"), isLoopback: c.get("isLoopback") });
+      return c.json({ settings });
+    })
+    .get("/v1/settings/external-access/preflight", settingsUser, async (c) => c.json(await runPreflight(deps)));
 }

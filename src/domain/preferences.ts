@@ -1,0 +1,92 @@
+import { and, eq } from "drizzle-orm";
+import { KEY_STORAGE_MODES, type RuntimeMode } from "../db/schema/constants.ts";
+import { instance } from "../db/schema/index.ts";
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { auditStatement } from "./audit.ts";
+import { loadInstance, type InstanceRow } from "./instance.ts";
+import { runPreflight } from "./preflight.ts";
+import { revokeAllUserSessionsStatement } from "./sessions.ts";
+import type { UserRow } from "./users.ts";
+
+type Deps = Pick<AppDeps, "db" | "clock" | "config">;
+
+/** Bind addresses that only this machine can reach. */
+function isLoopbackBind(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, "");
+  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+}
+
+/** Wildcard binds accept loopback and network clients alike. */
+function isWildcardBind(host: string): boolean {
+  const h = host.toLowerCase().replace(/^\[|\]$/g, "");
+  return h === "0.0.0.0" || h === "::" || h === "";
+}
+
+/**
+ * Whether the running listener suits the mode (CONTRACT §4): remote mode needs a bind other devices can reach,
+ * local mode one that loopback clients can reach. Only a restart with another HANGAR_HOST changes the bind.
+ */
+export function restartRequired(mode: RuntimeMode, host: string): boolean {
+  if (mode === "remote") return isLoopbackBind(host);
+  return !isLoopbackBind(host) && !isWildcardBind(host);
+}
+
+function toPreferencesJson(inst: InstanceRow, host: string) {
+  return {
+    key_storage_mode: inst.keyStorageMode,
+    runtime_mode: inst.runtimeMode,
+    restart_required: restartRequired(inst.runtimeMode, host),
+    updated_at: inst.preferencesUpdatedAt,
+  };
+}
+
+export async function readPreferences(deps: Deps) {
+  return { preferences: toPreferencesJson(await loadInstance(deps), deps.config.host) };
+}
+
+export interface PreferencesInput {
+  key_storage_mode?: string;
+  runtime_mode?: RuntimeMode;
+}
+
+/**
+ * PUT preferences with the spec's four runtime-mode rules: only `file` key storage; a mode change is
+ * owner-only; enabling remote runs the preflight and fails with the first failing check's code; any mode
+ * change revokes every user session (the caller's too), in the same batch as the change.
+ */
+export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | "email" | "role">, input: PreferencesInput) {
+  if (input.key_storage_mode !== undefined && !(KEY_STORAGE_MODES as readonly string[]).includes(input.key_storage_mode)) {
+    throw new ApiError(400, "unsupported_key_storage_mode", "only key_storage_mode=file is supported");
+  }
+  const inst = await loadInstance(deps);
+  const target = input.runtime_mode ?? inst.runtimeMode;
+  if (target === inst.runtimeMode) return { preferences: toPreferencesJson(inst, deps.config.host), sessions_revoked: false };
+
+  if (actor.role !== "owner") throw new ApiError(403, "external_access_owner_required", "only the owner can change the runtime mode");
+  if (target === "remote") {
+    const preflight = await runPreflight(deps);
+    const failed = preflight.checks.find((c) => !c.ok);
+    if (failed) throw new ApiError(400, failed.failure_code, `External Access preflight failed: ${failed.message}`);
+  }
+  const now = deps.clock.now();
+  // Conditional on the mode we read. A racing change to the same mode loses the update, but its sessions
+  // still go: with two modes, the mode is then the target anyway.
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(instance)
+      .set({ runtimeMode: target, preferencesUpdatedAt: now, updatedAt: now })
+      .where(and(eq(instance.id, 1), eq(instance.runtimeMode, inst.runtimeMode)))
+      .returning(),
+    revokeAllUserSessionsStatement(deps),
+    auditStatement(deps, {
+      action: "settings.runtime_mode_changed",
+      actor,
+      targetType: "instance",
+      targetId: inst.instanceId,
+      details: { from: inst.runtimeMode, to: target, sessions_revoked: true },
+    }),
+  ]);
+  const row = updated[0] ?? (await loadInstance(deps));
+  return { preferences: toPreferencesJson(row, deps.config.host), sessions_revoked: true };
+}
