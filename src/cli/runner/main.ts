@@ -1,5 +1,147 @@
-// Placeholder: the reference runner comes with its own issue.
-export async function runnerMain(_args: string[]): Promise<number> {
-  process.stderr.write("hangar runner: not available yet\n");
-  return 1;
+// `hangar runner` and `hangar runner register` (CONTRACT §9).
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
+import { createLogger } from "./log.ts";
+import { runLoop } from "./loop.ts";
+
+const HELP = `Usage: hangar runner [--url URL] [--id RUNNER_ID] [--token TOKEN] [--workdir DIR] [--once]
+       hangar runner register --url URL --session SESSION_TOKEN [--name NAME] [--platform P]...
+
+The reference build runner. It claims jobs from the daemon one at a time, clones the build's commit into a fresh
+directory under the work directory, runs each step with \`sh -c\` in its own process group, streams the log,
+reports step results, uploads the files matching the pipeline's \`artifacts\` patterns, and honours cancellation.
+
+Options:
+  --url URL          the daemon's base URL                     (or HANGAR_URL)
+  --id RUNNER_ID     the runner's id from \`register\`            (or HANGAR_RUNNER_ID)
+  --token TOKEN      the runner's token from \`register\`         (or HANGAR_RUNNER_TOKEN; prefer the variable:
+                     a command line is visible to other users of the machine)
+  --workdir DIR      where job directories are made (default: <tmp>/hangar-runner-<id>)
+  --once             run one job (waiting up to 30 s for it); exit 0 when it succeeded, 1 otherwise
+
+register: registers a new runner with a user session of an owner or admin and prints two lines,
+  HANGAR_RUNNER_ID=<id> and HANGAR_RUNNER_TOKEN=<token>, ready for an env file.
+  --session TOKEN    a user session token                      (or HANGAR_SESSION_TOKEN)
+  --name NAME        a display name
+  --platform P       a platform this machine builds: ios, android, macos (repeatable or comma-separated;
+                     default: ios, macos and android on macOS, android elsewhere)
+
+SIGTERM or SIGINT drains: the current job finishes, then the runner exits 0. A second signal stops the job.
+Signing material of iOS and Android builds reaches steps as HANGAR_ANDROID_KEYSTORE_PATH,
+HANGAR_ANDROID_KEYSTORE_PASSWORD, HANGAR_ANDROID_KEY_ALIAS, HANGAR_ANDROID_KEY_PASSWORD,
+HANGAR_IOS_CERTIFICATE_PATH, HANGAR_IOS_CERTIFICATE_PASSWORD and HANGAR_IOS_PROVISIONING_PROFILE_PATH.
+`;
+
+/** Usage errors exit 2, failures 1. */
+function fail(message: string, code = 2): number {
+  process.stderr.write(`hangar runner: ${message}\n`);
+  return code;
+}
+
+function defaultPlatforms(): string[] {
+  return process.platform === "darwin" ? ["ios", "macos", "android"] : ["android"];
+}
+
+export async function runnerMain(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    process.stdout.write(HELP);
+    return 0;
+  }
+  if (args[0] === "register") return registerCommand(args.slice(1));
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: {
+        url: { type: "string" },
+        id: { type: "string" },
+        token: { type: "string" },
+        workdir: { type: "string" },
+        once: { type: "boolean", default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    return fail(`${(err as Error).message}\n\n${HELP}`);
+  }
+  const url = values.url ?? process.env.HANGAR_URL;
+  const id = values.id ?? process.env.HANGAR_RUNNER_ID;
+  const token = values.token ?? process.env.HANGAR_RUNNER_TOKEN;
+  if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
+  if (!id) return fail("the runner id is missing: --id or HANGAR_RUNNER_ID (see `hangar runner register`)");
+  if (!token) return fail("the runner token is missing: --token or HANGAR_RUNNER_TOKEN (see `hangar runner register`)");
+  if (!/^https?:\/\//.test(url)) return fail("--url must be an http:// or https:// URL");
+
+  const log = createLogger();
+  const client = new RunnerClient(url, token, id, log);
+  const workRoot = resolve(values.workdir ?? join(tmpdir(), `hangar-runner-${id.replace(/[^\w.-]/g, "_")}`));
+  let code: number;
+  try {
+    code = await runLoop({ client, workRoot, log, once: values.once ?? false });
+  } catch (err) {
+    if (err instanceof DaemonError) {
+      log.error(`the daemon refused the runner: ${err.status} ${err.code} — ${err.message}`);
+    } else if (err instanceof UnreachableError) {
+      log.error(err.message);
+    } else {
+      log.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+    }
+    code = 1;
+  }
+  // Keep-alive sockets must not hold the process open once the work is done.
+  setTimeout(() => process.exit(code), 1000).unref();
+  return code;
+}
+
+async function registerCommand(args: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      options: {
+        url: { type: "string" },
+        session: { type: "string" },
+        name: { type: "string" },
+        platform: { type: "string", multiple: true },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (err) {
+    return fail(`${(err as Error).message}\n\n${HELP}`);
+  }
+  const url = (values.url ?? process.env.HANGAR_URL)?.replace(/\/+$/, "");
+  const session = values.session ?? process.env.HANGAR_SESSION_TOKEN;
+  if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
+  if (!session) return fail("a user session token is missing: --session or HANGAR_SESSION_TOKEN");
+  const platforms = values.platform?.flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean) ?? defaultPlatforms();
+  const body: Record<string, unknown> = { capabilities: { platforms } };
+  if (values.name) body.name = values.name;
+  let res: Response;
+  try {
+    res = await fetch(`${url}/v1/runners/register`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${session}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
+  } catch (err) {
+    return fail(`could not reach ${url}: ${(err as Error).message}`, 1);
+  }
+  const text = await res.text();
+  let parsed: { id?: string; token?: string; code?: string; message?: string } = {};
+  try {
+    parsed = JSON.parse(text) as typeof parsed;
+  } catch {
+    // not JSON: reported below
+  }
+  if (!res.ok || !parsed.id || !parsed.token) {
+    return fail(`registration failed: ${res.status} ${parsed.code ?? ""} ${parsed.message ?? ""}`.trim(), 1);
+  }
+  process.stdout.write(`HANGAR_RUNNER_ID=${parsed.id}\nHANGAR_RUNNER_TOKEN=${parsed.token}\n`);
+  process.stderr.write(`hangar runner: registered runner ${parsed.id} for ${platforms.join(", ")}\n`);
+  return 0;
 }

@@ -1,0 +1,261 @@
+// One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { z } from "zod";
+import { checkoutCommit, basicHeaderValue, type CheckoutAuth } from "./checkout.ts";
+import { DaemonError, type ClaimedJob, type RunnerClient, type StatusReport, type StepResult } from "./client.ts";
+import { matchFiles } from "./glob.ts";
+import type { Logger } from "./log.ts";
+import { LogStream } from "./logs.ts";
+import { StatusReporter } from "./reporter.ts";
+import { prepareSigning, removeSigning } from "./signing.ts";
+import { killLeftovers, runStep } from "./steps.ts";
+import { uploadArtifacts } from "./upload.ts";
+
+const PipelineConfig = z.object({
+  platform: z.string().default("any"),
+  steps: z.array(z.object({ name: z.string(), run: z.string() })).min(1),
+  artifacts: z.array(z.string()).optional(),
+  env: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
+  timeout_s: z.number().int().positive().optional(),
+});
+type PipelineConfig = z.infer<typeof PipelineConfig>;
+
+export type JobOutcome = "succeeded" | "failed" | "canceled" | "timed_out" | "lost";
+/** Why a job stopped early: the user canceled it, it ran out of time, the daemon already finished it, or the runner is being killed. */
+export type StopReason = "canceled" | "timed_out" | "final" | "shutdown";
+
+const JOB_POLL_MS = 2000;
+const FINAL_STATUSES = new Set(["succeeded", "failed", "canceled", "timed_out", "expired"]);
+
+function nowS(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/** Environment of a step: the runner's own, minus Hangar's settings (the runner token!), plus the pipeline's and the build's. */
+export function stepEnv(base: NodeJS.ProcessEnv, config: PipelineConfig, job: ClaimedJob, extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [name, value] of Object.entries(base)) {
+    if (name.startsWith("HANGAR_") || name.startsWith("GIT_CONFIG_")) continue;
+    env[name] = value;
+  }
+  env.CI = "true";
+  env.HANGAR = "true";
+  for (const [name, value] of Object.entries(config.env ?? {})) env[name] = String(value);
+  env.HANGAR_BUILD_ID = job.build_id;
+  env.HANGAR_BUILD_NUMBER = String(job.build_number);
+  env.HANGAR_COMMIT_SHA = job.commit_sha;
+  env.HANGAR_BRANCH = job.branch;
+  Object.assign(env, extra);
+  return env;
+}
+
+export class Job {
+  private readonly stopper = new AbortController();
+  stopReason: StopReason | null = null;
+
+  constructor(
+    private readonly client: RunnerClient,
+    readonly claimed: ClaimedJob,
+    private readonly workRoot: string,
+    private readonly log: Logger,
+  ) {}
+
+  get id(): string {
+    return this.claimed.build_id;
+  }
+
+  /** Stops the job: the running step's process group gets SIGTERM (SIGKILL 10 s later). */
+  stop(reason: StopReason): void {
+    if (this.stopReason) return;
+    this.stopReason = reason;
+    this.log.info(`build ${this.id}: stopping (${reason})`);
+    this.stopper.abort();
+  }
+
+  async run(): Promise<JobOutcome> {
+    const job = this.claimed;
+    const client = this.client;
+    await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
+    const jobDir = await mkdtemp(join(this.workRoot, `build-${job.build_number}-`));
+    const srcDir = join(jobDir, "src");
+    const secretsDir = join(jobDir, "secrets");
+    await mkdir(srcDir);
+    const logs = new LogStream(client, job.build_id, join(jobDir, "build.log"), this.log);
+    const say = (line: string) => logs.write(`${line}\n`);
+    const reporter = new StatusReporter(client, job.build_id, this.log, (code) => this.stop(code === "build_canceled" ? "canceled" : "final"));
+    // Daemon calls made for the job stop retrying once the job is stopped.
+    const retry = { signal: this.stopper.signal };
+
+    const parsed = PipelineConfig.safeParse(job.config_snapshot);
+    const config: PipelineConfig = parsed.success ? parsed.data : { platform: "any", steps: [] };
+    const results: StepResult[] = config.steps.map((s) => ({ name: s.name, status: "pending" }));
+    const snapshot = (): StepResult[] => results.map((r) => ({ ...r }));
+    reporter.update({ status: "running", step_results: snapshot() });
+
+    const watcher = setInterval(() => void this.pollJob(), JOB_POLL_MS);
+    const timeout = config.timeout_s ? setTimeout(() => this.stop("timed_out"), config.timeout_s * 1000) : null;
+    let exitCode = 0;
+    try {
+      say(`hangar: build #${job.build_number}${job.pipeline_name ? ` of ${job.pipeline_name}` : ""}, commit ${job.commit_sha} on ${job.branch}`);
+      if (!parsed.success) {
+        say("hangar: the pipeline configuration of this build is not valid: it needs at least one step {name, run}");
+        exitCode = 1;
+      } else {
+        exitCode = await this.runSteps({ config, results, snapshot, srcDir, secretsDir, logs, say, reporter, retry });
+      }
+    } catch (err) {
+      if (!this.stopReason) {
+        const msg = err instanceof DaemonError ? `the daemon answered ${err.status} ${err.code}: ${err.message}` : (err as Error).message;
+        say(`hangar: ${msg}`);
+        this.log.error(`build ${job.build_id}: ${msg}`);
+      }
+      exitCode ||= 1;
+    } finally {
+      clearInterval(watcher);
+      if (timeout) clearTimeout(timeout);
+      await killLeftovers();
+      await removeSigning(secretsDir);
+    }
+
+    for (const r of results) if (r.status === "pending" || r.status === "running") r.status = "skipped";
+    const outcome = this.outcome(exitCode);
+    say(`hangar: build ${outcome === "lost" ? "stopped (the daemon finished it already)" : outcome}`);
+    // Logs before the final report: a daemon may refuse log bytes for a finished build.
+    const serverFinal = this.stopReason === "canceled" || this.stopReason === "final";
+    const delivered = await logs.close(serverFinal ? 10_000 : Number.POSITIVE_INFINITY);
+    if (!delivered) this.log.warn(`build ${job.build_id}: ${logs.deliveredBytes} log bytes delivered, the rest was refused`);
+    if (!serverFinal) {
+      const final: StatusReport =
+        outcome === "succeeded"
+          ? { status: "succeeded", exit_code: 0, step_results: snapshot() }
+          : { status: outcome === "timed_out" ? "timed_out" : "failed", exit_code: exitCode || 1, step_results: snapshot() };
+      const answer = await reporter.final(final);
+      this.log.info(`build ${job.build_id}: ${final.status} (${answer === "delivered" ? "reported" : `not reported: ${reporter.refusedWith ?? "stopped"}`})`);
+    } else {
+      reporter.stop();
+      this.log.info(`build ${job.build_id}: ${outcome}`);
+    }
+    await rm(jobDir, { recursive: true, force: true });
+    return outcome;
+  }
+
+  private outcome(exitCode: number): JobOutcome {
+    switch (this.stopReason) {
+      case "canceled":
+        return "canceled";
+      case "final":
+        return "lost";
+      case "timed_out":
+        return "timed_out";
+      case "shutdown":
+        return "failed";
+      default:
+        return exitCode === 0 ? "succeeded" : "failed";
+    }
+  }
+
+  private async runSteps(ctx: {
+    config: PipelineConfig;
+    results: StepResult[];
+    snapshot: () => StepResult[];
+    srcDir: string;
+    secretsDir: string;
+    logs: LogStream;
+    say: (line: string) => void;
+    reporter: StatusReporter;
+    retry: { signal: AbortSignal };
+  }): Promise<number> {
+    const { config, results, snapshot, srcDir, logs, say, reporter, retry } = ctx;
+    const job = this.claimed;
+    const client = this.client;
+    const signal = this.stopper.signal;
+
+    const auth = await this.fetchCheckoutAuth();
+    if (auth) {
+      // Belt and braces: the daemon masks the token too, but it never even leaves this machine in a log.
+      logs.addSecret(auth.password);
+      logs.addSecret(basicHeaderValue(auth).slice("Basic ".length));
+      say(`hangar: checkout credentials received`);
+    }
+    const clone = await checkoutCommit({
+      repoUrl: job.repo_url,
+      commitSha: job.commit_sha,
+      dir: srcDir,
+      auth,
+      baseEnv: stepEnv(process.env, { ...config, env: {} }, job, {}),
+      onOutput: (b) => logs.write(b),
+      signal,
+    });
+    if (clone.exitCode !== 0 || clone.stopped) {
+      if (!clone.stopped) say(`hangar: checkout of ${job.commit_sha} failed (exit code ${clone.exitCode})`);
+      return clone.exitCode || 1;
+    }
+
+    const signing = await prepareSigning(client, job.build_id, config.platform, ctx.secretsDir, retry);
+    for (const secret of signing.secrets) logs.addSecret(secret);
+    if (Object.keys(signing.env).length > 0) say(`hangar: signing material ready (${Object.keys(signing.env).sort().join(", ")})`);
+    const env = stepEnv(process.env, config, job, signing.env);
+
+    for (const [i, step] of config.steps.entries()) {
+      if (signal.aborted) break;
+      const result = results[i]!;
+      result.status = "running";
+      result.started_at = nowS();
+      reporter.update({ status: "running", step_results: snapshot() });
+      say(`\n==> [${i + 1}/${config.steps.length}] ${step.name}\n$ ${step.run}`);
+      const started = Date.now();
+      const run = await runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal });
+      result.finished_at = nowS();
+      result.exit_code = run.exitCode;
+      const ok = run.exitCode === 0 && !run.stopped;
+      result.status = ok ? "succeeded" : "failed";
+      const took = ((Date.now() - started) / 1000).toFixed(1);
+      say(run.stopped ? `hangar: step stopped (${this.stopReason}) after ${took} s` : `hangar: step exited with code ${run.exitCode} after ${took} s`);
+      if (!ok) {
+        reporter.update({ status: "running", step_results: snapshot() });
+        return run.exitCode || 1;
+      }
+    }
+    reporter.update({ status: "running", step_results: snapshot() });
+    if (signal.aborted) return 1;
+
+    const globs = config.artifacts ?? [];
+    if (globs.length === 0) return 0;
+    const files = await matchFiles(srcDir, globs);
+    if (files.length === 0) {
+      say(`hangar: no file matches the artifact patterns ${globs.join(", ")}`);
+      return 0;
+    }
+    const uploads = await uploadArtifacts(client, job.build_id, srcDir, files, say, retry);
+    if (uploads.failed.length > 0 && !signal.aborted) {
+      say(`hangar: ${uploads.failed.length} artifact(s) failed to upload`);
+      return 1;
+    }
+    return 0;
+  }
+
+  /** Checkout credentials, or null when the project has none (404 no_credentials). */
+  private async fetchCheckoutAuth(): Promise<CheckoutAuth | null> {
+    const answer = await this.client.call("GET", this.client.jobPath(this.id, "/checkout-auth"), { retry: { signal: this.stopper.signal } });
+    const body = answer.body as { username?: unknown; password?: unknown; code?: string } | null;
+    if (answer.status === 404 && body?.code === "no_credentials") return null;
+    if (answer.status !== 200 || typeof body?.password !== "string") {
+      throw new DaemonError(answer.status, body?.code ?? `http_${answer.status}`, "checkout credentials could not be fetched");
+    }
+    return { username: typeof body.username === "string" ? body.username : null, password: body.password };
+  }
+
+  /** Watches for a cancel (or the job ending on the daemon's side, e.g. a lapsed lease) between heartbeats. */
+  private async pollJob(): Promise<void> {
+    if (this.stopReason) return;
+    try {
+      const state = await this.client.getJob(this.id);
+      if (state.cancel_requested || state.status === "canceled") this.stop("canceled");
+      else if (FINAL_STATUSES.has(state.status)) this.stop("final");
+    } catch (err) {
+      if (err instanceof DaemonError && err.status === 404) this.stop("final");
+      // Unreachable daemon: keep running; the reports retry until it is back.
+    }
+  }
+}

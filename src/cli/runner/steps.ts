@@ -1,0 +1,108 @@
+// Child processes of a job: each runs detached, i.e. as the leader of its own process group, so a cancel or
+// time-out reaches everything a step started (xcodebuild, gradle daemons, simulators), not just `sh`.
+import { spawn } from "node:child_process";
+import { constants } from "node:os";
+
+/** Grace between SIGTERM and SIGKILL when a step is stopped. */
+export const KILL_GRACE_MS = 10_000;
+
+export interface ProcessResult {
+  /** The exit code; 128 + signal number when a signal ended it (what a shell reports). */
+  exitCode: number;
+  signal: NodeJS.Signals | null;
+  /** True when `signal` (the AbortSignal) stopped it. */
+  stopped: boolean;
+}
+
+export interface RunOptions {
+  cwd: string;
+  env: NodeJS.ProcessEnv;
+  onOutput: (chunk: Buffer) => void;
+  /** Aborting it sends SIGTERM to the process group, then SIGKILL after `killGraceMs`. */
+  signal?: AbortSignal;
+  killGraceMs?: number;
+}
+
+/** Process groups still to clean up at the end of the job (background processes a step left behind). */
+const groups = new Set<number>();
+
+function signalGroup(pgid: number, sig: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(-pgid, sig);
+    return true;
+  } catch {
+    return false; // ESRCH: the whole group is gone
+  }
+}
+
+/** True while any process of the group is alive. */
+function groupAlive(pgid: number): boolean {
+  return signalGroup(pgid, 0); // signal 0 only checks existence
+}
+
+/** Runs `file args` in its own process group and resolves when the leader exits. */
+export function runProcess(file: string, args: string[], options: RunOptions): Promise<ProcessResult> {
+  return new Promise((resolve) => {
+    const child = spawn(file, args, { cwd: options.cwd, env: options.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const pgid = child.pid;
+    let stopped = false;
+    let killTimer: NodeJS.Timeout | null = null;
+    const onAbort = () => {
+      if (pgid === undefined) return;
+      stopped = true;
+      signalGroup(pgid, "SIGTERM");
+      killTimer = setTimeout(() => signalGroup(pgid, "SIGKILL"), options.killGraceMs ?? KILL_GRACE_MS);
+      killTimer.unref();
+    };
+    if (pgid !== undefined) groups.add(pgid);
+    child.stdout.on("data", options.onOutput);
+    child.stderr.on("data", options.onOutput);
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener("abort", onAbort, { once: true });
+
+    let result: ProcessResult | null = null;
+    const finish = () => {
+      if (!result) return;
+      options.signal?.removeEventListener("abort", onAbort);
+      resolve(result);
+    };
+    child.once("error", (err) => {
+      options.onOutput(Buffer.from(`${file}: ${err.message}\n`));
+      result = { exitCode: 127, signal: null, stopped };
+      finish();
+    });
+    child.once("exit", (code, sig) => {
+      const signum = sig ? (constants.signals[sig] ?? 15) : 0;
+      result = { exitCode: code ?? 128 + signum, signal: sig, stopped };
+      // A stopped step's group must be gone before the job moves on: keep the SIGKILL timer for stragglers.
+      if (!stopped && killTimer) clearTimeout(killTimer);
+      // Wait briefly for the pipes to drain; a background process holding them open must not stall the job.
+      const grace = setTimeout(finish, 1000);
+      let open = 2;
+      const onClose = () => {
+        if (--open === 0) {
+          clearTimeout(grace);
+          finish();
+        }
+      };
+      child.stdout.once("close", onClose);
+      child.stderr.once("close", onClose);
+    });
+  });
+}
+
+/** One pipeline step: `sh -c <run>`. */
+export function runStep(run: string, options: RunOptions): Promise<ProcessResult> {
+  return runProcess("sh", ["-c", run], options);
+}
+
+/** Kills whatever the job's processes left running (SIGTERM, then SIGKILL after a short grace). */
+export async function killLeftovers(graceMs = 2000): Promise<void> {
+  const alive = [...groups].filter(groupAlive);
+  groups.clear();
+  if (alive.length === 0) return;
+  for (const pgid of alive) signalGroup(pgid, "SIGTERM");
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline && alive.some(groupAlive)) await new Promise((r) => setTimeout(r, 100));
+  for (const pgid of alive) if (groupAlive(pgid)) signalGroup(pgid, "SIGKILL");
+}
