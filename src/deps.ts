@@ -5,6 +5,7 @@ import type { SecretBox } from "./domain/crypto.ts";
 import type { GitClient } from "./domain/git.ts";
 import type { JobSignal } from "./domain/job-signal.ts";
 import type { UserRow } from "./domain/users.ts";
+import type { ArtifactStore, StoreTarget } from "./storage/types.ts";
 
 /** Time source in epoch seconds. Tests pass a ManualClock; nothing else reads the wall clock. */
 export interface Clock {
@@ -37,6 +38,8 @@ export interface AppDeps {
   git: GitClient;
   /** Wakes this process's long-polling claims when a build is queued; other daemons poll the database. */
   jobSignal: JobSignal;
+  /** Opens the artifact store an artifact's location names (local disk needs node:fs, so the host supplies it). */
+  openArtifactStore: (target: StoreTarget) => ArtifactStore;
 }
 
 export interface AppVariables {

@@ -1,4 +1,6 @@
 import type { AppDeps } from "../deps.ts";
+import { deleteOrphanArtifacts } from "./artifacts.ts";
+import { deleteExpiredUrlTokens } from "./url-tokens.ts";
 import { deleteExpiredOidcRequests } from "./oidc.ts";
 import { deleteExpiredSessions } from "./sessions.ts";
 
@@ -7,7 +9,7 @@ import { deleteExpiredSessions } from "./sessions.ts";
  * on one database can both run it (CONTRACT §8). Tests call it directly with a ManualClock.
  */
 export async function runMaintenance(deps: AppDeps): Promise<void> {
-  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [deleteExpiredSessions, deleteExpiredOidcRequests];
+  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [deleteExpiredSessions, deleteExpiredOidcRequests, deleteOrphanArtifacts, deleteExpiredUrlTokens];
   for (const job of jobs) {
     try {
       await job(deps);

@@ -8,6 +8,7 @@ import { migrateDb } from "../db/migrate.ts";
 import { systemClock, type AppDeps, type Logger } from "../deps.ts";
 import { base64UrlToBytes, bytesToBase64Url, createSecretBox, randomBytes } from "../domain/crypto.ts";
 import { loadInstance } from "../domain/instance.ts";
+import { openNodeArtifactStore } from "../storage/node-stores.ts";
 import { JobSignal } from "../domain/job-signal.ts";
 import { createNodeGitClient } from "./git.ts";
 import { checkWritableDir } from "./writable-dir.ts";
@@ -64,6 +65,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       fetch: globalThis.fetch.bind(globalThis),
       git: createNodeGitClient(),
       jobSignal: new JobSignal(),
+      openArtifactStore: (target) => openNodeArtifactStore(target, deps.fetch, deps.clock),
       ...overrides,
     };
     await loadInstance(deps);

@@ -9,6 +9,7 @@ import { openDb, type OpenedDb } from "../../src/db/client.ts";
 import { migrateDb } from "../../src/db/migrate.ts";
 import type { AppDeps } from "../../src/deps.ts";
 import { createSecretBox, randomBytes } from "../../src/domain/crypto.ts";
+import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { JobSignal } from "../../src/domain/job-signal.ts";
 import { createNodeGitClient } from "../../src/runtime/git.ts";
 import { checkWritableDir } from "../../src/runtime/writable-dir.ts";
@@ -74,6 +75,7 @@ export async function makeTestApp(
     fetch: globalThis.fetch.bind(globalThis),
     git: createNodeGitClient(),
     jobSignal: new JobSignal(),
+    openArtifactStore: (target) => openNodeArtifactStore(target, deps.fetch, deps.clock),
     ...options.deps,
   };
   const app = createApp(deps);

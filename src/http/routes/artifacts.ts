@@ -1,7 +1,65 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
+import {
+  abortArtifact,
+  completeArtifact,
+  createArtifact,
+  createDownloadLink,
+  listBuildArtifacts,
+  openDownload,
+  receiveLocalUpload,
+  type ByteResponse,
+} from "../../domain/artifacts.ts";
+import { createInstallLink } from "../../domain/install.ts";
+import { ROLES, requireRunner, requireUser } from "../middleware/auth.ts";
+import { jsonBody } from "../validate.ts";
+import { createArtifactSchema } from "./artifacts.schemas.ts";
 
-// Placeholder: filled in by its own issue.
-export function artifactsRoutes(_deps: AppDeps) {
-  return new Hono<AppEnv>();
+/** Where the caller reached us: links to the daemon itself are built on it (local mode). */
+const requestOrigin = (url: string): string => new URL(url).origin;
+
+/** A byte answer as a Response; the body streams as the client reads. */
+export function byteResponse(r: ByteResponse): Response {
+  return new Response(r.body, { status: r.status, headers: r.headers });
+}
+
+export function artifactsRoutes(deps: AppDeps) {
+  const jobArtifacts = "/v1/runners/:runner_id/jobs/:job_id/artifacts";
+  return new Hono<AppEnv>()
+    .post(jobArtifacts, requireRunner(deps), jsonBody(createArtifactSchema), async (c) =>
+      c.json(
+        await createArtifact(deps, {
+          ...c.req.valid("json"),
+          runnerId: c.get("runnerId"),
+          jobId: c.req.param("job_id"),
+          requestOrigin: requestOrigin(c.req.url),
+        }),
+      ),
+    )
+    .post(`${jobArtifacts}/:artifact_id/complete`, requireRunner(deps), async (c) =>
+      c.json({
+        artifact: await completeArtifact(deps, { runnerId: c.get("runnerId"), jobId: c.req.param("job_id"), artifactId: c.req.param("artifact_id") }),
+      }),
+    )
+    .post(`${jobArtifacts}/:artifact_id/abort`, requireRunner(deps), async (c) =>
+      c.json({
+        artifact: await abortArtifact(deps, { runnerId: c.get("runnerId"), jobId: c.req.param("job_id"), artifactId: c.req.param("artifact_id") }),
+      }),
+    )
+    // The body streams straight to disk: this path is exempt from the JSON body cap (middleware/context.ts).
+    .put("/v1/artifacts/local-upload/:token", async (c) =>
+      c.json(await receiveLocalUpload(deps, { token: c.req.param("token"), body: c.req.raw.body, contentLength: c.req.header("content-length") })),
+    )
+    .get("/v1/builds/:build_id/artifacts", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
+      c.json(await listBuildArtifacts(deps, c.req.param("build_id"))),
+    )
+    .post("/v1/artifacts/:artifact_id/download-link", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
+      c.json(await createDownloadLink(deps, { artifactId: c.req.param("artifact_id"), requestOrigin: requestOrigin(c.req.url) })),
+    )
+    .post("/v1/artifacts/:artifact_id/install-link", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
+      c.json(await createInstallLink(deps, { artifactId: c.req.param("artifact_id") })),
+    )
+    .get("/v1/artifacts/download/:token", async (c) =>
+      byteResponse(await openDownload(deps, { token: c.req.param("token"), range: c.req.header("range") })),
+    );
 }

@@ -1,7 +1,26 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
+import { installArtifactRedirect, installDownload, installManifest } from "../../domain/install.ts";
+import { byteResponse } from "./artifacts.ts";
 
-// Placeholder: filled in by its own issue.
-export function installRoutes(_deps: AppDeps) {
-  return new Hono<AppEnv>();
+/** Installer paths (SPEC: no version prefix, token in the path). Nothing here may be cached. */
+export function installRoutes(deps: AppDeps) {
+  return new Hono<AppEnv>()
+    .get("/install/ios/:token/manifest.plist", async (c) => {
+      const xml = await installManifest(deps, { token: c.req.param("token") });
+      return c.body(xml, 200, { "content-type": "application/xml", "cache-control": "no-store" });
+    })
+    .get("/install/artifact/:token", async (c) => {
+      const location = await installArtifactRedirect(deps, { token: c.req.param("token") });
+      c.header("cache-control", "no-store");
+      return c.redirect(location, 302);
+    })
+    .get("/install/download/:token", async (c) => {
+      const result = await installDownload(deps, { token: c.req.param("token"), range: c.req.header("range") });
+      c.header("cache-control", "no-store");
+      if ("redirect" in result) return c.redirect(result.redirect, 302);
+      const res = byteResponse(result);
+      res.headers.set("cache-control", "no-store");
+      return res;
+    });
 }

@@ -1,0 +1,159 @@
+// Over-the-air installs (SPEC install-link rules 1–4, CONTRACT §7). One install token per session serves the
+// manifest and the IPA for an hour and stays reusable until then, because the installer fetches them
+// separately (rule 2). Every installer URL is under the public /install/ prefix (rule 3).
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import type { StorageLocation } from "../storage/types.ts";
+import {
+  DOWNLOAD_TTL_S,
+  contentDisposition,
+  loadAvailableArtifact,
+  openStoreAt,
+  readNetworkDocument,
+  serveArtifactBytes,
+  type ArtifactRow,
+  type ByteResponse,
+  type InstallMetadata,
+} from "./artifacts.ts";
+import { loadInstance, readSetting } from "./instance.ts";
+import { buildManifestPlist } from "./ios-manifest.ts";
+import { newUrlToken, resolveUrlToken } from "./url-tokens.ts";
+
+/** Install sessions last one hour (SPEC limits). */
+export const INSTALL_TTL_S = 3600;
+/** The identity header of the access gateway whose ticket rule 4 carries. */
+const GATEWAY_USER_HEADER = "x-gateway-username";
+const TICKET_PARAM = "gateway-ticket";
+
+type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore">;
+type Platform = "ios" | "android";
+
+/** What an install token remembers: the base its URLs were built on and the sealed gateway ticket, if any. */
+interface InstallDetails {
+  platform: Platform;
+  base_url: string;
+  gateway_ticket_sealed: string | null;
+}
+
+function platformOf(artifact: ArtifactRow): Platform {
+  if (/\.ipa$/i.test(artifact.filename)) return "ios";
+  if (/\.apk$/i.test(artifact.filename)) return "android";
+  throw new ApiError(422, "unsupported_artifact", "only .ipa and .apk artifacts can be installed over the air");
+}
+
+function completeMetadata(value: unknown): InstallMetadata | null {
+  const m = value as Partial<InstallMetadata> | null;
+  if (!m || !m.bundle_identifier || !m.bundle_version || !m.title) return null;
+  return { bundle_identifier: m.bundle_identifier, bundle_version: m.bundle_version, title: m.title };
+}
+
+/**
+ * Rule 4: the ticket travels only when the instance runs remote trusted-proxy auth keyed on the gateway's
+ * identity header and holds a ticket for it. OIDC, local mode and generic proxies never get one.
+ */
+async function gatewayTicket(deps: Deps): Promise<string | null> {
+  const inst = await loadInstance(deps);
+  if (inst.runtimeMode !== "remote" || inst.remoteAuthMode !== "trusted_proxy") return null;
+  const doc = (
+    await readSetting<{ user_email_header?: string; gateway_access_ticket_sealed?: string | null }>(deps, "trusted_proxy")
+  )?.value;
+  if (!doc || doc.user_email_header?.toLowerCase() !== GATEWAY_USER_HEADER || !doc.gateway_access_ticket_sealed) return null;
+  return deps.secrets.open(doc.gateway_access_ticket_sealed);
+}
+
+const ticketQuery = (ticket: string | null): string => (ticket ? `?${TICKET_PARAM}=${encodeURIComponent(ticket)}` : "");
+
+/** POST /v1/artifacts/{id}/install-link. */
+export async function createInstallLink(deps: Deps, input: { artifactId: string }) {
+  const artifact = await loadAvailableArtifact(deps, input.artifactId);
+  const platform = platformOf(artifact);
+  // Rule 1: the delivery URL when set, else the public URL.
+  const network = await readNetworkDocument(deps);
+  const base = (network?.artifact_delivery_url || network?.public_url || "").replace(/\/+$/, "");
+  if (!base) throw new ApiError(412, "install_base_url_missing", "set a public URL or an artifact delivery URL in External Access first");
+  // iOS installs only from HTTPS manifests and packages.
+  if (platform === "ios" && !base.startsWith("https://")) {
+    throw new ApiError(412, "install_https_required", "iOS installs need an HTTPS delivery URL");
+  }
+  const metadata = completeMetadata(artifact.installMetadata);
+  if (platform === "ios" && !metadata) {
+    throw new ApiError(422, "install_metadata_missing", "this IPA has no bundle identifier, version and title to install with");
+  }
+  const ticket = platform === "ios" ? await gatewayTicket(deps) : null;
+  const details: InstallDetails = {
+    platform,
+    base_url: base,
+    gateway_ticket_sealed: ticket ? await deps.secrets.seal(ticket) : null,
+  };
+  const { token, expiresAt, statement } = await newUrlToken(deps, { kind: "install", artifactId: artifact.id, ttlS: INSTALL_TTL_S, details });
+  await statement;
+  const query = ticketQuery(ticket);
+  const downloadUrl = `${base}/install/artifact/${token}${query}`;
+  if (platform === "android") {
+    return { platform, install_url: downloadUrl, download_url: downloadUrl, expires_at: expiresAt };
+  }
+  const manifestUrl = `${base}/install/ios/${token}/manifest.plist${query}`;
+  return {
+    platform,
+    install_url: `itms-services://?action=download-manifest&url=${encodeURIComponent(manifestUrl)}`,
+    download_url: downloadUrl,
+    manifest_url: manifestUrl,
+    expires_at: expiresAt,
+  };
+}
+
+/** A live install session: 404 not_found when unknown, 410 link_expired after its hour. */
+async function resolveInstall(deps: Deps, token: string) {
+  const row = await resolveUrlToken(deps, "install", token, "link_expired");
+  const artifact = await loadAvailableArtifact(deps, row.artifactId);
+  const details = row.details as InstallDetails;
+  const ticket = details.gateway_ticket_sealed ? await deps.secrets.open(details.gateway_ticket_sealed) : null;
+  return { row, artifact, details, ticket };
+}
+
+/** GET /install/ios/{token}/manifest.plist. */
+export async function installManifest(deps: Deps, input: { token: string }): Promise<string> {
+  const { artifact, details, ticket } = await resolveInstall(deps, input.token);
+  const metadata = completeMetadata(artifact.installMetadata);
+  if (details.platform !== "ios" || !metadata) throw new ApiError(404, "not_found", "no manifest for this install link");
+  return buildManifestPlist({
+    softwarePackageUrl: `${details.base_url}/install/artifact/${input.token}${ticketQuery(ticket)}`,
+    bundleIdentifier: metadata.bundle_identifier,
+    bundleVersion: metadata.bundle_version,
+    title: metadata.title,
+  });
+}
+
+/**
+ * GET /install/artifact/{token}: one redirect, to the daemon's /install/download/{token} for local storage
+ * or to a presigned GET for S3/R2. The gateway ticket stays on the daemon URL (rule 4); the value comes from
+ * the session, never from the request, so the redirect cannot be made to carry arbitrary text.
+ */
+export async function installArtifactRedirect(deps: Deps, input: { token: string }): Promise<string> {
+  const { row, artifact, details, ticket } = await resolveInstall(deps, input.token);
+  const location = artifact.storageLocation as StorageLocation;
+  if (location.provider === "local") return `${details.base_url}/install/download/${input.token}${ticketQuery(ticket)}`;
+  return presignedInstallUrl(deps, artifact, location, row.expiresAt);
+}
+
+async function presignedInstallUrl(deps: Deps, artifact: ArtifactRow, location: StorageLocation, sessionEnd: number): Promise<string> {
+  const now = deps.clock.now();
+  const store = await openStoreAt(deps, location);
+  return store.presignDownload!(location.key, {
+    contentDisposition: contentDisposition(artifact.filename),
+    contentType: artifact.contentType,
+    expiresInS: Math.max(60, Math.min(DOWNLOAD_TTL_S, sessionEnd - now)),
+    now,
+  });
+}
+
+/** GET /install/download/{token}: the bytes (local), or the presigned GET when the artifact lives in S3/R2. */
+export async function installDownload(
+  deps: Deps,
+  input: { token: string; range: string | undefined },
+): Promise<ByteResponse | { redirect: string }> {
+  const { row, artifact } = await resolveInstall(deps, input.token);
+  const location = artifact.storageLocation as StorageLocation;
+  if (location.provider !== "local") return { redirect: await presignedInstallUrl(deps, artifact, location, row.expiresAt) };
+  return serveArtifactBytes(deps, artifact, input.range);
+}

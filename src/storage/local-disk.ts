@@ -1,0 +1,197 @@
+// Local-disk artifact store (Node only). Uploads stream to a temporary file beside the target, are checked
+// (size, limit, SHA-256), fsync'ed, then renamed into place, so a reader never sees a half-written artifact
+// and a crash leaves at worst a `.part-*` file that `remove` cleans up.
+import { createHash, randomBytes } from "node:crypto";
+import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises";
+import { basename, dirname, resolve, sep } from "node:path";
+import { UploadRejectedError, type ArtifactStore, type ByteRange, type WriteOptions } from "./types.ts";
+
+/** Read size per pull: large enough that per-chunk overhead is small, small enough that memory stays flat. */
+const READ_CHUNK = 1024 * 1024;
+
+export function createLocalDiskStore(baseDir: string): ArtifactStore {
+  const root = resolve(baseDir);
+
+  /** Keys are ours, but a key that escapes the base directory is refused all the same. */
+  const pathOf = (key: string): string => {
+    const full = resolve(root, key);
+    if (!full.startsWith(root + sep)) throw new Error("artifact key escapes the storage directory");
+    return full;
+  };
+
+  return {
+    kind: "local",
+
+    async writeStream(key, body, options) {
+      const target = pathOf(key);
+      await mkdir(dirname(target), { recursive: true });
+      const temp = `${target}.part-${randomBytes(6).toString("hex")}`;
+      const handle = await open(temp, "wx", 0o640);
+      let closed = false;
+      try {
+        const digest = await copyChecked(body, handle, options);
+        // Durable before it is visible: the data, then the rename, then the directory entry.
+        await handle.sync();
+        await handle.close();
+        closed = true;
+        await rename(temp, target);
+        await syncDirectory(dirname(target));
+        return { sha256: digest };
+      } catch (err) {
+        if (!closed) await handle.close().catch(() => undefined);
+        await rm(temp, { force: true });
+        throw err;
+      }
+    },
+
+    async head(key) {
+      try {
+        const info = await stat(pathOf(key));
+        return info.isFile() ? { sizeBytes: info.size } : null;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === "ENOENT") return null;
+        throw err;
+      }
+    },
+
+    async read(key, range) {
+      return fileStream(pathOf(key), range);
+    },
+
+    async readRange(key, range) {
+      const handle = await open(pathOf(key), "r");
+      try {
+        const out = new Uint8Array(range.end - range.start + 1);
+        let filled = 0;
+        while (filled < out.length) {
+          const { bytesRead } = await handle.read(out, filled, out.length - filled, range.start + filled);
+          if (bytesRead === 0) break;
+          filled += bytesRead;
+        }
+        return out.subarray(0, filled);
+      } finally {
+        await handle.close();
+      }
+    },
+
+    async remove(key) {
+      const target = pathOf(key);
+      await rm(target, { force: true });
+      // Leftovers of uploads that died mid-way (a crash skips the cleanup in writeStream).
+      const prefix = `${basename(target)}.part-`;
+      const siblings = await readdir(dirname(target)).catch(() => [] as string[]);
+      await Promise.all(siblings.filter((n) => n.startsWith(prefix)).map((n) => rm(`${dirname(target)}/${n}`, { force: true })));
+      // The per-artifact directories are removed when empty; a non-empty one stays (rmdir refuses).
+      await rm(dirname(target), { recursive: false }).catch(() => undefined);
+      await rm(dirname(dirname(target)), { recursive: false }).catch(() => undefined);
+    },
+  };
+}
+
+/** Copies the body to the file, counting and hashing as it goes; stops at the first byte past a limit. */
+async function copyChecked(body: ReadableStream<Uint8Array>, handle: FileHandle, options: WriteOptions): Promise<string> {
+  const hash = createHash("sha256");
+  const reader = body.getReader();
+  let received = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      received += value.byteLength;
+      if (received > options.maxBytes) {
+        throw new UploadRejectedError("upload_too_large", `the body exceeds the upload limit of ${options.maxBytes} bytes`);
+      }
+      if (received > options.expectedSize) {
+        throw new UploadRejectedError("size_mismatch", `the body is longer than the declared ${options.expectedSize} bytes`);
+      }
+      hash.update(value);
+      let written = 0;
+      while (written < value.byteLength) {
+        const { bytesWritten } = await handle.write(value, written, value.byteLength - written);
+        written += bytesWritten;
+      }
+    }
+  } catch (err) {
+    await reader.cancel().catch(() => undefined);
+    throw err;
+  } finally {
+    reader.releaseLock();
+  }
+  if (received !== options.expectedSize) {
+    throw new UploadRejectedError("size_mismatch", `the body has ${received} bytes, ${options.expectedSize} were declared`);
+  }
+  const digest = hash.digest("hex");
+  if (options.sha256 !== undefined && digest !== options.sha256.toLowerCase()) {
+    throw new UploadRejectedError("checksum_mismatch", "the body's SHA-256 differs from the declared one");
+  }
+  return digest;
+}
+
+async function syncDirectory(path: string): Promise<void> {
+  // Some filesystems refuse fsync on a directory; the rename is then as durable as they allow.
+  const dir = await open(path, "r").catch(() => null);
+  if (!dir) return;
+  try {
+    await dir.sync();
+  } catch {
+    // best effort, see above
+  } finally {
+    await dir.close();
+  }
+}
+
+/**
+ * A pull-driven stream over a file: chunks are read only as the consumer asks (plus one read ahead, so disk
+ * and socket overlap), so a slow client holds at most two chunks in memory. The file opens on the first pull,
+ * so a stream nobody reads (a HEAD answer) holds no descriptor.
+ */
+function fileStream(path: string, range?: ByteRange): ReadableStream<Uint8Array> {
+  let handle: FileHandle | null = null;
+  let position = range?.start ?? 0;
+  const end = range ? range.end + 1 : Number.POSITIVE_INFINITY;
+  let ahead: Promise<Uint8Array | null> | null = null;
+
+  const readNext = async (): Promise<Uint8Array | null> => {
+    handle ??= await open(path, "r");
+    const length = Math.min(READ_CHUNK, end - position);
+    if (length <= 0) return null;
+    const buffer = new Uint8Array(length);
+    const { bytesRead } = await handle.read(buffer, 0, length, position);
+    if (bytesRead === 0) return null;
+    position += bytesRead;
+    return bytesRead === length ? buffer : buffer.subarray(0, bytesRead);
+  };
+  const closeHandle = async () => {
+    const h = handle;
+    handle = null;
+    await h?.close().catch(() => undefined);
+  };
+
+  return new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        try {
+          const chunk = await (ahead ?? readNext());
+          ahead = null;
+          if (chunk === null) {
+            await closeHandle();
+            controller.close();
+            return;
+          }
+          controller.enqueue(chunk);
+          ahead = readNext();
+          // A failed read-ahead surfaces on the next pull; this only keeps it from being unhandled meanwhile.
+          ahead.catch(() => undefined);
+        } catch (err) {
+          await closeHandle();
+          controller.error(err);
+        }
+      },
+      async cancel() {
+        await ahead?.catch(() => undefined);
+        await closeHandle();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+}
