@@ -1,7 +1,46 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
+import {
+  androidSigningSchema,
+  createPipeline,
+  createPipelineSchema,
+  createProject,
+  createProjectSchema,
+  getProject,
+  iosSigningSchema,
+  listPipelines,
+  listProjects,
+  sourceCredentialsSchema,
+  storeProjectSecret,
+  toPipelineJson,
+  toProjectJson,
+} from "../../domain/projects.ts";
+import { requireUser, ROLES } from "../middleware/auth.ts";
+import { jsonBody } from "../validate.ts";
 
-// Placeholder: filled in by its own issue.
-export function projectsRoutes(_deps: AppDeps) {
-  return new Hono<AppEnv>();
+/** Projects, pipelines and their credentials (CONTRACT §5). Reading is for everyone, writing for builders. */
+export function projectsRoutes(deps: AppDeps) {
+  const readers = requireUser(deps, { roles: ROLES.everyone });
+  const builders = requireUser(deps, { roles: ROLES.builders });
+  return new Hono<AppEnv>()
+    .post("/v1/projects", builders, jsonBody(createProjectSchema), async (c) =>
+      c.json(toProjectJson(await createProject(deps, c.get("user"), c.req.valid("json")))),
+    )
+    .get("/v1/projects", readers, async (c) => c.json((await listProjects(deps)).map(toProjectJson)))
+    .get("/v1/projects/:project_id", readers, async (c) => c.json(toProjectJson(await getProject(deps, c.req.param("project_id")))))
+    .post("/v1/projects/:project_id/pipelines", builders, jsonBody(createPipelineSchema), async (c) =>
+      c.json(toPipelineJson(await createPipeline(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json")))),
+    )
+    .get("/v1/projects/:project_id/pipelines", readers, async (c) =>
+      c.json((await listPipelines(deps, c.req.param("project_id"))).map(toPipelineJson)),
+    )
+    .put("/v1/projects/:project_id/source-credentials", builders, jsonBody(sourceCredentialsSchema), async (c) =>
+      c.json(toProjectJson(await storeProjectSecret(deps, c.get("user"), c.req.param("project_id"), "sourceCredentialsSealed", c.req.valid("json")))),
+    )
+    .put("/v1/projects/:project_id/signing/android", builders, jsonBody(androidSigningSchema), async (c) =>
+      c.json(toProjectJson(await storeProjectSecret(deps, c.get("user"), c.req.param("project_id"), "androidSigningSealed", c.req.valid("json")))),
+    )
+    .put("/v1/projects/:project_id/signing/ios", builders, jsonBody(iosSigningSchema), async (c) =>
+      c.json(toProjectJson(await storeProjectSecret(deps, c.get("user"), c.req.param("project_id"), "iosSigningSealed", c.req.valid("json")))),
+    );
 }

@@ -1,0 +1,209 @@
+import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
+import { z } from "zod";
+import { BUILD_STATUSES, type BuildStatus } from "../db/schema/constants.ts";
+import { builds, projects } from "../db/schema/index.ts";
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { auditStatement } from "./audit.ts";
+import { NON_FINAL_STATUSES } from "./build-machine.ts";
+import { base64UrlToBytes, bytesToBase64Url } from "./crypto.ts";
+import { resolveBranch } from "./git.ts";
+import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig } from "./projects.ts";
+import { refreshRunnerStatement } from "./runners.ts";
+import type { UserRow } from "./users.ts";
+
+export type BuildRow = typeof builds.$inferSelect;
+
+export const triggerBuildSchema = z.object({
+  pipeline_id: z.string().min(1).max(100),
+  branch: branchSchema.optional(),
+  commit_sha: z
+    .string()
+    .regex(/^[0-9a-fA-F]{7,40}$/, "must be 7 to 40 hexadecimal characters")
+    .transform((s) => s.toLowerCase())
+    .optional(),
+  trigger_ref: z.string().min(1).max(500).optional(),
+});
+
+export const listBuildsSchema = z.object({
+  project_id: z.string().min(1).max(100).optional(),
+  status: z.enum(BUILD_STATUSES).optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+  cursor: z.string().max(100).optional(),
+});
+
+/** One element of `step_results` (CONTRACT §6). */
+export const stepResultSchema = z.object({
+  name: z.string().min(1).max(200),
+  status: z.enum(["pending", "running", "succeeded", "failed", "skipped"]),
+  exit_code: z.number().int().optional(),
+  started_at: z.number().int().optional(),
+  finished_at: z.number().int().optional(),
+});
+export type StepResult = z.infer<typeof stepResultSchema>;
+
+/** The full build (GET /v1/builds/{id} and the list). */
+export function toBuildJson(b: BuildRow) {
+  return {
+    id: b.id,
+    project_id: b.projectId,
+    pipeline_id: b.pipelineId,
+    build_number: b.buildNumber,
+    status: b.status,
+    trigger_type: b.triggerType,
+    trigger_actor: b.triggerActor,
+    trigger_event: b.triggerEvent,
+    trigger_ref: b.triggerRef,
+    commit_sha: b.commitSha,
+    branch: b.branch,
+    config_snapshot: b.configSnapshot as PipelineConfig,
+    runner_id: b.runnerId,
+    step_results: (b.stepResults as StepResult[] | null) ?? [],
+    exit_code: b.exitCode,
+    failure_reason: b.failureReason,
+    attempt_count: b.attemptCount,
+    cancel_requested: b.cancelRequested,
+    timeout_s: b.timeoutS,
+    queued_at: b.queuedAt,
+    started_at: b.startedAt,
+    finished_at: b.finishedAt,
+    created_at: b.createdAt,
+    updated_at: b.updatedAt,
+  };
+}
+
+/** The create response carries only these fields (SPEC, Build). */
+export function toCreatedBuildJson(b: BuildRow) {
+  return {
+    id: b.id,
+    project_id: b.projectId,
+    pipeline_id: b.pipelineId,
+    build_number: b.buildNumber,
+    status: b.status,
+    trigger_type: b.triggerType,
+    branch: b.branch,
+    queued_at: b.queuedAt,
+    created_at: b.createdAt,
+    updated_at: b.updatedAt,
+  };
+}
+
+/**
+ * Queues a build. The branch is resolved with git first (outside any write), then the number is taken and the
+ * row inserted in one atomic batch: the UPDATE bumps `last_build_number` and the INSERT reads it back from the
+ * project row, so concurrent triggers (and other daemons) get consecutive numbers with no gap or repeat.
+ */
+export async function triggerBuild(
+  deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "git" | "jobSignal">,
+  actor: UserRow,
+  projectId: string,
+  input: z.infer<typeof triggerBuildSchema>,
+): Promise<BuildRow> {
+  const project = await getProject(deps, projectId);
+  const pipeline = await getPipeline(deps, projectId, input.pipeline_id);
+  const config = pipeline.config as PipelineConfig;
+  const branch = input.branch ?? project.defaultBranch;
+  const commitSha =
+    input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
+
+  const now = deps.clock.now();
+  const id = crypto.randomUUID();
+  const timeoutS = config.timeout_s ?? deps.config.buildTimeoutS;
+  const values = {
+    id,
+    projectId,
+    pipelineId: pipeline.id,
+    status: "queued" as const,
+    platform: config.platform,
+    triggerType: "manual" as const,
+    triggerActor: actor.email,
+    triggerRef: input.trigger_ref ?? null,
+    commitSha,
+    branch,
+    configSnapshot: JSON.stringify(config),
+    timeoutS,
+  };
+  await deps.db.batch([
+    deps.db
+      .update(projects)
+      .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
+      .where(eq(projects.id, projectId)),
+    deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
+        trigger_ref, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
+      SELECT ${values.id}, ${values.projectId}, ${values.pipelineId}, last_build_number, ${values.status}, ${values.platform},
+        ${values.triggerType}, ${values.triggerActor}, ${values.triggerRef}, ${values.commitSha}, ${values.branch},
+        ${values.configSnapshot}, ${values.timeoutS}, ${now}, ${now}, ${now}
+      FROM projects WHERE id = ${projectId}`),
+    auditStatement(deps, { action: "build.trigger", actor, targetType: "build", targetId: id, details: { project_id: projectId } }),
+  ]);
+  deps.jobSignal.notify();
+  return getBuild(deps, id);
+}
+
+export async function getBuild(deps: Pick<AppDeps, "db">, id: string): Promise<BuildRow> {
+  const row = await deps.db.select().from(builds).where(eq(builds.id, id)).get();
+  if (!row) throw new ApiError(404, "not_found", "no such build");
+  return row;
+}
+
+/**
+ * Newest first. The cursor is the opaque base64url of the last row's SQLite rowid: rowids grow with every
+ * insert, so `rowid < cursor` pages stably while new builds arrive at the head.
+ */
+export async function listBuilds(
+  deps: Pick<AppDeps, "db">,
+  query: z.infer<typeof listBuildsSchema>,
+): Promise<{ builds: BuildRow[]; nextCursor: string | null }> {
+  const conditions: SQL[] = [];
+  if (query.project_id) conditions.push(eq(builds.projectId, query.project_id));
+  if (query.status) conditions.push(eq(builds.status, query.status));
+  if (query.cursor !== undefined) conditions.push(lt(sql`${builds}.rowid`, decodeCursor(query.cursor)));
+  const rows = await deps.db
+    .select({ ...getTableColumns(builds), seq: sql<number>`${builds}.rowid` })
+    .from(builds)
+    .where(and(...conditions))
+    .orderBy(desc(sql`${builds}.rowid`))
+    .limit(query.limit + 1);
+  const page = rows.slice(0, query.limit);
+  const last = page[page.length - 1];
+  return {
+    builds: page.map(({ seq: _seq, ...b }) => b),
+    nextCursor: rows.length > query.limit && last ? encodeCursor(last.seq) : null,
+  };
+}
+
+function encodeCursor(seq: number): string {
+  return bytesToBase64Url(new TextEncoder().encode(`b${seq}`));
+}
+
+function decodeCursor(cursor: string): number {
+  try {
+    const text = new TextDecoder().decode(base64UrlToBytes(cursor));
+    if (/^b\d{1,15}$/.test(text)) return Number(text.slice(1));
+  } catch {
+    // fall through to the error below
+  }
+  throw new ApiError(400, "invalid_input", "the cursor is not valid");
+}
+
+/**
+ * Cancel (SPEC): any non-final build becomes `canceled` at once; a finished one is returned unchanged (200).
+ * `cancel_requested` tells the runner holding it to stop (heartbeat `cancel_job_ids`, job GET, 409 build_canceled).
+ */
+export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: UserRow, buildId: string): Promise<BuildRow> {
+  const now = deps.clock.now();
+  const [canceled] = await deps.db
+    .update(builds)
+    .set({ status: "canceled", cancelRequested: true, failureReason: "canceled_by_user", finishedAt: now, updatedAt: now })
+    .where(and(eq(builds.id, buildId), inArray(builds.status, [...NON_FINAL_STATUSES])))
+    .returning();
+  if (!canceled) return getBuild(deps, buildId);
+  const follow = [auditStatement(deps, { action: "build.cancel", actor, targetType: "build", targetId: buildId })] as const;
+  if (canceled.runnerId) await deps.db.batch([...follow, refreshRunnerStatement(deps, canceled.runnerId)]);
+  else await deps.db.batch([...follow]);
+  return canceled;
+}
+
+export function isBuildStatus(value: string): value is BuildStatus {
+  return (BUILD_STATUSES as readonly string[]).includes(value);
+}

@@ -1,0 +1,184 @@
+import { and, asc, eq, gte, sql } from "drizzle-orm";
+import { buildLogChunks, builds } from "../db/schema/index.ts";
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { isFinalStatus } from "./build-machine.ts";
+import { getBuild } from "./builds.ts";
+import { getProject, projectLogSecrets } from "./projects.ts";
+import { getRunnerJob } from "./scheduler.ts";
+
+/**
+ * Build logs (CONTRACT §6). Two offset spaces:
+ * - the runner writes at RAW byte offsets of what it sent (`builds.log_bytes` counts them), so a retried chunk
+ *   is recognised and a gap refused;
+ * - readers read the STORED log (secrets replaced by `***`) at offsets of the stored bytes.
+ *
+ * A secret split across two chunks: after masking, the tail of the log that could be the start of a secret
+ * (a proper prefix of one) is held back in a pending row (start_offset -1) and joined to the next chunk before
+ * masking. Readers see it only once the build is final, then itself masked. So no stored byte ever shows part
+ * of a secret that later chunks complete. Secrets shorter than 4 bytes are not masked (they would shred the log).
+ */
+const PENDING_OFFSET = -1;
+const MIN_SECRET_BYTES = 4;
+const STARS = new TextEncoder().encode("***");
+const APPEND_RETRIES = 3;
+
+function startsWithAt(data: Uint8Array, at: number, needle: Uint8Array): boolean {
+  if (at + needle.length > data.length) return false;
+  for (let j = 0; j < needle.length; j++) if (data[at + j] !== needle[j]) return false;
+  return true;
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+export function encodeSecrets(secrets: string[]): Uint8Array[] {
+  const encoder = new TextEncoder();
+  return secrets
+    .map((s) => encoder.encode(s))
+    .filter((s) => s.length >= MIN_SECRET_BYTES)
+    .sort((a, b) => b.length - a.length);
+}
+
+/** Replaces every occurrence of a secret (longest first) with `***`. */
+export function maskBytes(data: Uint8Array, secrets: Uint8Array[]): Uint8Array {
+  if (secrets.length === 0) return data;
+  const parts: Uint8Array[] = [];
+  let segmentStart = 0;
+  let i = 0;
+  while (i < data.length) {
+    const hit = secrets.find((s) => data[i] === s[0] && startsWithAt(data, i, s));
+    if (hit) {
+      parts.push(data.subarray(segmentStart, i), STARS);
+      i += hit.length;
+      segmentStart = i;
+    } else {
+      i++;
+    }
+  }
+  if (parts.length === 0) return data;
+  parts.push(data.subarray(segmentStart));
+  return concat(parts);
+}
+
+/** Where the held-back tail starts: the earliest position whose rest is a proper prefix of a secret. */
+export function holdBackFrom(data: Uint8Array, secrets: Uint8Array[]): number {
+  const longest = secrets[0]?.length ?? 0;
+  for (let p = Math.max(0, data.length - longest + 1); p < data.length; p++) {
+    const rest = data.length - p;
+    if (secrets.some((s) => s.length > rest && startsWithAt(s, 0, data.subarray(p)))) return p;
+  }
+  return data.length;
+}
+
+/** Appends a chunk the runner sent at raw offset `offset`; answers the raw byte count now stored. */
+export async function appendLog(
+  deps: Pick<AppDeps, "db" | "secrets">,
+  runnerId: string,
+  jobId: string,
+  offset: number,
+  chunk: Uint8Array,
+): Promise<{ log_bytes: number }> {
+  for (let attempt = 0; attempt < APPEND_RETRIES; attempt++) {
+    const build = await getRunnerJob(deps, runnerId, jobId);
+    const have = build.logBytes;
+    if (offset > have) throw new ApiError(409, "log_offset_mismatch", `expected offset ${have}, got ${offset}`);
+    // A retried chunk (wholly stored already) is ignored; an overlapping one contributes only its new bytes.
+    if (offset + chunk.length <= have) return { log_bytes: have };
+    const fresh = chunk.subarray(have - offset);
+
+    const secrets = encodeSecrets(await projectLogSecrets(deps, await getProject(deps, build.projectId)));
+    const [pendingRow, sizeRow] = await Promise.all([
+      deps.db
+        .select({ content: buildLogChunks.content })
+        .from(buildLogChunks)
+        .where(and(eq(buildLogChunks.buildId, jobId), eq(buildLogChunks.startOffset, PENDING_OFFSET)))
+        .get(),
+      storedLogSize(deps, jobId),
+    ]);
+    const masked = maskBytes(concat([pendingRow ? new Uint8Array(pendingRow.content) : new Uint8Array(0), fresh]), secrets);
+    const cut = holdBackFrom(masked, secrets);
+    const stored = masked.subarray(0, cut);
+    const pending = masked.subarray(cut);
+    const storedSize = sizeRow;
+
+    // The UPDATE is the guard: only the writer that finds log_bytes still at `have` moves it, and the following
+    // statements run only when it did (changes() = 1), all in one atomic batch.
+    const guard = deps.db
+      .update(builds)
+      .set({ logBytes: have + fresh.length })
+      .where(and(eq(builds.id, jobId), eq(builds.logBytes, have)));
+    const insertStored = deps.db.run(
+      sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${storedSize}, ${toBlob(stored)} WHERE changes() = 1`,
+    );
+    const upsertPending = deps.db.run(
+      sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${PENDING_OFFSET}, ${toBlob(pending)} WHERE changes() = 1
+          ON CONFLICT (build_id, start_offset) DO UPDATE SET content = excluded.content`,
+    );
+    const results = stored.length > 0 ? await deps.db.batch([guard, insertStored, upsertPending]) : await deps.db.batch([guard, upsertPending]);
+    if (results[0].rowsAffected === 1) return { log_bytes: have + fresh.length };
+    // Another append of the same job won the race: look again.
+  }
+  throw new ApiError(409, "log_offset_mismatch", "the log changed concurrently; retry at the current offset");
+}
+
+/** libSQL binds Uint8Array as a blob on every driver; a fresh copy so no subarray view shares a larger buffer. */
+function toBlob(bytes: Uint8Array): Uint8Array {
+  return bytes.slice();
+}
+
+/**
+ * The stored log from byte `offset`. `complete` is true once the build is final: the held-back tail is then
+ * included (masked) and nothing more will be added by the daemon itself.
+ */
+export async function readLog(
+  deps: Pick<AppDeps, "db">,
+  buildId: string,
+  offset: number,
+): Promise<{ bytes: Uint8Array; nextOffset: number; complete: boolean }> {
+  const build = await getBuild(deps, buildId);
+  const complete = isFinalStatus(build.status);
+  const rows = await deps.db
+    .select({ start: buildLogChunks.startOffset, content: buildLogChunks.content })
+    .from(buildLogChunks)
+    .where(
+      and(
+        eq(buildLogChunks.buildId, buildId),
+        gte(buildLogChunks.startOffset, 0),
+        sql`${buildLogChunks.startOffset} + length(${buildLogChunks.content}) > ${offset}`,
+      ),
+    )
+    .orderBy(asc(buildLogChunks.startOffset));
+  const parts = rows.map((row) => new Uint8Array(row.content).subarray(Math.max(0, offset - row.start)));
+  if (complete) {
+    const pending = await deps.db
+      .select({ content: buildLogChunks.content })
+      .from(buildLogChunks)
+      .where(and(eq(buildLogChunks.buildId, buildId), eq(buildLogChunks.startOffset, PENDING_OFFSET)))
+      .get();
+    if (pending && pending.content.length > 0) {
+      // The held-back tail is by construction the start of a secret: show it masked unless it is tiny.
+      const tail = pending.content.length >= MIN_SECRET_BYTES - 1 ? STARS : new Uint8Array(pending.content);
+      const tailFrom = offset - (await storedLogSize(deps, buildId));
+      if (tailFrom < tail.length) parts.push(tail.subarray(Math.max(0, tailFrom)));
+    }
+  }
+  const bytes = concat(parts);
+  return { bytes, nextOffset: offset + bytes.length, complete };
+}
+
+async function storedLogSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<number> {
+  const row = await deps.db
+    .select({ size: sql<number>`COALESCE(MAX(${buildLogChunks.startOffset} + length(${buildLogChunks.content})), 0)` })
+    .from(buildLogChunks)
+    .where(and(eq(buildLogChunks.buildId, buildId), gte(buildLogChunks.startOffset, 0)))
+    .get();
+  return Number(row?.size ?? 0);
+}

@@ -1,0 +1,204 @@
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { z } from "zod";
+import { builds, pipelines, projects, runners } from "../db/schema/index.ts";
+import type { AppDeps } from "../deps.ts";
+import { ApiError } from "../errors.ts";
+import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
+import { stepResultSchema, type BuildRow } from "./builds.ts";
+import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "./projects.ts";
+import { getRunner, refreshRunnerStatement, runnerPlatforms } from "./runners.ts";
+
+type SchedDeps = Pick<AppDeps, "db" | "clock" | "config">;
+
+/** How often a waiting claim looks at the database for builds queued by another daemon (CONTRACT §8). */
+const POLL_MIN_MS = 250;
+const POLL_JITTER_MS = 200;
+export const MAX_CLAIM_WAIT_S = 30;
+
+export const claimQuerySchema = z.object({ wait: z.coerce.number().int().min(0).max(MAX_CLAIM_WAIT_S).default(0) });
+
+export const jobStatusSchema = z.object({
+  status: z.enum(REPORTABLE_STATUSES),
+  exit_code: z.number().int().min(-255).max(255).optional(),
+  step_results: z.array(stepResultSchema).max(100).optional(),
+});
+
+/** The claimed job (SPEC "Claimed job" plus CONTRACT §6's repo_url and pipeline_name). */
+export interface ClaimedJob {
+  build_id: string;
+  project_id: string;
+  pipeline_id: string;
+  pipeline_name: string;
+  build_number: number;
+  config_snapshot: PipelineConfig;
+  commit_sha: string;
+  branch: string;
+  repo_url: string;
+  lease_expires_at: number;
+}
+
+/**
+ * The claim itself: ONE conditional UPDATE picks the oldest queued build this runner can run and assigns it.
+ * SQLite runs a statement under the database's single write lock, and the outer `status = 'queued'` re-check
+ * means a build another writer took first is never taken again, so no build is claimed twice, even by two
+ * daemon processes on one file. A draining runner matches nothing. The runner's heartbeat goes in the same batch.
+ */
+export async function claimOnce(deps: SchedDeps, runnerId: string, platforms: readonly string[]): Promise<BuildRow | null> {
+  const now = deps.clock.now();
+  const wanted = [...new Set([...platforms, "any"])];
+  const [claimed] = await deps.db.batch([
+    deps.db
+      .update(builds)
+      .set({
+        status: "assigned",
+        runnerId,
+        attemptCount: sql`${builds.attemptCount} + 1`,
+        leaseExpiresAt: now + deps.config.jobLeaseS,
+        updatedAt: now,
+      })
+      .where(
+        and(
+          sql`${builds.id} = (SELECT id FROM builds WHERE status = 'queued' AND platform IN ${wanted} ORDER BY queued_at, rowid LIMIT 1)`,
+          eq(builds.status, "queued"),
+          sql`EXISTS (SELECT 1 FROM ${runners} WHERE ${runners.id} = ${runnerId} AND ${runners.status} != 'draining')`,
+        ),
+      )
+      .returning(),
+    refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
+  ]);
+  return claimed[0] ?? null;
+}
+
+async function toClaimedJob(deps: Pick<AppDeps, "db">, b: BuildRow): Promise<ClaimedJob> {
+  const [project, pipeline] = await Promise.all([
+    deps.db.select({ repoUrl: projects.repoUrl }).from(projects).where(eq(projects.id, b.projectId)).get(),
+    deps.db.select({ name: pipelines.name }).from(pipelines).where(eq(pipelines.id, b.pipelineId)).get(),
+  ]);
+  return {
+    build_id: b.id,
+    project_id: b.projectId,
+    pipeline_id: b.pipelineId,
+    pipeline_name: pipeline?.name ?? "",
+    build_number: b.buildNumber,
+    config_snapshot: b.configSnapshot as PipelineConfig,
+    commit_sha: b.commitSha,
+    branch: b.branch,
+    repo_url: project?.repoUrl ?? "",
+    lease_expires_at: b.leaseExpiresAt ?? 0,
+  };
+}
+
+/**
+ * POST .../claim?wait=N: claim now, else wait for this process's job signal (instant) or the next database
+ * poll (builds queued by another daemon) and retry, until N seconds pass. Null means 204.
+ * `abort` ends the wait when the client goes away, so no job is assigned to a runner that stopped listening.
+ */
+export async function claimJob(
+  deps: SchedDeps & Pick<AppDeps, "jobSignal">,
+  runnerId: string,
+  waitS: number,
+  abort?: AbortSignal,
+): Promise<ClaimedJob | null> {
+  const runner = await getRunner(deps, runnerId);
+  const platforms = runnerPlatforms(runner);
+  // Wall time, not deps.clock: the wait is a real duration even under a test's ManualClock.
+  const deadline = Date.now() + waitS * 1000;
+  for (;;) {
+    if (abort?.aborted) return null;
+    const claimed = await claimOnce(deps, runnerId, platforms);
+    if (claimed) return toClaimedJob(deps, claimed);
+    const left = deadline - Date.now();
+    if (left <= 0) return null;
+    await deps.jobSignal.wait(Math.min(left, POLL_MIN_MS + Math.random() * POLL_JITTER_MS), abort);
+  }
+}
+
+/** The build `jobId` if this runner holds it (or held it last); 404 not_found otherwise (CONTRACT §6). */
+export async function getRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string): Promise<BuildRow> {
+  const row = await deps.db.select().from(builds).where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId))).get();
+  if (!row) throw new ApiError(404, "not_found", "no such job on this runner");
+  return row;
+}
+
+export function toJobJson(b: BuildRow) {
+  return { build_id: b.id, status: b.status, cancel_requested: b.cancelRequested, lease_expires_at: b.leaseExpiresAt };
+}
+
+/**
+ * A runner's status report: one conditional UPDATE guarded by the allowed previous states (assigned → running
+ * → final), which also renews the lease. When it matches nothing, the build is read to name the reason.
+ */
+export async function reportJobStatus(
+  deps: SchedDeps,
+  runnerId: string,
+  jobId: string,
+  input: z.infer<typeof jobStatusSchema>,
+): Promise<BuildRow> {
+  const { status } = input;
+  let exitCode = input.exit_code;
+  if (status === "succeeded") {
+    exitCode ??= 0;
+    if (exitCode !== 0) throw new ApiError(400, "invalid_input", "a succeeded build needs exit code 0");
+  } else if (status === "failed") {
+    exitCode ??= 1;
+    if (exitCode === 0) throw new ApiError(400, "invalid_input", "a failed build needs a non-zero exit code");
+  }
+  const now = deps.clock.now();
+  const final = isFinalStatus(status);
+  const fields: Partial<Record<keyof BuildRow, unknown>> = {
+    status,
+    leaseExpiresAt: final ? sql`${builds.leaseExpiresAt}` : now + deps.config.jobLeaseS,
+    startedAt: sql`COALESCE(${builds.startedAt}, ${now})`,
+    updatedAt: now,
+  };
+  if (exitCode !== undefined) fields.exitCode = exitCode;
+  if (input.step_results !== undefined) fields.stepResults = input.step_results;
+  if (final) {
+    fields.finishedAt = now;
+    fields.failureReason = status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
+  }
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(builds)
+      // Drizzle accepts SQL expressions in set(); the record type above only widens the values to allow them.
+      .set(fields as Parameters<ReturnType<typeof deps.db.update<typeof builds>>["set"]>[0])
+      .where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId), inArray(builds.status, reportableFrom(status))))
+      .returning(),
+    refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
+  ]);
+  if (updated[0]) return updated[0];
+  const current = await getRunnerJob(deps, runnerId, jobId);
+  assertRunnerReport(current.status, current.cancelRequested, status);
+  // The guard passed on a fresh read: the state moved under us between the two statements; report the refusal.
+  throw new ApiError(409, "invalid_transition", `a ${current.status} build cannot become ${status}`);
+}
+
+/** Credentials are handed out only for a job this runner holds right now (409 job_not_active otherwise). */
+async function activeJobProject(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string) {
+  const build = await getRunnerJob(deps, runnerId, jobId);
+  if (!(ACTIVE_STATUSES as readonly string[]).includes(build.status)) {
+    throw new ApiError(409, "job_not_active", "the job is not assigned or running");
+  }
+  return { build, project: await getProject(deps, build.projectId) };
+}
+
+export async function checkoutAuth(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  const creds = await openSourceCredentials(deps, project);
+  if (!creds) throw new ApiError(404, "no_credentials", "the project has no source credentials");
+  return { username: creds.username, password: creds.password, expires_at: build.leaseExpiresAt };
+}
+
+export async function androidSigning(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
+  const { project } = await activeJobProject(deps, runnerId, jobId);
+  const signing = await openAndroidSigning(deps, project);
+  if (!signing) throw new ApiError(404, "no_credentials", "the project has no Android signing credentials");
+  return signing;
+}
+
+export async function iosSigning(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
+  const { project } = await activeJobProject(deps, runnerId, jobId);
+  const signing = await openIosSigning(deps, project);
+  if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
+  return signing;
+}
