@@ -8,6 +8,7 @@ import { ApiError } from "../errors.ts";
 import { auditStatement } from "./audit.ts";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
+import { readNetworkSettings } from "./network-settings.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
 import { newOwnerValues, signIn, type UserRow } from "./users.ts";
 
@@ -386,12 +387,9 @@ export async function startSetupOwnerOidc(deps: Deps, input: { redirect_uri: str
  * the public URL when External Access has one, else on the origin the request came to.
  */
 export async function standardCallbackUri(deps: Pick<AppDeps, "db">, requestOrigin: string): Promise<string> {
-  const network = await readSetting<{ public_url?: string | null }>(deps, NETWORK_SETTING);
-  const base = network?.value.public_url || requestOrigin;
+  const base = (await readNetworkSettings(deps)).public_url || requestOrigin;
   return `${base.replace(/\/+$/, "")}/auth/oidc/callback`;
 }
-/** Key of the External Access network document (owned by the settings area). */
-const NETWORK_SETTING = "external_access_network";
 
 /** GET /v1/auth/oidc/start (the instance is ready: requireReady ran). */
 export async function startOidcSignIn(deps: Deps, input: { redirect_uri?: string; requestOrigin: string }) {
