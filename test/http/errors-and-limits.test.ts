@@ -10,10 +10,11 @@ describe("JSON body cap (1 MiB)", () => {
     const t = await makeTestApp();
     await issueBootstrapToken(t.deps);
     const big = JSON.stringify({ token: "0".repeat(64), padding: "x".repeat(MIB) });
-    for (const headers of [
+    const cases: Array<Record<string, string>> = [
       { "content-type": "application/json" },
       { "content-type": "application/json", "content-length": String(Buffer.byteLength(big)) },
-    ]) {
+    ];
+    for (const headers of cases) {
       const res = await t.call("POST", "/v1/setup/bootstrap-token/verify", { rawBody: big, headers });
       expect(res.status).toBe(413);
       expect(res.body.code).toBe("payload_too_large");

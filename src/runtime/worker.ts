@@ -1,0 +1,87 @@
+/**
+ * The Cloudflare Workers entry (wrangler.example.toml). The same handler set as the Node daemon, over the
+ * web-only libSQL client: the database is a libSQL server (sqld or Turso), the key comes from a secret, and
+ * nothing is loopback because a Worker never sees a socket. Migrations are applied from a machine with
+ * `HANGAR_DATABASE_URL=… npx hangar migrate`; a Worker cannot read the drizzle/ folder.
+ */
+import { createClient } from "@libsql/client/web";
+import { drizzle } from "drizzle-orm/libsql/web";
+import type { ExecutionContext, Hono } from "hono";
+import { createApp } from "../app.ts";
+import { loadConfig } from "../config.ts";
+import * as schema from "../db/schema/index.ts";
+import { systemClock, type AppDeps, type AppEnv } from "../deps.ts";
+import { base64UrlToBytes, createSecretBox } from "../domain/crypto.ts";
+import type { GitClient } from "../domain/git.ts";
+import { JobSignal } from "../domain/job-signal.ts";
+import { ApiError } from "../errors.ts";
+import { createS3Store } from "../storage/s3.ts";
+import type { ArtifactStore, StoreTarget } from "../storage/types.ts";
+
+/** Bindings: the HANGAR_* vars of wrangler.toml plus the secrets HANGAR_MASTER_KEY and HANGAR_DATABASE_AUTH_TOKEN. */
+export interface WorkerEnv {
+  /** 32 random bytes, base64 or base64url (`openssl rand -base64 32`), set with `wrangler secret put`. */
+  HANGAR_MASTER_KEY?: string;
+  [binding: string]: unknown;
+}
+
+/** Workers cannot spawn git; branch resolution answers 422 source_unreachable there (pass commit_sha instead). */
+const unavailableGit: GitClient = {
+  lsRemote: async () => ({ ok: false, reason: "git is not available on Workers" }),
+};
+
+/** Artifacts on Workers live in S3 or R2 (through aws4fetch); there is no local disk to write to. */
+function openWorkerArtifactStore(target: StoreTarget, fetchFn: typeof fetch): ArtifactStore {
+  if (target.provider === "local") {
+    throw new ApiError(500, "internal_error", "local-disk artifact storage is not available on Workers; configure S3 or R2");
+  }
+  return createS3Store(target, { fetch: fetchFn, now: () => systemClock.now() });
+}
+
+function stringBindings(env: WorkerEnv): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) if (typeof value === "string") out[key] = value;
+  return out;
+}
+
+async function buildApp(env: WorkerEnv): Promise<Hono<AppEnv>> {
+  const config = loadConfig(stringBindings(env));
+  if (!/^(libsql|https?):\/\//.test(config.databaseUrl)) {
+    throw new Error("HANGAR_DATABASE_URL must be a libsql:// or https:// URL on Workers");
+  }
+  const key = base64UrlToBytes((env.HANGAR_MASTER_KEY ?? "").trim());
+  if (key.length !== 32) throw new Error("HANGAR_MASTER_KEY must hold 32 bytes, base64-encoded");
+  const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
+  const deps: AppDeps = {
+    db: drizzle(client, { schema }),
+    clock: systemClock,
+    config,
+    secrets: await createSecretBox(key),
+    // No socket on Workers: nothing is loopback, so local login and local-mode writes are refused (CONTRACT §3).
+    getPeerAddress: () => undefined,
+    log: (record) => console.log(JSON.stringify(record)),
+    fetch: globalThis.fetch.bind(globalThis),
+    git: unavailableGit,
+    jobSignal: new JobSignal(),
+    openArtifactStore: (target) => openWorkerArtifactStore(target, deps.fetch),
+  };
+  return createApp(deps);
+}
+
+// Built once per isolate, on the first request: the env is only known inside fetch (Unkey's worker.ts).
+let built: Promise<Hono<AppEnv>> | null = null;
+
+export default {
+  async fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response> {
+    built ??= buildApp(env);
+    let app: Hono<AppEnv>;
+    try {
+      app = await built;
+    } catch (err) {
+      built = null; // a fixed binding takes effect on the next request
+      console.error(JSON.stringify({ level: "error", msg: "worker start failed", error: String(err) }));
+      return Response.json({ code: "internal_error", message: "the service is not configured" }, { status: 500 });
+    }
+    return app.fetch(request, env, ctx);
+  },
+};
