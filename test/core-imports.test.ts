@@ -144,4 +144,14 @@ describe("the core's import graph", () => {
     expect(inputs.filter((i) => i.startsWith("node:") || i.includes("@libsql/client/lib-esm/node") || i.includes("libsql/lib-esm/sqlite3"))).toEqual([]);
     expect(result.outputFiles[0]!.contents.length).toBeGreaterThan(0);
   }, 60_000);
+
+  it("answers 500 internal_error, without details, while the Worker's bindings are incomplete", async () => {
+    const worker = (await import("../src/runtime/worker.ts")).default;
+    const ctx = { waitUntil: () => {}, passThroughOnException: () => {}, props: {} };
+    for (const env of [{}, { HANGAR_DATABASE_URL: "libsql://db.example.com" }, { HANGAR_DATABASE_URL: "libsql://db.example.com", HANGAR_MASTER_KEY: "c2hvcnQ" }]) {
+      const res = await worker.fetch(new Request("https://hangar.example.com/healthz"), env, ctx);
+      expect(res.status).toBe(500);
+      expect(await res.json()).toEqual({ code: "internal_error", message: "the service is not configured" });
+    }
+  });
 });

@@ -14,6 +14,7 @@ import { systemClock, type AppDeps, type AppEnv } from "../deps.ts";
 import { base64UrlToBytes, createSecretBox } from "../domain/crypto.ts";
 import type { GitClient } from "../domain/git.ts";
 import { JobSignal } from "../domain/job-signal.ts";
+import { runMaintenance } from "../domain/maintenance.ts";
 import { ApiError } from "../errors.ts";
 import { createS3Store } from "../storage/s3.ts";
 import type { ArtifactStore, StoreTarget } from "../storage/types.ts";
@@ -44,7 +45,12 @@ function stringBindings(env: WorkerEnv): Record<string, string> {
   return out;
 }
 
-async function buildApp(env: WorkerEnv): Promise<Hono<AppEnv>> {
+interface Built {
+  app: Hono<AppEnv>;
+  deps: AppDeps;
+}
+
+async function build(env: WorkerEnv): Promise<Built> {
   const config = loadConfig(stringBindings(env));
   if (!/^(libsql|https?):\/\//.test(config.databaseUrl)) {
     throw new Error("HANGAR_DATABASE_URL must be a libsql:// or https:// URL on Workers");
@@ -65,23 +71,37 @@ async function buildApp(env: WorkerEnv): Promise<Hono<AppEnv>> {
     jobSignal: new JobSignal(),
     openArtifactStore: (target) => openWorkerArtifactStore(target, deps.fetch),
   };
-  return createApp(deps);
+  return { app: createApp(deps), deps };
 }
 
 // Built once per isolate, on the first request: the env is only known inside fetch (Unkey's worker.ts).
-let built: Promise<Hono<AppEnv>> | null = null;
+let built: Promise<Built> | null = null;
+
+async function ensureBuilt(env: WorkerEnv): Promise<Built> {
+  built ??= build(env);
+  try {
+    return await built;
+  } catch (err) {
+    built = null; // a fixed binding takes effect on the next request
+    throw err;
+  }
+}
 
 export default {
   async fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext): Promise<Response> {
-    built ??= buildApp(env);
     let app: Hono<AppEnv>;
     try {
-      app = await built;
+      app = (await ensureBuilt(env)).app;
     } catch (err) {
-      built = null; // a fixed binding takes effect on the next request
       console.error(JSON.stringify({ level: "error", msg: "worker start failed", error: String(err) }));
       return Response.json({ code: "internal_error", message: "the service is not configured" }, { status: 500 });
     }
     return app.fetch(request, env, ctx);
+  },
+
+  /** Cron trigger (wrangler.example.toml): the periodic jobs the Node daemon runs on its sweep timer. */
+  async scheduled(_event: unknown, env: WorkerEnv, ctx: ExecutionContext): Promise<void> {
+    const { deps } = await ensureBuilt(env);
+    ctx.waitUntil(runMaintenance(deps));
   },
 };
