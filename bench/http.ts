@@ -1,0 +1,172 @@
+// `npm run bench:http`: GET /v1/users/me with a valid session on the real daemon, beside a bare
+// @hono/node-server app answering the same JSON with no database or auth (the floor of what Node + Hono can
+// do on this machine), in the same run, same load: autocannon, 32 connections over loopback. Then cold start:
+// spawn `node bin/hangar.mjs serve` → the listening line, median of 5.
+import autocannon from "autocannon";
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const BIN = join(ROOT, "bin", "hangar.mjs");
+const CONNECTIONS = 32;
+const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
+const WARMUP_S = 2;
+
+interface Started {
+  proc: ChildProcess;
+  url: string;
+  startedMs: number;
+}
+
+/** Spawns a process and resolves on a line of stdout matching `pattern` (its first group is the URL). */
+function spawnUntil(args: string[], env: Record<string, string>, pattern: RegExp): Promise<Started & { readyMs: number }> {
+  const startedMs = performance.now();
+  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    proc.stdout!.on("data", (d: Buffer) => {
+      out += d.toString();
+      const m = pattern.exec(out);
+      if (m?.[1]) resolve({ proc, url: m[1], startedMs, readyMs: performance.now() - startedMs });
+    });
+    proc.once("exit", (code) => reject(new Error(`${args.join(" ")} exited with ${code} before it was ready:\n${out}`)));
+  });
+}
+
+function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    proc.once("exit", () => resolve());
+    proc.kill("SIGTERM");
+  });
+}
+
+function runCli(args: string[], env: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    proc.once("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`hangar ${args.join(" ")} exited with ${code}`))));
+  });
+}
+
+async function post(base: string, path: string, body?: unknown, token?: string): Promise<Record<string, unknown>> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (token) headers.authorization = `Bearer ${token}`;
+  const res = await fetch(base + path, { method: "POST", headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as Record<string, unknown>;
+}
+
+/** Runs setup in local mode on a fresh daemon and answers a user session token. */
+async function completeSetup(base: string, env: Record<string, string>): Promise<string> {
+  const token = await runCli(["setup-token"], env);
+  const setup = (await post(base, "/v1/setup/bootstrap-token/verify", { token })).session_token as string;
+  await post(base, "/v1/setup/local-owner/create", { email: "bench@example.com" }, setup);
+  await post(base, "/v1/setup/complete", undefined, setup);
+  return (await post(base, "/v1/auth/local/login", {})).session_token as string;
+}
+
+const BARE_SERVER = `
+import { serve } from "@hono/node-server";
+import { Hono } from "hono";
+const body = JSON.parse(process.env.BENCH_BODY);
+const app = new Hono().get("/v1/users/me", (c) => {
+  c.header("Cache-Control", "no-store");
+  return c.json(body);
+});
+const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info) => console.log("bare listening on http://127.0.0.1:" + info.port));
+process.on("SIGTERM", () => s.close(() => process.exit(0)));
+`;
+
+interface Figures {
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  non2xx: number;
+}
+
+async function load(url: string, token?: string): Promise<Figures> {
+  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, headers });
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S, headers });
+  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)]!;
+}
+
+const fmt = (f: Figures) => `${f.rps.toFixed(0).padStart(7)} req/s   p50 ${String(f.p50).padStart(3)} ms   p99 ${String(f.p99).padStart(3)} ms   errors ${f.errors} non-2xx ${f.non2xx}`;
+
+async function main(): Promise<void> {
+  const dataDir = mkdtempSync(join(tmpdir(), "hangar-bench-"));
+  const listening = /hangar listening on (http:\/\/\S+)/;
+  const children: ChildProcess[] = [];
+  try {
+    console.log(`HTTP benchmark: GET /v1/users/me, ${CONNECTIONS} connections, ${DURATION_S} s (after ${WARMUP_S} s warm-up), ${cpus().length} CPUs, Node ${process.version}`);
+
+    const env = { HANGAR_DATA_DIR: dataDir, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" };
+    const daemon = await spawnUntil([BIN, "serve"], env, listening);
+    children.push(daemon.proc);
+    const session = await completeSetup(daemon.url, env);
+    const meRes = await fetch(`${daemon.url}/v1/users/me`, { headers: { authorization: `Bearer ${session}` } });
+    const me = await meRes.text();
+    if (!meRes.ok) throw new Error(`users/me: ${meRes.status} ${me}`);
+
+    const bare = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], { BENCH_BODY: me }, /bare listening on (http:\/\/\S+)/);
+    children.push(bare.proc);
+
+    const bareFigures = await load(`${bare.url}/v1/users/me`);
+    await stop(bare.proc);
+    const hangarFigures = await load(`${daemon.url}/v1/users/me`, session);
+    await stop(daemon.proc);
+
+    // The same daemon with the per-request log line off, to show what logging costs.
+    const quiet = await spawnUntil([BIN, "serve"], { ...env, HANGAR_LOG_REQUESTS: "0" }, listening);
+    children.push(quiet.proc);
+    const quietFigures = await load(`${quiet.url}/v1/users/me`, session);
+    await stop(quiet.proc);
+
+    console.log(`bare @hono/node-server (same JSON)   ${fmt(bareFigures)}`);
+    console.log(`hangar GET /v1/users/me             ${fmt(hangarFigures)}`);
+    console.log(`hangar, request log off             ${fmt(quietFigures)}`);
+    console.log(`ratio hangar / bare: ${(hangarFigures.rps / bareFigures.rps).toFixed(3)} (request log off: ${(quietFigures.rps / bareFigures.rps).toFixed(3)})`);
+
+    // Cold start: process spawn → listening line, on the set-up data directory and on a fresh one.
+    const existing: number[] = [];
+    const fresh: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const again = await spawnUntil([BIN, "serve"], env, listening);
+      existing.push(again.readyMs);
+      await stop(again.proc);
+      const freshDir = mkdtempSync(join(tmpdir(), "hangar-bench-fresh-"));
+      const first = await spawnUntil([BIN, "serve"], { ...env, HANGAR_DATA_DIR: freshDir }, listening);
+      fresh.push(first.readyMs);
+      await stop(first.proc);
+      rmSync(freshDir, { recursive: true, force: true });
+    }
+    const bareStarts: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const b = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], { BENCH_BODY: me }, /bare listening on (http:\/\/\S+)/);
+      bareStarts.push(b.readyMs);
+      await stop(b.proc);
+    }
+    const ms = (v: number[]) => `${median(v).toFixed(0)} ms (runs: ${v.map((x) => x.toFixed(0)).join(", ")})`;
+    console.log(`cold start, existing data dir: median ${ms(existing)}`);
+    console.log(`cold start, fresh data dir:    median ${ms(fresh)}`);
+    console.log(`bare @hono/node-server start:  median ${ms(bareStarts)}`);
+    console.log(`cold start ratio hangar / bare: ${(median(existing) / median(bareStarts)).toFixed(2)}`);
+  } finally {
+    for (const c of children) await stop(c);
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+await main();
