@@ -8,6 +8,7 @@ import { UploadRejectedError, type ArtifactStore, type StorageLocation, type Sto
 import { readActiveStorageSettings, type StoredArtifactStorageSettings, ARTIFACT_STORAGE_SETTING } from "./artifact-storage-settings.ts";
 import { loadInstance, readSetting } from "./instance.ts";
 import { readIpaMetadata } from "./ipa-metadata.ts";
+import { readNetworkSettings } from "./network-settings.ts";
 import { claimUploadToken, newUrlToken, releaseUploadToken, resolveUrlToken } from "./url-tokens.ts";
 
 export type ArtifactRow = typeof artifacts.$inferSelect;
@@ -189,17 +190,10 @@ export function toArtifactJson(row: ArtifactRow) {
 export async function daemonBaseUrl(deps: Pick<AppDeps, "db" | "clock">, requestOrigin: string): Promise<string> {
   const inst = await loadInstance(deps);
   if (inst.runtimeMode === "remote") {
-    const publicUrl = (await readNetworkDocument(deps))?.public_url;
+    const publicUrl = (await readNetworkSettings(deps)).public_url;
     if (publicUrl) return publicUrl.replace(/\/+$/, "");
   }
   return requestOrigin;
-}
-
-/** The External Access network document (key and shape owned by src/domain/network-settings.ts). */
-export async function readNetworkDocument(
-  deps: Pick<AppDeps, "db">,
-): Promise<{ public_url: string | null; artifact_delivery_url: string | null } | null> {
-  return (await readSetting<{ public_url: string | null; artifact_delivery_url: string | null }>(deps, "external_access_network"))?.value ?? null;
 }
 
 // ---------------------------------------------------------------------------------------------------------

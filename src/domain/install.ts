@@ -9,20 +9,19 @@ import {
   contentDisposition,
   loadAvailableArtifact,
   openStoreAt,
-  readNetworkDocument,
   serveArtifactBytes,
   type ArtifactRow,
   type ByteResponse,
   type InstallMetadata,
 } from "./artifacts.ts";
-import { loadInstance, readSetting } from "./instance.ts";
+import { loadInstance } from "./instance.ts";
 import { buildManifestPlist } from "./ios-manifest.ts";
+import { readNetworkSettings } from "./network-settings.ts";
+import { GATEWAY_USER_HEADER, readTrustedProxySettings } from "./trusted-proxy.ts";
 import { newUrlToken, resolveUrlToken } from "./url-tokens.ts";
 
 /** Install sessions last one hour (SPEC limits). */
 export const INSTALL_TTL_S = 3600;
-/** The identity header of the access gateway whose ticket rule 4 carries. */
-const GATEWAY_USER_HEADER = "x-gateway-username";
 const TICKET_PARAM = "gateway-ticket";
 
 type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore">;
@@ -54,11 +53,9 @@ function completeMetadata(value: unknown): InstallMetadata | null {
 async function gatewayTicket(deps: Deps): Promise<string | null> {
   const inst = await loadInstance(deps);
   if (inst.runtimeMode !== "remote" || inst.remoteAuthMode !== "trusted_proxy") return null;
-  const doc = (
-    await readSetting<{ user_email_header?: string; gateway_access_ticket_sealed?: string | null }>(deps, "trusted_proxy")
-  )?.value;
-  if (!doc || doc.user_email_header?.toLowerCase() !== GATEWAY_USER_HEADER || !doc.gateway_access_ticket_sealed) return null;
-  return deps.secrets.open(doc.gateway_access_ticket_sealed);
+  const proxy = await readTrustedProxySettings(deps);
+  if (!proxy || proxy.userEmailHeader.toLowerCase() !== GATEWAY_USER_HEADER) return null;
+  return proxy.gatewayAccessTicket;
 }
 
 const ticketQuery = (ticket: string | null): string => (ticket ? `?${TICKET_PARAM}=${encodeURIComponent(ticket)}` : "");
@@ -68,8 +65,8 @@ export async function createInstallLink(deps: Deps, input: { artifactId: string 
   const artifact = await loadAvailableArtifact(deps, input.artifactId);
   const platform = platformOf(artifact);
   // Rule 1: the delivery URL when set, else the public URL.
-  const network = await readNetworkDocument(deps);
-  const base = (network?.artifact_delivery_url || network?.public_url || "").replace(/\/+$/, "");
+  const network = await readNetworkSettings(deps);
+  const base = (network.artifact_delivery_url || network.public_url || "").replace(/\/+$/, "");
   if (!base) throw new ApiError(412, "install_base_url_missing", "set a public URL or an artifact delivery URL in External Access first");
   // iOS installs only from HTTPS manifests and packages.
   if (platform === "ios" && !base.startsWith("https://")) {
