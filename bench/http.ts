@@ -92,7 +92,7 @@ interface Figures {
 }
 
 async function load(url: string, token?: string): Promise<Figures> {
-  const headers = token ? { authorization: `Bearer ${token}` } : {};
+  const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
   await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, headers });
   const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S, headers });
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
