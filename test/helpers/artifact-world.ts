@@ -1,6 +1,7 @@
 // Rows the artifact tests stand on: a ready instance, a project, a pipeline, a runner and a build claimed by
 // that runner. Inserted directly (the schema is the contract), so these tests do not depend on the claim flow.
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -89,7 +90,7 @@ export const pathOf = (url: string): string => {
 };
 
 export function sha256Of(bytes: Uint8Array): string {
-  return execFileSync("sha256sum", { input: bytes }).toString().slice(0, 64);
+  return createHash("sha256").update(bytes).digest("hex");
 }
 
 /** Creates, uploads (local PUT) and completes an artifact; answers the completed artifact JSON. */
