@@ -5,7 +5,7 @@ import type { OidcPurpose, SetupState } from "../db/schema/constants.ts";
 import { instance, instanceSettings, oidcPendingRequests } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { auditStatement, recordAudit } from "./audit.ts";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
 import { readNetworkSettings } from "./network-settings.ts";
@@ -156,7 +156,7 @@ async function fetchJson(deps: Pick<AppDeps, "fetch">, url: string, headers: Rec
   }
 }
 
-function describe(err: unknown): string {
+function failureReason(err: unknown): string {
   if (err instanceof Error && err.name === "TimeoutError") return `no answer within ${DISCOVERY_TIMEOUT_MS / 1000} s`;
   return err instanceof Error ? err.message : "request failed";
 }
@@ -171,7 +171,7 @@ async function discover(deps: Pick<AppDeps, "fetch">, issuerUrl: string): Promis
   try {
     doc = await fetchJson(deps, url);
   } catch (err) {
-    throw new DiscoveryFailure(`the discovery document at ${url} cannot be read: ${describe(err)}`);
+    throw new DiscoveryFailure(`the discovery document at ${url} cannot be read: ${failureReason(err)}`);
   }
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new DiscoveryFailure("the discovery document is not a JSON object");
   const d = doc as Record<string, unknown>;
@@ -255,9 +255,10 @@ export async function configureSetupOidc(deps: Deps, input: OidcConfigureInput) 
     transitionStatement(deps, "configure_oidc", next),
     // The document lands only with the state change, so a setup that moved on meanwhile is left alone.
     writeSettingIfStateStatement(deps, settings, "idp_configured"),
-    auditStatement(deps, { action: "setup.oidc_configured", targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } }),
   ]);
   if (moved.length === 0) throw new ApiError(409, "invalid_state", "the setup state changed; read setup-status again");
+  // Recorded only once the change has landed.
+  await recordAudit(deps, { action: "setup.oidc_configured", targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } });
   return { state: "idp_configured" as const, discovered_issuer: settings.discovered_issuer };
 }
 
