@@ -80,7 +80,9 @@ export async function runnerMain(args: string[]): Promise<number> {
   const workRoot = resolve(values.workdir ?? join(tmpdir(), `hangar-runner-${id.replace(/[^\w.-]/g, "_")}`));
   let code: number;
   try {
-    code = await runLoop({ client, workRoot, log, once: values.once ?? false });
+    // How long --once waits for a job: 30 s (CONTRACT §9); tests shorten it.
+    const onceWaitS = Number(process.env.HANGAR_RUNNER_ONCE_WAIT_S) || undefined;
+    code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS });
   } catch (err) {
     if (err instanceof DaemonError) {
       log.error(`the daemon refused the runner: ${err.status} ${err.code} — ${err.message}`);
@@ -92,7 +94,7 @@ export async function runnerMain(args: string[]): Promise<number> {
     code = 1;
   }
   // Keep-alive sockets must not hold the process open once the work is done.
-  setTimeout(() => process.exit(code), 1000).unref();
+  setTimeout(() => process.exit(code), 100).unref();
   return code;
 }
 

@@ -13,10 +13,11 @@ export interface SigningMaterial {
 
 type Fields = Record<string, unknown>;
 
+/** The first of `names` holding a string (a password may legitimately be empty). */
 function str(fields: Fields, ...names: string[]): string | null {
   for (const name of names) {
     const value = fields[name];
-    if (typeof value === "string" && value.length > 0) return value;
+    if (typeof value === "string") return value;
   }
   return null;
 }
@@ -63,9 +64,9 @@ export async function prepareSigning(
     const keystorePassword = str(doc, "keystore_password");
     const alias = str(doc, "key_alias");
     const keyPassword = str(doc, "key_password");
-    if (keystorePassword) material.env.HANGAR_ANDROID_KEYSTORE_PASSWORD = keystorePassword;
-    if (alias) material.env.HANGAR_ANDROID_KEY_ALIAS = alias;
-    if (keyPassword) material.env.HANGAR_ANDROID_KEY_PASSWORD = keyPassword;
+    if (keystorePassword !== null) material.env.HANGAR_ANDROID_KEYSTORE_PASSWORD = keystorePassword;
+    if (alias !== null) material.env.HANGAR_ANDROID_KEY_ALIAS = alias;
+    if (keyPassword !== null) material.env.HANGAR_ANDROID_KEY_PASSWORD = keyPassword;
     material.secrets.push(...[keystorePassword, keyPassword].filter((s): s is string => !!s));
     return material;
   }
@@ -85,7 +86,7 @@ export async function prepareSigning(
     material.env.HANGAR_IOS_PROVISIONING_PROFILE_PATH = path;
   }
   const password = str(doc, "certificate_password");
-  if (password) {
+  if (password !== null) {
     material.env.HANGAR_IOS_CERTIFICATE_PASSWORD = password;
     material.secrets.push(password);
   }

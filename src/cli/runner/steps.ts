@@ -61,11 +61,20 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
     else options.signal?.addEventListener("abort", onAbort, { once: true });
 
     let result: ProcessResult | null = null;
+    let openPipes = 2;
+    let grace: NodeJS.Timeout | null = null;
     const finish = () => {
       if (!result) return;
+      if (grace) clearTimeout(grace);
       options.signal?.removeEventListener("abort", onAbort);
       resolve(result);
     };
+    // The pipes may close before or after the exit event; count them from the start.
+    const onClose = () => {
+      if (--openPipes === 0) finish();
+    };
+    child.stdout.once("close", onClose);
+    child.stderr.once("close", onClose);
     child.once("error", (err) => {
       options.onOutput(Buffer.from(`${file}: ${err.message}\n`));
       result = { exitCode: 127, signal: null, stopped };
@@ -76,17 +85,9 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
       result = { exitCode: code ?? 128 + signum, signal: sig, stopped };
       // A stopped step's group must be gone before the job moves on: keep the SIGKILL timer for stragglers.
       if (!stopped && killTimer) clearTimeout(killTimer);
+      if (openPipes === 0) return finish();
       // Wait briefly for the pipes to drain; a background process holding them open must not stall the job.
-      const grace = setTimeout(finish, 1000);
-      let open = 2;
-      const onClose = () => {
-        if (--open === 0) {
-          clearTimeout(grace);
-          finish();
-        }
-      };
-      child.stdout.once("close", onClose);
-      child.stderr.once("close", onClose);
+      grace = setTimeout(finish, 1000);
     });
   });
 }
