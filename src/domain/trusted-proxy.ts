@@ -4,7 +4,7 @@ import { z } from "zod";
 import { instance, instanceSettings } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { recordAudit } from "./audit.ts";
 import { constantTimeEqual } from "./crypto.ts";
 import { loadInstance, readSetting } from "./instance.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
@@ -213,19 +213,20 @@ export async function configureTrustedProxy(deps: SecretDeps, input: ConfigureTr
       .insert(instanceSettings)
       .select(sql`select ${TRUSTED_PROXY_SETTING}, ${json}, ${now} where ${transitionLanded}`)
       .onConflictDoUpdate({ target: instanceSettings.key, set: { value: sql`excluded.value`, updatedAt: now } }),
-    auditStatement(deps, {
-      action: "setup.trusted_proxy_configured",
-      targetType: "instance",
-      targetId: inst.instanceId,
-      details: {
-        user_email_header: doc.user_email_header,
-        trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
-        has_shared_secret: doc.shared_secret_sealed !== null,
-        has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
-      },
-    }),
   ]);
   if (moved.length === 0) throw new ApiError(409, "invalid_state", "the owner was already created");
+  // Recorded only once the change has landed.
+  await recordAudit(deps, {
+    action: "setup.trusted_proxy_configured",
+    targetType: "instance",
+    targetId: inst.instanceId,
+    details: {
+      user_email_header: doc.user_email_header,
+      trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
+      has_shared_secret: doc.shared_secret_sealed !== null,
+      has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
+    },
+  });
   return {
     state: next,
     setup_owner_email: doc.setup_owner_email,

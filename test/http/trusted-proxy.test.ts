@@ -162,8 +162,9 @@ describe("POST /v1/setup/trusted-proxy/configure", () => {
     const afterOwner = await t.call("POST", CONFIGURE, { token: session, body: { trusted_proxy_cidrs: ["0.0.0.0/0"] } });
     expect(afterOwner.status).toBe(409);
     expect(afterOwner.body.code).toBe("invalid_state");
-    // The refused configure changed nothing.
+    // The refused configure changed nothing and recorded nothing.
     expect((await readTrustedProxySettings(t.deps))?.cidrs).toEqual([]);
+    expect(await t.deps.db.select().from(auditEvents).where(eq(auditEvents.action, "setup.trusted_proxy_configured")).all()).toHaveLength(1);
     await t.call("POST", "/v1/setup/complete", { token: session });
     const afterReady = await t.call("POST", CONFIGURE, { token: session, body: {} });
     expect(afterReady.status).toBe(409);
