@@ -229,6 +229,26 @@ describe("POST /v1/setup/owner/start-oidc", () => {
     expect([done.status, done.body.code]).toEqual([409, "already_configured"]);
   });
 
+  it("answers 429 too_many_pending once 1000 requests are pending (shared with sign-in starts)", async () => {
+    const t = await freshApp();
+    const token = await configureOidcInSetup(t, forge.issuer);
+    const now = t.clock.now();
+    const seeded = Array.from({ length: 999 }, (_, i) => ({
+      stateHash: `seed-${i}`,
+      purpose: i % 2 ? ("login" as const) : ("setup_owner" as const),
+      codeVerifierSealed: "v1.x",
+      nonce: "n",
+      redirectUri: TEST_REDIRECT_URI,
+      createdAt: now,
+      expiresAt: now + 600,
+    }));
+    for (let i = 0; i < seeded.length; i += 100) await t.deps.db.insert(oidcPendingRequests).values(seeded.slice(i, i + 100));
+    const thousandth = await t.call("POST", "/v1/setup/owner/start-oidc", { token, body: { redirect_uri: TEST_REDIRECT_URI } });
+    expect(thousandth.status).toBe(200);
+    const over = await t.call("POST", "/v1/setup/owner/start-oidc", { token, body: { redirect_uri: TEST_REDIRECT_URI } });
+    expect([over.status, over.body.code]).toEqual([429, "too_many_pending"]);
+  });
+
   it("answers 502 oidc_discovery_error when the provider's discovery fails", async () => {
     const t = await freshApp();
     const token = await configureOidcInSetup(t, forge.issuer);
