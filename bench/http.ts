@@ -5,7 +5,7 @@
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,6 +14,7 @@ const BIN = join(ROOT, "bin", "hangar.mjs");
 const CONNECTIONS = 32;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = 2;
+const ROUNDS = 5;
 
 interface Started {
   proc: ChildProcess;
@@ -91,11 +92,29 @@ interface Figures {
   non2xx: number;
 }
 
-async function load(url: string, token?: string): Promise<Figures> {
+async function measure(url: string, token: string | undefined, seconds: number): Promise<Figures> {
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
-  await autocannon({ url, connections: CONNECTIONS, duration: WARMUP_S, headers });
-  const r = await autocannon({ url, connections: CONNECTIONS, duration: DURATION_S, headers });
+  const r = await autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+}
+
+/**
+ * Interleaved rounds: every target is loaded in each round, one after the other, so a change in the machine's
+ * background load hits all of them alike; the figures are the medians over the rounds.
+ */
+async function loadInterleaved(targets: Array<{ url: string; token?: string }>): Promise<Figures[]> {
+  for (const t of targets) await measure(t.url, t.token, WARMUP_S);
+  const perTarget: Figures[][] = targets.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [i, t] of targets.entries()) perTarget[i]!.push(await measure(t.url, t.token, DURATION_S / ROUNDS));
+  }
+  return perTarget.map((runs) => ({
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+  }));
 }
 
 function median(values: number[]): number {
@@ -110,7 +129,10 @@ async function main(): Promise<void> {
   const listening = /hangar listening on (http:\/\/\S+)/;
   const children: ChildProcess[] = [];
   try {
-    console.log(`HTTP benchmark: GET /v1/users/me, ${CONNECTIONS} connections, ${DURATION_S} s (after ${WARMUP_S} s warm-up), ${cpus().length} CPUs, Node ${process.version}`);
+    console.log(
+      `HTTP benchmark: GET /v1/users/me, ${CONNECTIONS} connections, ${DURATION_S} s per target in ${ROUNDS} interleaved rounds ` +
+        `(after ${WARMUP_S} s warm-up), ${cpus().length} CPUs, load average ${loadavg()[0]!.toFixed(1)}, Node ${process.version}`,
+    );
 
     const env = { HANGAR_DATA_DIR: dataDir, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" };
     const daemon = await spawnUntil([BIN, "serve"], env, listening);
@@ -123,15 +145,17 @@ async function main(): Promise<void> {
     const bare = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], { BENCH_BODY: me }, /bare listening on (http:\/\/\S+)/);
     children.push(bare.proc);
 
-    const bareFigures = await load(`${bare.url}/v1/users/me`);
-    await stop(bare.proc);
-    const hangarFigures = await load(`${daemon.url}/v1/users/me`, session);
-    await stop(daemon.proc);
-
-    // The same daemon with the per-request log line off, to show what logging costs.
+    // The same daemon, database and session, with the per-request log line off, to show what logging costs.
     const quiet = await spawnUntil([BIN, "serve"], { ...env, HANGAR_LOG_REQUESTS: "0" }, listening);
     children.push(quiet.proc);
-    const quietFigures = await load(`${quiet.url}/v1/users/me`, session);
+
+    const [bareFigures, hangarFigures, quietFigures] = (await loadInterleaved([
+      { url: `${bare.url}/v1/users/me` },
+      { url: `${daemon.url}/v1/users/me`, token: session },
+      { url: `${quiet.url}/v1/users/me`, token: session },
+    ])) as [Figures, Figures, Figures];
+    await stop(bare.proc);
+    await stop(daemon.proc);
     await stop(quiet.proc);
 
     console.log(`bare @hono/node-server (same JSON)   ${fmt(bareFigures)}`);
@@ -162,6 +186,7 @@ async function main(): Promise<void> {
     console.log(`cold start, existing data dir: median ${ms(existing)}`);
     console.log(`cold start, fresh data dir:    median ${ms(fresh)}`);
     console.log(`bare @hono/node-server start:  median ${ms(bareStarts)}`);
+    console.log(`load average at the end: ${loadavg()[0]!.toFixed(1)}`);
     console.log(`cold start ratio hangar / bare: ${(median(existing) / median(bareStarts)).toFixed(2)}`);
   } finally {
     for (const c of children) await stop(c);
