@@ -76,7 +76,7 @@ interface CallOptions {
 }
 
 const BACKOFF_BASE_MS = 250;
-const BACKOFF_CAP_MS = 8_000;
+const BACKOFF_CAP_MS = 5_000;
 
 /** Exponential backoff with full jitter (AWS architecture blog): spreads reconnecting runners out. */
 export function backoffDelay(attempt: number, baseMs = BACKOFF_BASE_MS, capMs = BACKOFF_CAP_MS): number {
