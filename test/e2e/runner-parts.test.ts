@@ -1,0 +1,137 @@
+// The runner's parts that the end-to-end builds cannot pin down cheaply: artifact globs, log masking across
+// write boundaries, UTF-8-safe chunk cuts, backoff bounds, and the SIGTERM → SIGKILL escalation on real processes.
+import { mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { RunnerClient, backoffDelay } from "../../src/cli/runner/client.ts";
+import { displayUrl, gitEnv } from "../../src/cli/runner/checkout.ts";
+import { globToRegExp, isSafeGlob, matchFiles } from "../../src/cli/runner/glob.ts";
+import { LogStream, maskSecrets, utf8SafeLength } from "../../src/cli/runner/logs.ts";
+import { runStep } from "../../src/cli/runner/steps.ts";
+import { removeDir } from "./runner-harness.ts";
+
+const scratch = mkdtempSync(join(tmpdir(), "hangar-runner-parts-"));
+afterAll(() => removeDir(scratch));
+
+describe("artifact globs", () => {
+  it("match across directories with ** and within one with *, ?, [..] and {a,b}", () => {
+    const cases: Array<[string, string, boolean]> = [
+      ["build/**/*.apk", "build/outputs/apk/release/app.apk", true],
+      ["build/**/*.apk", "build/app.apk", true],
+      ["build/**/*.apk", "other/app.apk", false],
+      ["out/*.ipa", "out/App.ipa", true],
+      ["out/*.ipa", "out/sub/App.ipa", false],
+      ["out/*.{ipa,zip}", "out/App.zip", true],
+      ["out/app-?.txt", "out/app-1.txt", true],
+      ["out/app-[0-9].txt", "out/app-x.txt", false],
+      ["./out/a.txt", "out/a.txt", true],
+      ["dist/**", "dist/a/b/c", true],
+    ];
+    for (const [glob, path, expected] of cases) expect(globToRegExp(glob).test(path), `${glob} ~ ${path}`).toBe(expected);
+    expect(isSafeGlob("../secrets/*")).toBe(false);
+    expect(isSafeGlob("/etc/*")).toBe(false);
+    expect(isSafeGlob("out/*.apk")).toBe(true);
+  });
+
+  it("find regular files only, skip .git, refuse paths outside the checkout and never follow links", async () => {
+    const root = join(scratch, "tree");
+    mkdirSync(join(root, "build/outputs/apk"), { recursive: true });
+    mkdirSync(join(root, ".git"), { recursive: true });
+    writeFileSync(join(root, "build/outputs/apk/app-release.apk"), "apk");
+    writeFileSync(join(root, "build/app.aab"), "aab");
+    writeFileSync(join(root, ".git/config.apk"), "not an artifact");
+    writeFileSync(join(scratch, "outside.apk"), "outside");
+    symlinkSync(join(scratch, "outside.apk"), join(root, "build/link.apk"));
+    expect(await matchFiles(root, ["**/*.apk", "build/*.aab", "../*.apk", "missing/exact.txt"])).toEqual([
+      "build/app.aab",
+      "build/outputs/apk/app-release.apk",
+    ]);
+  });
+});
+
+describe("log masking and chunking", () => {
+  it("replaces every occurrence of each secret, longest first", () => {
+    const out = maskSecrets(Buffer.from("a s3cret-token b s3cret c"), [Buffer.from("s3cret-token"), Buffer.from("s3cret")]);
+    expect(out.toString()).toBe("a *** b *** c");
+  });
+
+  it("masks a secret split across writes: the spool never holds a piece of it", async () => {
+    const spool = join(scratch, "build.log");
+    const quiet = { info: () => {}, warn: () => {}, error: () => {} };
+    // An unreachable daemon: everything stays in the spool file, which is what is inspected here.
+    const stream = new LogStream(new RunnerClient("http://127.0.0.1:9", "t", "r", quiet), "job", spool, quiet);
+    stream.addSecret("s3cret-token");
+    stream.addSecret("ab"); // too short to mask
+    stream.write("abc s3cr");
+    stream.write("et-to");
+    expect(readFileSync(spool, "utf8")).not.toContain("s3cr");
+    stream.write("ken def s3cret-tok");
+    expect(await stream.close(0)).toBe(false);
+    expect(readFileSync(spool, "utf8")).toBe("abc *** def s3cret-tok");
+  });
+
+  it("never cuts a chunk inside a UTF-8 character", () => {
+    const text = Buffer.from("ab€"); // € is 3 bytes
+    expect(utf8SafeLength(text)).toBe(text.length);
+    expect(utf8SafeLength(text.subarray(0, 4))).toBe(2);
+    expect(utf8SafeLength(text.subarray(0, 3))).toBe(2);
+    expect(utf8SafeLength(Buffer.from("😀").subarray(0, 3))).toBe(0);
+  });
+});
+
+describe("backoff and git environment", () => {
+  it("grows exponentially with jitter and stays under its cap", () => {
+    for (let attempt = 0; attempt < 30; attempt++) {
+      const delay = backoffDelay(attempt, 250, 5000);
+      expect(delay).toBeGreaterThanOrEqual(125);
+      expect(delay).toBeLessThanOrEqual(5000);
+    }
+    const early = Math.max(...Array.from({ length: 50 }, () => backoffDelay(0, 250, 5000)));
+    expect(early).toBeLessThanOrEqual(250);
+  });
+
+  it("hands git the credentials only through GIT_CONFIG_* variables scoped to the repository's origin", () => {
+    const env = gitEnv({ PATH: "/bin", GIT_TRACE_CURL: "1" }, "https://git.example.com/team/app.git", { username: "bot", password: "tok" });
+    expect(env.GIT_TERMINAL_PROMPT).toBe("0");
+    expect(env.GIT_TRACE_CURL).toBeUndefined();
+    expect(env.GIT_CONFIG_COUNT).toBe("2");
+    expect(env.GIT_CONFIG_KEY_0).toBe("credential.helper");
+    expect(env.GIT_CONFIG_VALUE_0).toBe("");
+    expect(env.GIT_CONFIG_KEY_1).toBe("http.https://git.example.com/.extraHeader");
+    expect(env.GIT_CONFIG_VALUE_1).toBe(`Authorization: Basic ${Buffer.from("bot:tok").toString("base64")}`);
+    expect(displayUrl("https://bot:tok@git.example.com/app.git")).toBe("https://git.example.com/app.git");
+  });
+});
+
+describe("stopping a step", () => {
+  it("SIGTERMs the whole process group and SIGKILLs it when it ignores SIGTERM", async () => {
+    const controller = new AbortController();
+    let output = "";
+    const started = Date.now();
+    const done = runStep("trap '' TERM; echo ready; sleep 30 & wait; echo survived", {
+      cwd: scratch,
+      env: process.env,
+      onOutput: (b) => {
+        output += b.toString();
+        if (output.includes("ready") && !controller.signal.aborted) controller.abort();
+      },
+      signal: controller.signal,
+      killGraceMs: 500,
+    });
+    const result = await done;
+    expect(result.stopped).toBe(true);
+    expect(result.signal).toBe("SIGKILL");
+    expect(result.exitCode).toBe(137);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(output).not.toContain("survived");
+  });
+
+  it("reports the step's own exit code and keeps stdout and stderr", async () => {
+    let output = "";
+    const result = await runStep("echo out; echo err >&2; exit 42", { cwd: scratch, env: process.env, onOutput: (b) => (output += b.toString()) });
+    expect(result).toEqual({ exitCode: 42, signal: null, stopped: false });
+    expect(output).toContain("out");
+    expect(output).toContain("err");
+  });
+});
