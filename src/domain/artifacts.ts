@@ -280,7 +280,7 @@ export async function createArtifact(
  */
 export async function receiveLocalUpload(
   deps: Deps,
-  input: { token: string; body: ReadableStream<Uint8Array> | null; contentLength: string | undefined },
+  input: { token: string; body: AsyncIterable<Uint8Array> | null; contentLength: string | undefined },
 ) {
   const claimed = await claimUploadToken(deps, input.token);
   try {
@@ -299,7 +299,7 @@ export async function receiveLocalUpload(
     if (artifact.sizeBytes > max) throw new ApiError(413, "upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
     const store = await openStoreAt(deps, location);
     if (!store.writeStream) throw new ApiError(404, "not_found", "this artifact is not stored on local disk");
-    const body = input.body ?? new ReadableStream<Uint8Array>({ start: (c) => c.close() });
+    const body: AsyncIterable<Uint8Array> = input.body ?? (async function* () {})();
     let sha256: string;
     try {
       ({ sha256 } = await store.writeStream(location.key, body, {

@@ -2,12 +2,16 @@
 // (size, limit, SHA-256), fsync'ed, then renamed into place, so a reader never sees a half-written artifact
 // and a crash leaves at worst a `.part-*` file that `remove` cleans up.
 import { createHash, randomBytes } from "node:crypto";
+import { createWriteStream } from "node:fs";
 import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises";
 import { basename, dirname, resolve, sep } from "node:path";
+import { pipeline } from "node:stream/promises";
 import { UploadRejectedError, type ArtifactStore, type ByteRange, type WriteOptions } from "./types.ts";
 
 /** Read size per pull: large enough that per-chunk overhead is small, small enough that memory stays flat. */
-const READ_CHUNK = 1024 * 1024;
+const READ_CHUNK = 512 * 1024;
+/** Bytes queued towards the disk before the upload stops reading from the socket. */
+const WRITE_HIGH_WATER_MARK = 1024 * 1024;
 
 export function createLocalDiskStore(baseDir: string): ArtifactStore {
   const root = resolve(baseDir);
@@ -26,19 +30,14 @@ export function createLocalDiskStore(baseDir: string): ArtifactStore {
       const target = pathOf(key);
       await mkdir(dirname(target), { recursive: true });
       const temp = `${target}.part-${randomBytes(6).toString("hex")}`;
-      const handle = await open(temp, "wx", 0o640);
-      let closed = false;
       try {
-        const digest = await copyChecked(body, handle, options);
+        const digest = await copyChecked(body, temp, options);
         // Durable before it is visible: the data, then the rename, then the directory entry.
-        await handle.sync();
-        await handle.close();
-        closed = true;
+        await syncFile(temp);
         await rename(temp, target);
         await syncDirectory(dirname(target));
         return { sha256: digest };
       } catch (err) {
-        if (!closed) await handle.close().catch(() => undefined);
         await rm(temp, { force: true });
         throw err;
       }
@@ -88,35 +87,28 @@ export function createLocalDiskStore(baseDir: string): ArtifactStore {
   };
 }
 
-/** Copies the body to the file, counting and hashing as it goes; stops at the first byte past a limit. */
-async function copyChecked(body: ReadableStream<Uint8Array>, handle: FileHandle, options: WriteOptions): Promise<string> {
+/**
+ * Streams the body into the file through a write stream (which batches queued chunks into one writev), counting
+ * and hashing on the way; stops at the first byte past a limit. Backpressure holds memory to about one
+ * high-water mark whatever the size.
+ */
+async function copyChecked(body: AsyncIterable<Uint8Array>, path: string, options: WriteOptions): Promise<string> {
   const hash = createHash("sha256");
-  const reader = body.getReader();
   let received = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      received += value.byteLength;
+  async function* checked(source: AsyncIterable<Uint8Array>) {
+    for await (const chunk of source) {
+      received += chunk.byteLength;
       if (received > options.maxBytes) {
         throw new UploadRejectedError("upload_too_large", `the body exceeds the upload limit of ${options.maxBytes} bytes`);
       }
       if (received > options.expectedSize) {
         throw new UploadRejectedError("size_mismatch", `the body is longer than the declared ${options.expectedSize} bytes`);
       }
-      hash.update(value);
-      let written = 0;
-      while (written < value.byteLength) {
-        const { bytesWritten } = await handle.write(value, written, value.byteLength - written);
-        written += bytesWritten;
-      }
+      hash.update(chunk);
+      yield chunk;
     }
-  } catch (err) {
-    await reader.cancel().catch(() => undefined);
-    throw err;
-  } finally {
-    reader.releaseLock();
   }
+  await pipeline(body, checked, createWriteStream(path, { flags: "wx", mode: 0o640, highWaterMark: WRITE_HIGH_WATER_MARK }));
   if (received !== options.expectedSize) {
     throw new UploadRejectedError("size_mismatch", `the body has ${received} bytes, ${options.expectedSize} were declared`);
   }
@@ -125,6 +117,16 @@ async function copyChecked(body: ReadableStream<Uint8Array>, handle: FileHandle,
     throw new UploadRejectedError("checksum_mismatch", "the body's SHA-256 differs from the declared one");
   }
   return digest;
+}
+
+/** fsync through a fresh descriptor: it flushes the file's data whichever descriptor wrote it. */
+async function syncFile(path: string): Promise<void> {
+  const handle = await open(path, "r");
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
 }
 
 async function syncDirectory(path: string): Promise<void> {

@@ -79,7 +79,7 @@ export interface ArtifactStore {
     options: { contentDisposition: string; contentType: string; expiresInS: number; now: number },
   ): Promise<string>;
   /** Local disk: stream a body to the key (temporary file, checks, fsync, rename). Answers the body's SHA-256. */
-  writeStream?(key: string, body: ReadableStream<Uint8Array>, options: WriteOptions): Promise<{ sha256: string }>;
+  writeStream?(key: string, body: AsyncIterable<Uint8Array>, options: WriteOptions): Promise<{ sha256: string }>;
   /** The stored object's size, or null when there is none. */
   head(key: string): Promise<{ sizeBytes: number } | null>;
   /** The object's bytes (or one range of them), read as the consumer pulls. */

@@ -144,13 +144,17 @@ describe("artifacts through the daemon process", () => {
     expect(part.sha256).toBe(expected.digest("hex"));
   }, 60_000);
 
-  it("refuses a body longer than declared with 400 size_mismatch", async () => {
+  it("refuses a body longer than declared with 400 size_mismatch, with or without Content-Length", async () => {
     const small = join(work, "small.bin");
     await pipeline(createReadStream(file, { start: 0, end: 2047 }), createWriteStream(small));
     const created = await c.call("POST", jobPath, { token: runner.token, body: { filename: "s.apk", size_bytes: 1024, content_type: "application/octet-stream" } });
     const put = await putFile(created.body.upload.url, small, false);
     expect(put.status).toBe(400);
     expect(JSON.parse(put.body).code).toBe("size_mismatch");
+    // Chunked, so the daemon only finds out while reading: the answer still arrives whole.
+    const chunked = await putFile(created.body.upload.url, small, true);
+    expect(chunked.status).toBe(400);
+    expect(JSON.parse(chunked.body).code).toBe("size_mismatch");
   });
 
   it("installs an IPA over the air: itms-services URL, manifest read by plistlib, one redirect to the bytes", async () => {
