@@ -1,4 +1,7 @@
+import { createClient } from "@libsql/client";
 import { rmSync } from "node:fs";
+import { request } from "node:http";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { http, makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 
@@ -10,6 +13,24 @@ afterAll(async () => {
   for (const d of daemons) await d.stop("SIGKILL");
   rmSync(dataDir, { recursive: true, force: true });
 });
+
+/** A local login whose body arrives in two parts, so the request is still in flight between them. */
+function slowLogin(port: number, email: string) {
+  let finish = () => {};
+  let started = () => {};
+  const startedP = new Promise<void>((r) => (started = r));
+  const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = request({ host: "127.0.0.1", port, method: "POST", path: "/v1/auth/local/login", headers: { "content-type": "application/json", "transfer-encoding": "chunked" } }, (res) => {
+      let body = "";
+      res.on("data", (d: Buffer) => (body += d.toString()));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("error", reject);
+    req.write(`{"email":`, () => setTimeout(started, 100));
+    finish = () => req.end(`"${email}"}`);
+  });
+  return { started: startedP, finish: () => finish(), response };
+}
 
 /** Every stderr line of the daemon is one JSON record; the request records are those with a method. */
 function stderrRecords(d: Daemon): Array<Record<string, unknown>> {
@@ -35,6 +56,23 @@ describe("the hangar command", () => {
       expect(help.stdout).toContain(`hangar ${command}`);
     }
 
+    // migrate on a fresh directory creates the database with every table, and is idempotent.
+    const migrateDir = makeDataDir();
+    try {
+      for (let i = 0; i < 2; i++) {
+        const migrated = await runCli(["migrate"], { HANGAR_DATA_DIR: migrateDir });
+        expect(migrated.code).toBe(0);
+        expect(migrated.stderr).toContain("migrations applied");
+      }
+      const client = createClient({ url: `file:${join(migrateDir, "hangar.db")}` });
+      const tables = await client.execute("select name from sqlite_master where type = 'table'");
+      client.close();
+      const names = tables.rows.map((r) => String(r[0]));
+      for (const table of ["instance", "bootstrap_tokens", "setup_sessions", "users", "user_sessions", "audit_events"]) expect(names).toContain(table);
+    } finally {
+      rmSync(migrateDir, { recursive: true, force: true });
+    }
+
     const unknown = await runCli(["frobnicate"], env);
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("unknown command");
@@ -55,7 +93,15 @@ describe("a newcomer on a fresh data directory", () => {
     expect((await http(base, "GET", "/v1/public/setup-status")).body).toMatchObject({ state: "uninitialized", setup_mode: true });
     expect((await http(base, "GET", "/healthz")).body).toEqual({ ok: true });
 
-    // The real setup-token command, while the daemon runs.
+    // --ttl: a token of one second is expired two seconds later.
+    const short = await runCli(["setup-token", "--ttl", "1"], env);
+    expect(short.code).toBe(0);
+    await new Promise((r) => setTimeout(r, 2100));
+    const expired = await http(base, "POST", "/v1/setup/bootstrap-token/verify", { body: { token: short.stdout.trim() } });
+    expect(expired.status).toBe(410);
+    expect(expired.body.code).toBe("token_expired");
+
+    // The real setup-token command, while the daemon runs; it replaces the expired one.
     const made = await runCli(["setup-token"], env);
     expect(made.code).toBe(0);
     expect(made.stdout).toMatch(/^[0-9a-f]{64}\n$/);
@@ -139,6 +185,18 @@ describe("a newcomer on a fresh data directory", () => {
     ]);
     const audit = await http(base2, "GET", "/v1/audit-events?limit=100", { token: newOwnerSession });
     expect(audit.body.map((e: { action: string }) => e.action)).toContain("user.ownership_transferred");
-    expect(await second.stop("SIGTERM")).toBe(0);
+    // A request in flight when the signal arrives is finished before the daemon exits (SIGINT, as Ctrl-C sends).
+    const inFlight = slowLogin(second.port, "qa@example.com");
+    await inFlight.started;
+    const exit = second.stop("SIGINT");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(second.proc.exitCode).toBeNull();
+    inFlight.finish();
+    const answer = await inFlight.response;
+    expect(answer.status).toBe(200);
+    expect(JSON.parse(answer.body).user.email).toBe("qa@example.com");
+    expect(await exit).toBe(0);
+    // And nothing new is accepted afterwards.
+    await expect(fetch(`${base2}/healthz`)).rejects.toThrow();
   });
 });
