@@ -47,11 +47,6 @@ export function toRunnerJson(r: RunnerRow) {
   };
 }
 
-export function runnerPlatforms(r: RunnerRow): string[] {
-  const caps = r.capabilities as Partial<RunnerCapabilities> | null;
-  return Array.isArray(caps?.platforms) ? caps.platforms.filter((p): p is string => typeof p === "string") : [];
-}
-
 export async function registerRunner(
   deps: DbDeps,
   actor: UserRow,

@@ -6,7 +6,7 @@ import { ApiError } from "../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
 import { stepResultSchema, type BuildRow } from "./builds.ts";
 import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "./projects.ts";
-import { getRunner, refreshRunnerStatement, runnerPlatforms } from "./runners.ts";
+import { refreshRunnerStatement } from "./runners.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config">;
 
@@ -43,9 +43,10 @@ export interface ClaimedJob {
  * means a build another writer took first is never taken again, so no build is claimed twice, even by two
  * daemon processes on one file. A draining runner matches nothing. The runner's heartbeat goes in the same batch.
  */
-export async function claimOnce(deps: SchedDeps, runnerId: string, platforms: readonly string[]): Promise<BuildRow | null> {
+export async function claimOnce(deps: SchedDeps, runnerId: string): Promise<ClaimedJob | null> {
   const now = deps.clock.now();
-  const wanted = [...new Set([...platforms, "any"])];
+  // The runner's platforms are read inside the statement, so a concurrent PATCH or drain is honoured too.
+  const platforms = sql`(SELECT value FROM json_each((SELECT capabilities FROM runners WHERE id = ${runnerId} AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any')`;
   const [claimed] = await deps.db.batch([
     deps.db
       .update(builds)
@@ -58,7 +59,7 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, platforms: re
       })
       .where(
         and(
-          sql`${builds.id} = (SELECT id FROM builds WHERE status = 'queued' AND platform IN ${wanted} ORDER BY queued_at, rowid LIMIT 1)`,
+          sql`${builds.id} = (SELECT id FROM builds WHERE status = 'queued' AND platform IN ${platforms} ORDER BY queued_at, rowid LIMIT 1)`,
           eq(builds.status, "queued"),
           sql`EXISTS (SELECT 1 FROM ${runners} WHERE ${runners.id} = ${runnerId} AND ${runners.status} != 'draining')`,
         ),
@@ -66,24 +67,25 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, platforms: re
       .returning(),
     refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
   ]);
-  return claimed[0] ?? null;
-}
-
-async function toClaimedJob(deps: Pick<AppDeps, "db">, b: BuildRow): Promise<ClaimedJob> {
-  const [project, pipeline] = await Promise.all([
-    deps.db.select({ repoUrl: projects.repoUrl }).from(projects).where(eq(projects.id, b.projectId)).get(),
-    deps.db.select({ name: pipelines.name }).from(pipelines).where(eq(pipelines.id, b.pipelineId)).get(),
-  ]);
+  const b = claimed[0];
+  if (!b) return null;
+  // One read for the two names the runner needs beside the build row.
+  const names = await deps.db
+    .select({ repoUrl: projects.repoUrl, pipelineName: pipelines.name })
+    .from(projects)
+    .innerJoin(pipelines, eq(pipelines.id, b.pipelineId))
+    .where(eq(projects.id, b.projectId))
+    .get();
   return {
     build_id: b.id,
     project_id: b.projectId,
     pipeline_id: b.pipelineId,
-    pipeline_name: pipeline?.name ?? "",
+    pipeline_name: names?.pipelineName ?? "",
     build_number: b.buildNumber,
     config_snapshot: b.configSnapshot as PipelineConfig,
     commit_sha: b.commitSha,
     branch: b.branch,
-    repo_url: project?.repoUrl ?? "",
+    repo_url: names?.repoUrl ?? "",
     lease_expires_at: b.leaseExpiresAt ?? 0,
   };
 }
@@ -99,14 +101,12 @@ export async function claimJob(
   waitS: number,
   abort?: AbortSignal,
 ): Promise<ClaimedJob | null> {
-  const runner = await getRunner(deps, runnerId);
-  const platforms = runnerPlatforms(runner);
   // Wall time, not deps.clock: the wait is a real duration even under a test's ManualClock.
   const deadline = Date.now() + waitS * 1000;
   for (;;) {
     if (abort?.aborted) return null;
-    const claimed = await claimOnce(deps, runnerId, platforms);
-    if (claimed) return toClaimedJob(deps, claimed);
+    const claimed = await claimOnce(deps, runnerId);
+    if (claimed) return claimed;
     const left = deadline - Date.now();
     if (left <= 0) return null;
     await deps.jobSignal.wait(Math.min(left, POLL_MIN_MS + Math.random() * POLL_JITTER_MS), abort);

@@ -48,7 +48,9 @@ export function runnersRoutes(deps: AppDeps) {
       c.json(await heartbeat(deps, c.get("runnerId"), c.req.valid("json").status)),
     )
     .post("/v1/runners/:runner_id/claim", runner, queryParams(claimQuerySchema), async (c) => {
-      const job = await claimJob(deps, c.get("runnerId"), c.req.valid("query").wait, c.req.raw.signal);
+      const wait = c.req.valid("query").wait;
+      // The abort signal only matters while waiting (and building it costs a full Request on Node).
+      const job = await claimJob(deps, c.get("runnerId"), wait, wait > 0 ? c.req.raw.signal : undefined);
       // 204 carries no body at all (SPEC).
       return job ? c.json(job) : c.body(null, 204);
     })
