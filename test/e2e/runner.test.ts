@@ -68,16 +68,23 @@ function alive(pid: number): boolean {
 
 describe("hangar runner register and --help", () => {
   it("prints its help, refuses missing settings, and registration prints exactly the two env lines", async () => {
-    const help = await runCli(["runner", "--help"], {});
+    // Independent commands, run side by side to keep the test quick.
+    const [help, missing, reg, refused] = await Promise.all([
+      runCli(["runner", "--help"], {}),
+      runCli(["runner", "--once"], { HANGAR_URL: "", HANGAR_RUNNER_ID: "", HANGAR_RUNNER_TOKEN: "" }),
+      runCli(["runner", "register", "--url", d.daemon.url, "--session", d.ownerToken, "--name", "mac-mini", "--platform", "ios", "--platform", "android,macos"], {}),
+      runCli(["runner", "register", "--url", d.daemon.url, "--session", "not-a-session"], {}),
+    ]);
     expect(help.code).toBe(0);
     for (const word of ["--url", "--token", "--id", "--workdir", "--once", "register", "--session", "--platform", "HANGAR_RUNNER_TOKEN"]) {
       expect(help.stdout).toContain(word);
     }
-    const missing = await runCli(["runner", "--once"], { HANGAR_URL: "", HANGAR_RUNNER_ID: "", HANGAR_RUNNER_TOKEN: "" });
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("URL is missing");
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain("401");
 
-    const reg = await runCli(["runner", "register", "--url", d.daemon.url, "--session", d.ownerToken, "--name", "mac-mini", "--platform", "ios", "--platform", "android,macos"], {});
     expect(reg.code).toBe(0);
     const lines = reg.stdout.split("\n").filter(Boolean);
     expect(lines).toHaveLength(2);
@@ -88,11 +95,6 @@ describe("hangar runner register and --help", () => {
     const mine = (listed.body as Array<{ id: string; name: string; capabilities: { platforms: string[] } }>).find((r) => r.id === id);
     expect(mine?.name).toBe("mac-mini");
     expect(mine?.capabilities.platforms).toEqual(["ios", "android", "macos"]);
-
-    const refused = await runCli(["runner", "register", "--url", d.daemon.url, "--session", "not-a-session"], {});
-    expect(refused.code).toBe(1);
-    expect(refused.stdout).toBe("");
-    expect(refused.stderr).toContain("401");
   });
 });
 
@@ -199,7 +201,7 @@ describe("a build on the reference runner", () => {
     expect(await getLog(d, build.id)).toContain("checkout of deadbeef");
   });
 
-  it("stops a canceled build's step within seconds: SIGTERM reaches the whole process group", async () => {
+  it("stops a canceled build's step within seconds (SIGTERM to the whole process group), then takes the next job", async () => {
     const marks = mkdtempSync(join(scratch, "cancel-"));
     const { project: p, pipeline } = await project({
       platform: "any",
@@ -211,7 +213,7 @@ describe("a build on the reference runner", () => {
     });
     const runner = await registerRunner(d.api, d.ownerToken);
     const build = await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main });
-    const r = run(runner, ["--once"]);
+    const r = run(runner, []);
     const sleepPid = await waitFor("the step's sleep to start", () => {
       const text = existsSync(join(marks, "pid")) ? readFileSync(join(marks, "pid"), "utf8").trim() : "";
       return text ? Number(text) : undefined;
@@ -225,12 +227,33 @@ describe("a build on the reference runner", () => {
     expect(canceled.body.status).toBe("canceled");
     await waitFor("the sleep (a child of the step) to die", () => !alive(sleepPid), 8000);
     expect(Date.now() - started).toBeLessThan(6000);
-    expect(await r.exited).toBe(1);
+    await waitFor("the step's trap to run", () => existsSync(join(marks, "term")), 5000);
     expect(readFileSync(join(marks, "term"), "utf8")).toContain("got-sigterm");
+    expect((await getBuild(d, build.id)).status).toBe("canceled");
+    await waitFor("the runner to log the cancel", () => r.stderr().includes(`build ${build.id}: canceled`));
+    expect(await getLog(d, build.id)).not.toContain("never-printed");
+
+    // The same runner process goes on with the next build.
+    const next = await createPipeline(d.api, d.ownerToken, p.id, { platform: "any", steps: [{ name: "after", run: "echo next-build-ran" }] }, "next");
+    const second = await queueBuild(d.api, d.ownerToken, p.id, next.id, { commit_sha: repo.shas.main });
+    expect((await waitForFinal(d, second.id)).status).toBe("succeeded");
+    expect(await getLog(d, second.id)).toContain("next-build-ran");
+    r.proc.kill("SIGTERM");
+    expect(await r.exited).toBe(0);
+  });
+
+  it("ends timed_out when the pipeline's timeout_s passes, stopping the step", async () => {
+    const { project: p, pipeline } = await project({ platform: "any", timeout_s: 2, steps: [{ name: "forever", run: "echo waiting; sleep 60" }] });
+    const runner = await registerRunner(d.api, d.ownerToken);
+    const build = await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main });
+    const started = Date.now();
+    const r = run(runner, ["--once"]);
+    expect(await r.exited).toBe(1);
+    expect(Date.now() - started).toBeLessThan(15_000);
     const done = await getBuild(d, build.id);
-    expect(done.status).toBe("canceled");
-    const log = await getLog(d, build.id);
-    expect(log).not.toContain("never-printed");
+    expect(done.status).toBe("timed_out");
+    expect(done.step_results[0].status).toBe("failed");
+    expect(await getLog(d, build.id)).toContain("step stopped (timed_out)");
   });
 
   it("drains on SIGTERM: finishes the current build, marks itself draining, exits 0", async () => {
