@@ -91,7 +91,7 @@ describe("artifacts through the daemon process", () => {
     for (let i = 0; i < SIZE / (1024 * 1024); i++) {
       const chunk = randomBytes(1024 * 1024);
       hash.update(chunk);
-      if (!out.write(chunk)) await new Promise((r) => out.once("drain", r));
+      if (!out.write(chunk)) await new Promise<void>((r) => out.once("drain", () => r()));
     }
     await new Promise<void>((r) => out.end(r));
     fileSha = hash.digest("hex");
