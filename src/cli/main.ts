@@ -5,7 +5,7 @@ import { migrateDb } from "../db/migrate.ts";
 import { systemClock } from "../deps.ts";
 import { DEFAULT_BOOTSTRAP_TTL_S, issueBootstrapToken } from "../domain/setup.ts";
 import { ApiError } from "../errors.ts";
-import { startDaemon } from "../runtime/node.ts";
+import { ListenError, startDaemon } from "../runtime/node.ts";
 
 const USAGE = `Usage: hangar <command> [options]
 
@@ -73,7 +73,7 @@ export async function main(argv: string[]): Promise<number | undefined> {
         return await migrateCommand(config);
     }
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof ApiError) return fail(err.message);
+    if (err instanceof ConfigError || err instanceof ApiError || err instanceof ListenError) return fail(err.message);
     throw err;
   }
   return 1;

@@ -8,6 +8,9 @@ import { createNodeDeps } from "./node-deps.ts";
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
+/** The listener could not be opened (port in use, unknown address, no permission). */
+export class ListenError extends Error {}
+
 export interface RunningDaemon {
   url: string;
   stop(): Promise<void>;
@@ -19,9 +22,17 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   const { deps } = runtime;
   const app = createApp(deps);
 
-  const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
-  });
+  let server: ServerType;
+  try {
+    server = await new Promise((resolve, reject) => {
+      const s = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () => resolve(s));
+      // A taken port or an address this machine does not have: a clear message instead of a crash.
+      s.once("error", (err: NodeJS.ErrnoException) => reject(new ListenError(`cannot listen on ${config.host}:${config.port}: ${err.code ?? err.message}`)));
+    });
+  } catch (err) {
+    runtime.close();
+    throw err;
+  }
   const address = server.address() as AddressInfo;
   const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
   const url = `http://${host}:${address.port}`;

@@ -1,6 +1,7 @@
 import { createClient } from "@libsql/client";
 import { rmSync } from "node:fs";
-import { request } from "node:http";
+import { createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { http, makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
@@ -71,6 +72,19 @@ describe("the hangar command", () => {
       for (const table of ["instance", "bootstrap_tokens", "setup_sessions", "users", "user_sessions", "audit_events"]) expect(names).toContain(table);
     } finally {
       rmSync(migrateDir, { recursive: true, force: true });
+    }
+
+    // A port that is taken: exit 1 with a message, not a stack trace.
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, "127.0.0.1", r));
+    try {
+      const busy = await runCli(["serve"], { ...env, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: String((taken.address() as AddressInfo).port) });
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toContain("EADDRINUSE");
+      expect(busy.stderr).not.toContain("    at ");
+      expect(busy.stdout).toBe("");
+    } finally {
+      taken.close();
     }
 
     const unknown = await runCli(["frobnicate"], env);
