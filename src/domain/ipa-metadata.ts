@@ -103,8 +103,14 @@ export async function findZipEntry(read: RangeReader, size: number, wanted: (nam
         const length = u16(cv, extra + 2);
         if (id === 0x0001) {
           let p = extra + 4;
-          if (uncompressedSize === 0xffffffff) (uncompressedSize = u64(cv, p)), (p += 8);
-          if (compressedSize === 0xffffffff) (compressedSize = u64(cv, p)), (p += 8);
+          if (uncompressedSize === 0xffffffff) {
+            uncompressedSize = u64(cv, p);
+            p += 8;
+          }
+          if (compressedSize === 0xffffffff) {
+            compressedSize = u64(cv, p);
+            p += 8;
+          }
           if (localHeaderOffset === 0xffffffff) localHeaderOffset = u64(cv, p);
         }
         extra += 4 + length;
