@@ -1,5 +1,5 @@
 // The reference runner end to end: a real daemon process, a real `hangar runner` process, a real git repository.
-import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -199,6 +199,20 @@ describe("a build on the reference runner", () => {
     expect(done.exit_code).not.toBe(0);
     expect(done.step_results.map((s: { status: string }) => s.status)).toEqual(["skipped"]);
     expect(await getLog(d, build.id)).toContain("checkout of deadbeef");
+  });
+
+  it("fails the build at once when the work directory cannot be made", async () => {
+    const { project: p, pipeline } = await project({ platform: "any", steps: [{ name: "never", run: "echo never-printed" }] });
+    const runner = await registerRunner(d.api, d.ownerToken);
+    const build = await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main });
+    // A path below a regular file can never be a directory, even for root.
+    const blocker = join(scratch, "a-file");
+    writeFileSync(blocker, "not a directory");
+    const r = startRunner(d.daemon.url, runner, ["--once"], join(blocker, "work"));
+    runners.push(r);
+    expect(await r.exited).toBe(1);
+    expect((await getBuild(d, build.id)).status).toBe("failed");
+    expect(r.stderr()).toContain("cannot prepare a work directory");
   });
 
   it("stops a canceled build's step within seconds (SIGTERM to the whole process group), then takes the next job", async () => {

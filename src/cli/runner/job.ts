@@ -76,11 +76,21 @@ export class Job {
   async run(): Promise<JobOutcome> {
     const job = this.claimed;
     const client = this.client;
-    await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
-    const jobDir = await mkdtemp(join(this.workRoot, `build-${job.build_number}-`));
+    let jobDir: string;
+    try {
+      await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
+      jobDir = await mkdtemp(join(this.workRoot, `build-${job.build_number}-`));
+      await mkdir(join(jobDir, "src"));
+    } catch (err) {
+      // No place to work: fail the build at once rather than let its lease lapse and retry it here.
+      this.log.error(`build ${job.build_id}: cannot prepare a work directory under ${this.workRoot}: ${(err as Error).message}`);
+      const reporter = new StatusReporter(client, job.build_id, this.log, () => undefined);
+      reporter.update({ status: "running" });
+      await reporter.final({ status: "failed", exit_code: 1 });
+      return "failed";
+    }
     const srcDir = join(jobDir, "src");
     const secretsDir = join(jobDir, "secrets");
-    await mkdir(srcDir);
     const logs = new LogStream(client, job.build_id, join(jobDir, "build.log"), this.log);
     const say = (line: string) => logs.write(`${line}\n`);
     const reporter = new StatusReporter(client, job.build_id, this.log, (code) => this.stop(code === "build_canceled" ? "canceled" : "final"));

@@ -90,9 +90,12 @@ export async function runLoop(options: LoopOptions): Promise<number> {
       if (!claimed) continue;
       log.info(`claimed build ${claimed.build_id} (#${claimed.build_number}, commit ${claimed.commit_sha})`);
       current = new Job(client, claimed, options.workRoot, log);
-      let outcome: JobOutcome;
+      let outcome: JobOutcome = "failed";
       try {
         outcome = await current.run();
+      } catch (err) {
+        // A bug or a local failure in one job must not take the runner down; the lease returns the job.
+        log.error(`build ${claimed.build_id}: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
       } finally {
         current = null;
       }
