@@ -57,6 +57,11 @@ async function project(config: Parameters<typeof createPipeline>[3]) {
   return { project: p, pipeline };
 }
 
+const INFO_PLIST =
+  '<?xml version="1.0" encoding="UTF-8"?><plist version="1.0"><dict>' +
+  "<key>CFBundleIdentifier</key><string>com.example.demo</string><key>CFBundleVersion</key><string>42</string>" +
+  "<key>CFBundleDisplayName</key><string>Demo</string></dict></plist>";
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -111,8 +116,17 @@ describe("a build on the reference runner", () => {
           name: "package",
           run: 'mkdir -p out/reports && head -c 300000 /dev/urandom > out/app-release.apk && cp out/app-release.apk "$KEEP/" && echo "all green" > out/reports/summary.txt && echo not-an-artifact > out/notes.md',
         },
+        {
+          // An IPA is a zip with Payload/<App>.app/Info.plist; the daemon reads its install metadata.
+          name: "ipa",
+          run: [
+            "mkdir -p ipa/Payload/Demo.app",
+            `printf '%s' '${INFO_PLIST}' > ipa/Payload/Demo.app/Info.plist`,
+            "(cd ipa && zip -qr ../out/Demo.ipa Payload)",
+          ].join(" && "),
+        },
       ],
-      artifacts: ["out/*.apk", "out/**/*.txt"],
+      artifacts: ["out/*.apk", "out/*.ipa", "out/**/*.txt"],
     });
     const runner = await registerRunner(d.api, d.ownerToken, { platforms: ["android"] });
     const build = await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: undefined });
@@ -128,6 +142,7 @@ describe("a build on the reference runner", () => {
       ["hello", "succeeded", 0],
       ["secrets stay out", "succeeded", 0],
       ["package", "succeeded", 0],
+      ["ipa", "succeeded", 0],
     ]);
     for (const s of done.step_results) expect(s.finished_at).toBeGreaterThanOrEqual(s.started_at);
 
@@ -145,7 +160,9 @@ describe("a build on the reference runner", () => {
       size_bytes: number;
       content_type: string;
     }>;
-    expect(artifacts.map((a) => a.filename).sort()).toEqual(["app-release.apk", "summary.txt"]);
+    expect(artifacts.map((a) => a.filename).sort()).toEqual(["Demo.ipa", "app-release.apk", "summary.txt"]);
+    const ipa = artifacts.find((a) => a.filename === "Demo.ipa") as unknown as { install_metadata: unknown };
+    expect(ipa.install_metadata).toEqual({ bundle_identifier: "com.example.demo", bundle_version: "42", title: "Demo" });
     const apk = artifacts.find((a) => a.filename === "app-release.apk")!;
     expect(apk.size_bytes).toBe(300_000);
     expect(apk.content_type).toBe("application/vnd.android.package-archive");
