@@ -326,7 +326,8 @@ export async function receiveLocalUpload(
     }
     return { artifact: toArtifactJson(updated), received_bytes: updated.sizeBytes, sha256 };
   } catch (err) {
-    if (err instanceof ApiError && err.status !== 410) await releaseUploadToken(deps, claimed.tokenHash);
+    // A refused body or a dropped connection leaves the link usable for a retry; a closed upload does not.
+    if (!(err instanceof ApiError && err.status === 410)) await releaseUploadToken(deps, claimed.tokenHash).catch(() => undefined);
     throw err;
   }
 }

@@ -137,6 +137,24 @@ describe("runner side: create, local upload, complete, abort", () => {
     expect(ok.status).toBe(200);
   });
 
+  it("keeps the upload link usable after a body that broke off mid-way, and leaves no partial file", async () => {
+    const created = await create(t, w, { size_bytes: 100 });
+    const url = pathOf(created.body.upload.url);
+    const broken = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(bytes(40));
+        controller.error(new Error("connection reset"));
+      },
+    });
+    const r = await t.app.request(url, { method: "PUT", body: broken, duplex: "half" } as RequestInit, { peerAddress: "127.0.0.1" });
+    expect(r.status).toBe(500);
+    const row = await t.deps.db.select().from(artifacts).where(eq(artifacts.id, created.body.artifact.id)).get();
+    const location = row!.storageLocation as { base_dir: string; key: string };
+    expect(readdirSync(join(location.base_dir, w.buildId)).filter((n) => n.startsWith(created.body.artifact.id))).toEqual([]);
+    const retry = await t.call("PUT", url, { rawBody: bytes(100) });
+    expect(retry.status).toBe(200);
+  });
+
   it("refuses a body over HANGAR_MAX_UPLOAD_BYTES with 413 upload_too_large", async () => {
     const created = await create(t, w, { size_bytes: 4000 });
     const r = await t.app.request(
