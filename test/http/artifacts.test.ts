@@ -242,6 +242,14 @@ describe("runner authentication and job ownership", () => {
     expect(notMine.body.code).toBe("not_found");
   });
 
+  it("404 not_found when completing or aborting an artifact that is not this job's", async () => {
+    for (const verb of ["complete", "abort"]) {
+      const r = await t.call("POST", `${w.jobPath}/${crypto.randomUUID()}/${verb}`, { token: w.runner.token });
+      expect(r.status).toBe(404);
+      expect(r.body.code).toBe("not_found");
+    }
+  });
+
   it("409 job_not_active for a canceled build", async () => {
     const canceled = await insertBuild(t, w.projectId, crypto.randomUUID(), w.runner.id, "canceled");
     const r = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${canceled}/artifacts`, { body, token: w.runner.token });
