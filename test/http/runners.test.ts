@@ -225,6 +225,25 @@ describe("claim", () => {
     expect(res.body.build_id).toBe(foreign.id);
   });
 
+  it("long-polls: stops waiting when the runner goes away, so a later build is not assigned to it", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const ctrl = new AbortController();
+    const pending = t.app.request(
+      `/v1/runners/${w.runner.id}/claim?wait=20`,
+      { method: "POST", headers: { authorization: `Bearer ${w.runner.token}` }, signal: ctrl.signal },
+      { peerAddress: "127.0.0.1" },
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    expect(t.deps.jobSignal.waiting).toBe(1);
+    ctrl.abort();
+    await pending.catch(() => undefined);
+    expect(t.deps.jobSignal.waiting).toBe(0);
+    const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await t.deps.db.select().from(builds).where(eq(builds.id, b.id)).get())?.status).toBe("queued");
+  });
+
   it("long-polls: 204 with an empty body when nothing arrives in N seconds; N over 30 is 400", async () => {
     const t = await makeTestApp();
     const w = await buildWorld(t);
