@@ -1,4 +1,4 @@
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, inArray, sql } from "drizzle-orm";
 import { z } from "zod";
 import { builds, pipelines, projects, runners } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
@@ -64,28 +64,26 @@ export async function claimOnce(deps: SchedDeps, runnerId: string): Promise<Clai
           sql`EXISTS (SELECT 1 FROM ${runners} WHERE ${runners.id} = ${runnerId} AND ${runners.status} != 'draining')`,
         ),
       )
-      .returning(),
+      // The two names the runner needs beside the build row come back from the same statement.
+      .returning({
+        ...getTableColumns(builds),
+        repoUrl: sql<string>`(SELECT ${projects.repoUrl} FROM ${projects} WHERE ${projects.id} = ${builds.projectId})`,
+        pipelineName: sql<string>`(SELECT ${pipelines.name} FROM ${pipelines} WHERE ${pipelines.id} = ${builds.pipelineId})`,
+      }),
     refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
   ]);
   const b = claimed[0];
   if (!b) return null;
-  // One read for the two names the runner needs beside the build row.
-  const names = await deps.db
-    .select({ repoUrl: projects.repoUrl, pipelineName: pipelines.name })
-    .from(projects)
-    .innerJoin(pipelines, eq(pipelines.id, b.pipelineId))
-    .where(eq(projects.id, b.projectId))
-    .get();
   return {
     build_id: b.id,
     project_id: b.projectId,
     pipeline_id: b.pipelineId,
-    pipeline_name: names?.pipelineName ?? "",
+    pipeline_name: b.pipelineName ?? "",
     build_number: b.buildNumber,
     config_snapshot: b.configSnapshot as PipelineConfig,
     commit_sha: b.commitSha,
     branch: b.branch,
-    repo_url: names?.repoUrl ?? "",
+    repo_url: b.repoUrl ?? "",
     lease_expires_at: b.leaseExpiresAt ?? 0,
   };
 }
