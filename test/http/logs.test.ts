@@ -75,6 +75,14 @@ describe("log append and read (CONTRACT §6)", () => {
     expect(done.text).not.toContain("ghp_");
   });
 
+  it("refuses a chunk over 1 MiB (413 payload_too_large) and a non-text body (400 invalid_input)", async () => {
+    const { t, w, b } = await runningJob();
+    const big = await appendLog(t, w.runner, b.id, 0, "x".repeat(1024 * 1024 + 1));
+    expect([big.status, big.body.code]).toEqual([413, "payload_too_large"]);
+    const json = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${b.id}/logs?offset=0`, { token: w.runner.token, body: { line: "x" } });
+    expect([json.status, json.body.code]).toEqual([400, "invalid_input"]);
+  });
+
   it("is readable by every role, 404 not_found for an unknown build; runner errors as elsewhere", async () => {
     const { t, w, b, read } = await runningJob();
     await appendLog(t, w.runner, b.id, 0, "x\n");
