@@ -1,11 +1,10 @@
 import { parseArgs } from "node:util";
 import { ConfigError, loadConfig } from "../config.ts";
-import { openDb } from "../db/client.ts";
-import { migrateDb } from "../db/migrate.ts";
-import { systemClock } from "../deps.ts";
-import { DEFAULT_BOOTSTRAP_TTL_S, issueBootstrapToken } from "../domain/setup.ts";
 import { ApiError } from "../errors.ts";
-import { ListenError, startDaemon } from "../runtime/node.ts";
+
+// The daemon, database and setup modules are imported inside each command: `hangar runner` and `--help`
+// then start without loading the whole server (about a second through tsx).
+const DEFAULT_BOOTSTRAP_TTL_S = 3600;
 
 const USAGE = `Usage: hangar <command> [options]
 
@@ -73,13 +72,14 @@ export async function main(argv: string[]): Promise<number | undefined> {
         return await migrateCommand(config);
     }
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof ApiError || err instanceof ListenError) return fail(err.message);
+    if (err instanceof ConfigError || err instanceof ApiError || (err instanceof Error && err.name === "ListenError")) return fail(err.message);
     throw err;
   }
   return 1;
 }
 
 async function serveCommand(config: ReturnType<typeof loadConfig>): Promise<undefined> {
+  const { startDaemon } = await import("../runtime/node.ts");
   const daemon = await startDaemon(config);
   const onSignal = () => {
     void daemon.stop().then(() => process.exit(0));
@@ -93,6 +93,7 @@ async function setupTokenCommand(config: ReturnType<typeof loadConfig>, args: st
   const { values } = parseArgs({ args, options: { ttl: { type: "string" } }, strict: true });
   const ttl = values.ttl === undefined ? DEFAULT_BOOTSTRAP_TTL_S : Number(values.ttl);
   if (!Number.isInteger(ttl) || ttl < 1) return fail("--ttl must be a whole number of seconds, 1 or more");
+  const { openDb, migrateDb, systemClock, issueBootstrapToken } = await loadDbModules();
   const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
   try {
     await migrateDb(opened.db);
@@ -105,6 +106,7 @@ async function setupTokenCommand(config: ReturnType<typeof loadConfig>, args: st
 }
 
 async function migrateCommand(config: ReturnType<typeof loadConfig>): Promise<number> {
+  const { openDb, migrateDb } = await loadDbModules();
   const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
   try {
     await migrateDb(opened.db);
@@ -113,4 +115,14 @@ async function migrateCommand(config: ReturnType<typeof loadConfig>): Promise<nu
   } finally {
     opened.close();
   }
+}
+
+async function loadDbModules() {
+  const [{ openDb }, { migrateDb }, { systemClock }, { issueBootstrapToken }] = await Promise.all([
+    import("../db/client.ts"),
+    import("../db/migrate.ts"),
+    import("../deps.ts"),
+    import("../domain/setup.ts"),
+  ]);
+  return { openDb, migrateDb, systemClock, issueBootstrapToken };
 }

@@ -1,4 +1,5 @@
-// Web Crypto only, so the core runs unchanged on Node and on Workers.
+// Web Crypto and pure JS only, so the core runs unchanged on Node and on Workers.
+import { sha256 } from "@noble/hashes/sha2.js";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -39,9 +40,12 @@ export function randomHexToken(): string {
   return bytesToHex(randomBytes(32));
 }
 
+/**
+ * SHA-256 as hex. Synchronous pure-JS hashing (@noble/hashes) inside: every authenticated request hashes its
+ * token, and Web Crypto's async digest costs ~30x more for inputs this small. Same result on Node and Workers.
+ */
 export async function sha256Hex(text: string | Uint8Array): Promise<string> {
-  const data = typeof text === "string" ? encoder.encode(text) : text;
-  return bytesToHex(new Uint8Array(await crypto.subtle.digest("SHA-256", data)));
+  return bytesToHex(sha256(typeof text === "string" ? encoder.encode(text) : text));
 }
 
 /** Compares two strings without an early exit, so timing does not reveal the matching prefix. */

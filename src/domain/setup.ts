@@ -3,7 +3,7 @@ import type { RemoteAuthMode, RuntimeMode, SetupState } from "../db/schema/const
 import { bootstrapTokens, instance, users } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { auditStatementWhen } from "./audit.ts";
 import { constantTimeEqual, randomHexToken, sha256Hex } from "./crypto.ts";
 import { loadInstance, type InstanceRow } from "./instance.ts";
 import { createSetupSession, deleteAllSetupSessionsStatement } from "./sessions.ts";
@@ -150,7 +150,11 @@ export async function createOwner(
         sql`select ${owner.id}, ${owner.email}, ${owner.displayName}, ${owner.role}, ${owner.status}, ${owner.avatarUrl}, ${owner.oidcSubject}, ${owner.createdAt}, ${owner.updatedAt}
             where exists (select 1 from ${instance} where ${instance.id} = 1 and ${instance.ownerUserId} = ${owner.id})`,
       ),
-      auditStatement(deps, { action: "setup.owner_created", actor: { id: owner.id, email: owner.email }, targetType: "user", targetId: owner.id, details: { method: operation } }),
+      auditStatementWhen(
+        deps,
+        { action: "setup.owner_created", actor: { id: owner.id, email: owner.email }, targetType: "user", targetId: owner.id, details: { method: operation } },
+        sql`exists (select 1 from ${users} where ${users.id} = ${owner.id})`,
+      ),
     ]);
     if (moved.length === 0) throw new ApiError(409, "invalid_state", "the owner was already created");
   } catch (err) {
@@ -167,11 +171,14 @@ export async function completeSetup(deps: DbDeps) {
   const now = deps.clock.now();
   // The clean-up only applies if this batch's own transition landed.
   const isReady = sql`exists (select 1 from ${instance} where ${instance.id} = 1 and ${instance.state} = 'ready')`;
+  const actor = inst.ownerUserId ? { id: inst.ownerUserId, email: await ownerEmail(deps, inst.ownerUserId) } : null;
   const [moved] = await deps.db.batch([
     transitionStatement(deps, "complete", next, { setupCompletedAt: now }),
+    // changes() is the row count of the statement just before, on the same connection: the audit event is
+    // written only by the completion that actually moved the state.
+    auditStatementWhen(deps, { action: "setup.completed", actor, targetType: "instance", targetId: inst.instanceId }, sql`changes() = 1`),
     deleteAllSetupSessionsStatement(deps).where(isReady),
     deps.db.delete(bootstrapTokens).where(isReady),
-    auditStatement(deps, { action: "setup.completed", actor: inst.ownerUserId ? { id: inst.ownerUserId, email: await ownerEmail(deps, inst.ownerUserId) } : null, targetType: "instance", targetId: inst.instanceId }),
   ]);
   if (moved.length === 0) throw new ApiError(409, "invalid_state", "setup is not in owner_created");
   return { state: "ready" as const, instance_id: inst.instanceId };

@@ -9,7 +9,9 @@ import { createNodeDeps } from "./node-deps.ts";
 const SHUTDOWN_GRACE_MS = 10_000;
 
 /** The listener could not be opened (port in use, unknown address, no permission). */
-export class ListenError extends Error {}
+export class ListenError extends Error {
+  override name = "ListenError";
+}
 
 export interface RunningDaemon {
   url: string;
