@@ -13,7 +13,7 @@ import { UploadRejectedError, type ArtifactStore, type ByteRange, type WriteOpti
 /** Read size per pull: large enough that per-chunk overhead is small, small enough that memory stays flat. */
 const READ_CHUNK = 512 * 1024;
 /** Bytes queued towards the disk before the upload stops reading from the socket. */
-const WRITE_HIGH_WATER_MARK = 1024 * 1024;
+const WRITE_HIGH_WATER_MARK = 512 * 1024;
 /** How many streamed bytes between two young-generation collections (see collectTransferGarbage). */
 const GC_EVERY_BYTES = 4 * 1024 * 1024;
 
