@@ -93,6 +93,8 @@ export async function serveArtifactBytes(deps: Deps, artifact: ArtifactRow, rang
   const location = artifact.storageLocation as StorageLocation;
   const store = await openStoreAt(deps, location);
   const size = artifact.sizeBytes;
+  // Bytes removed behind our back (a cleaned disk) are a 404 now rather than a body cut off after the headers.
+  if ((await store.head(location.key))?.sizeBytes !== size) throw new ApiError(404, "not_found", "the artifact's bytes are no longer stored");
   const headers: Record<string, string> = {
     "content-type": artifact.contentType,
     "content-disposition": contentDisposition(artifact.filename),

@@ -1,4 +1,6 @@
+import { rmSync } from "node:fs";
 import { createRequire } from "node:module";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { writeSetting } from "../../src/domain/instance.ts";
 import { ARTIFACT_STORAGE_SETTING } from "../../src/domain/artifact-storage-settings.ts";
@@ -91,6 +93,15 @@ describe("local downloads", () => {
     const expired = await t.call("GET", pathOf(link.body.url));
     expect(expired.status).toBe(410);
     expect(expired.body.code).toBe("link_expired");
+  });
+
+  it("answers 404 not_found when the stored bytes have disappeared", async () => {
+    const gone = await uploadArtifact(t, w, "gone.apk", bytes(10));
+    const link = await t.call("POST", `/v1/artifacts/${gone.id}/download-link`, { token: w.ownerToken });
+    rmSync(join(t.dataDir, "artifacts", w.buildId, gone.id));
+    const r = await t.call("GET", pathOf(link.body.url));
+    expect(r.status).toBe(404);
+    expect(r.body.code).toBe("not_found");
   });
 
   it("gives every role a link; no session → 401; unknown or pending artifact → 404", async () => {
