@@ -115,13 +115,14 @@ export async function uploadArtifact(
 }
 
 /** Switches the active storage to the S3 endpoint (the settings document as the settings endpoint stores it). */
-export async function useS3Storage(t: TestApp, endpoint: string, bucket: string, prefix = "ci/"): Promise<void> {
+export async function useS3Storage(t: TestApp, endpoint: string, bucket: string, prefix = "ci/", provider: "s3" | "r2" = "s3"): Promise<void> {
   await writeSetting(t.deps, ARTIFACT_STORAGE_SETTING, {
-    provider: "s3",
+    provider,
     local: { base_dir: null },
     s3: {
       endpoint,
-      region: "us-east-1",
+      // R2 leaves the region unset: the daemon signs for "auto".
+      region: provider === "r2" ? null : "us-east-1",
       bucket,
       prefix,
       access_key_id: "S3RVER",

@@ -211,6 +211,22 @@ describe("S3 storage through s3rver with SigV4 verification", () => {
     expect(sha256Of(new Uint8Array(await again.arrayBuffer()))).toBe(sha256Of(data));
   });
 
+  it("works as R2: region auto in the signature scope, upload and download through presigned URLs", async () => {
+    await useS3Storage(t, s3.endpoint, s3.bucket, "", "r2");
+    const data = bytes(4321, 5);
+    const created = await t.call("POST", w.jobPath, {
+      token: w.runner.token,
+      body: { filename: "r2.apk", size_bytes: data.length, content_type: "application/octet-stream" },
+    });
+    expect(new URL(created.body.upload.url).searchParams.get("X-Amz-Credential")).toMatch(/^S3RVER\/\d{8}\/auto\/s3\/aws4_request$/);
+    expect(new URL(created.body.upload.url).pathname).toBe(`/${s3.bucket}/${w.buildId}/${created.body.artifact.id}`);
+    expect((await fetch(created.body.upload.url, { method: "PUT", headers: created.body.upload.headers, body: data })).status).toBe(200);
+    expect((await t.call("POST", `${w.jobPath}/${created.body.artifact.id}/complete`, { token: w.runner.token })).status).toBe(200);
+    const link = await t.call("POST", `/v1/artifacts/${created.body.artifact.id}/download-link`, { token: w.ownerToken });
+    const got = await fetch(link.body.url);
+    expect(sha256Of(new Uint8Array(await got.arrayBuffer()))).toBe(sha256Of(data));
+  });
+
   it("abort deletes the stored object", async () => {
     await useS3Storage(t, s3.endpoint, s3.bucket);
     const data = bytes(1234);
