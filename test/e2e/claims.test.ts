@@ -52,6 +52,13 @@ describe("the build lifecycle on the real daemon", () => {
       expect(job).toMatchObject({ build_id: trig.body.id, commit_sha: repo.shas.main, branch: "main", repo_url: repo.url });
 
       expect((await reportStatus(d.api, runner, job.build_id, { status: "running" })).status).toBe(200);
+      const jobPath = `/v1/runners/${runner.id}/jobs/${job.build_id}`;
+      const auth = await d.api.call("GET", `${jobPath}/checkout-auth`, { token: runner.token });
+      expect(auth.body).toMatchObject({ username: "x-access-token", password: "tok-SECRET-1" });
+      const signing = await d.api.call("GET", `${jobPath}/android-signing`, { token: runner.token });
+      expect([signing.status, signing.body.code]).toEqual([404, "no_credentials"]);
+      const listed = await d.api.call("GET", `/v1/builds?project_id=${project.id}&status=running`, { token: d.ownerToken });
+      expect(listed.body.map((b: Json) => b.id)).toEqual([job.build_id]);
       await appendLog(d.api, runner, job.build_id, 0, "using tok-SECRET-1\n");
       const log = await d.api.call("GET", `/v1/builds/${job.build_id}/logs`, { token: d.ownerToken });
       expect(log.text).toBe("using ***\n");
