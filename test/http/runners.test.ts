@@ -237,7 +237,7 @@ describe("claim", () => {
     await new Promise((r) => setTimeout(r, 100));
     expect(t.deps.jobSignal.waiting).toBe(1);
     ctrl.abort();
-    await pending.catch(() => undefined);
+    await Promise.resolve(pending).catch(() => undefined);
     expect(t.deps.jobSignal.waiting).toBe(0);
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     await new Promise((r) => setTimeout(r, 50));
