@@ -22,6 +22,7 @@ const PENDING_OFFSET = -1;
 const MIN_SECRET_BYTES = 4;
 const STARS = new TextEncoder().encode("***");
 const APPEND_RETRIES = 3;
+const READ_CHUNKS = 8;
 
 function startsWithAt(data: Uint8Array, at: number, needle: Uint8Array): boolean {
   if (at + needle.length > data.length) return false;
@@ -135,8 +136,8 @@ function toBlob(bytes: Uint8Array): Uint8Array {
 }
 
 /**
- * The stored log from byte `offset`. `complete` is true once the build is final: the held-back tail is then
- * included (masked) and nothing more will be added by the daemon itself.
+ * The stored log from byte `offset`, one page at a time. `complete` is true when the build is final and this page
+ * reaches the end: the held-back tail is then included (masked).
  */
 export async function readLog(
   deps: Pick<AppDeps, "db">,
@@ -155,9 +156,12 @@ export async function readLog(
         sql`${buildLogChunks.startOffset} + length(${buildLogChunks.content}) > ${offset}`,
       ),
     )
-    .orderBy(asc(buildLogChunks.startOffset));
-  const parts = rows.map((row) => new Uint8Array(row.content).subarray(Math.max(0, offset - row.start)));
-  if (complete) {
+    .orderBy(asc(buildLogChunks.startOffset))
+    .limit(READ_CHUNKS + 1);
+  // A page holds at most READ_CHUNKS chunks (each at most 1 MiB): a reader follows X-Log-Next-Offset for more.
+  const more = rows.length > READ_CHUNKS;
+  const parts = rows.slice(0, READ_CHUNKS).map((row) => new Uint8Array(row.content).subarray(Math.max(0, offset - row.start)));
+  if (complete && !more) {
     const pending = await deps.db
       .select({ content: buildLogChunks.content })
       .from(buildLogChunks)
@@ -171,7 +175,7 @@ export async function readLog(
     }
   }
   const bytes = concat(parts);
-  return { bytes, nextOffset: offset + bytes.length, complete };
+  return { bytes, nextOffset: offset + bytes.length, complete: complete && !more };
 }
 
 async function storedLogSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<number> {

@@ -75,6 +75,29 @@ describe("log append and read (CONTRACT §6)", () => {
     expect(done.text).not.toContain("ghp_");
   });
 
+  it("pages long logs: a read returns at most 8 chunks and X-Log-Next-Offset leads to the rest", async () => {
+    const { t, w, b, read } = await runningJob();
+    let offset = 0;
+    for (let i = 0; i < 20; i++) {
+      const line = `line ${String(i).padStart(2, "0")}\n`;
+      await appendLog(t, w.runner, b.id, offset, line);
+      offset += line.length;
+    }
+    await reportStatus(t, w.runner, b.id, { status: "succeeded" });
+    let text = "";
+    let next = 0;
+    let pages = 0;
+    for (;;) {
+      const page = await read(next);
+      pages++;
+      text += page.text;
+      next = Number(page.headers.get("x-log-next-offset"));
+      if (page.headers.get("x-log-complete") === "true") break;
+    }
+    expect(pages).toBe(3);
+    expect(text).toBe(Array.from({ length: 20 }, (_, i) => `line ${String(i).padStart(2, "0")}\n`).join(""));
+  });
+
   it("refuses a chunk over 1 MiB (413 payload_too_large) and a non-text body (400 invalid_input)", async () => {
     const { t, w, b } = await runningJob();
     const big = await appendLog(t, w.runner, b.id, 0, "x".repeat(1024 * 1024 + 1));
