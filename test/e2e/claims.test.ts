@@ -84,8 +84,10 @@ function runLoop(api: Caller, runner: { id: string; token: string }, claimed: st
       let job: Json;
       try {
         job = await claim(api, runner, 1);
-      } catch {
-        return; // the daemon went away
+      } catch (err) {
+        // Only a dead connection (the killed daemon) ends a loop quietly; an error answer fails the test.
+        if (err instanceof TypeError) return;
+        throw err;
       }
       if (!job) continue;
       claimed.push(job.build_id);
@@ -134,6 +136,7 @@ describe("two daemons on one database file", () => {
     }, 60_000);
     stopAll = true;
     await Promise.all(loops);
+    for (const out of [a.daemon.stderr(), b.stderr()]) expect(out).not.toContain("unhandled error");
 
     expect(new Set(triggered.map((t) => t.build_number)).size).toBe(500);
     expect(Math.max(...triggered.map((t) => t.build_number))).toBe(500);
@@ -177,6 +180,7 @@ describe("two daemons on one database file", () => {
     }, 40_000);
     stopA = true;
     await Promise.all(loopsA);
+    expect(a.daemon.stderr()).not.toContain("unhandled error");
 
     const byId = new Map(final.map((r) => [r.id, r]));
     for (const id of heldRunning) expect(byId.get(id)).toMatchObject({ status: "failed", failureReason: "runner_lost" });
