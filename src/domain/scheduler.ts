@@ -101,14 +101,21 @@ export async function claimJob(
 ): Promise<ClaimedJob | null> {
   // Wall time, not deps.clock: the wait is a real duration even under a test's ManualClock.
   const deadline = Date.now() + waitS * 1000;
-  for (;;) {
+  for (let attempt = 0; ; attempt++) {
     if (abort?.aborted) return null;
     const claimed = await claimOnce(deps, runnerId);
     if (claimed) return claimed;
     const left = deadline - Date.now();
     if (left <= 0) return null;
+    // A draining runner takes no new work, so there is nothing to wait for.
+    if (attempt === 0 && (await isDraining(deps, runnerId))) return null;
     await deps.jobSignal.wait(Math.min(left, POLL_MIN_MS + Math.random() * POLL_JITTER_MS), abort);
   }
+}
+
+async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<boolean> {
+  const row = await deps.db.select({ status: runners.status }).from(runners).where(eq(runners.id, runnerId)).get();
+  return row?.status === "draining";
 }
 
 /** The build `jobId` if this runner holds it (or held it last); 404 not_found otherwise (CONTRACT §6). */

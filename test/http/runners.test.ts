@@ -175,6 +175,11 @@ describe("claim", () => {
     await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     const res = await t.call("POST", `/v1/runners/${w.runner.id}/claim`, { token: w.runner.token });
     expect([res.status, res.text]).toEqual([204, ""]);
+    // A long-poll answers at once: a draining runner has nothing to wait for.
+    const started = performance.now();
+    const waited = await t.call("POST", `/v1/runners/${w.runner.id}/claim?wait=20`, { token: w.runner.token });
+    expect([waited.status, waited.text]).toEqual([204, ""]);
+    expect(performance.now() - started).toBeLessThan(2000);
     // A heartbeat without a status keeps draining.
     const hb = await t.call("POST", `/v1/runners/${w.runner.id}/heartbeat`, { token: w.runner.token, body: {} });
     expect(hb.body.runner.status).toBe("draining");
