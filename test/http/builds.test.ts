@@ -1,3 +1,7 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pipelines } from "../../src/db/schema/index.ts";
@@ -88,9 +92,15 @@ describe("trigger with branch resolution through real git", () => {
 });
 
 describe("private repository over authenticated smart HTTP", () => {
-  it("passes the project's source credentials to git ls-remote, never in the URL", async () => {
+  it("passes the project's source credentials to git ls-remote, never in the URL or on the command line", async () => {
     const repo = makeGitRepo();
     const server = await startGitHttpServer(repo.path, { username: "bot", password: "s3cr3t-token" });
+    // A shim first on PATH records git's argv (what `ps` would show), then runs the real git.
+    const shimDir = mkdtempSync(join(tmpdir(), "hangar-git-shim-"));
+    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim();
+    writeFileSync(join(shimDir, "git"), `#!/bin/sh\nprintf '%s\\n' "$*" >> "${shimDir}/argv.log"\nexec "${realGit}" "$@"\n`, { mode: 0o755 });
+    const savedPath = process.env.PATH;
+    process.env.PATH = `${shimDir}:${savedPath}`;
     try {
       const t = await makeTestApp();
       const w = await buildWorld(t, { repo_url: server.url });
@@ -103,7 +113,13 @@ describe("private repository over authenticated smart HTTP", () => {
       expect((await t.call("GET", `/v1/builds/${ok.body.id}`, { token: w.ownerToken })).body.commit_sha).toBe(repo.shas.main);
       expect(server.seen).toContain(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
       expect(JSON.stringify(t.logs)).not.toContain("s3cr3t-token");
+      const argv = readFileSync(join(shimDir, "argv.log"), "utf8");
+      expect(argv).toContain(`ls-remote -- ${server.url} refs/heads/main`);
+      expect(argv).not.toContain("s3cr3t-token");
+      expect(argv).not.toContain(Buffer.from("bot:s3cr3t-token").toString("base64"));
     } finally {
+      process.env.PATH = savedPath;
+      rmSync(shimDir, { recursive: true, force: true });
       await server.close();
       repo.remove();
     }
