@@ -22,7 +22,7 @@ const PENDING_OFFSET = -1;
 const MIN_SECRET_BYTES = 4;
 const STARS = new TextEncoder().encode("***");
 const APPEND_RETRIES = 3;
-const READ_CHUNKS = 8;
+const READ_PAGE_BYTES = 4 * 1024 * 1024;
 
 function startsWithAt(data: Uint8Array, at: number, needle: Uint8Array): boolean {
   if (at + needle.length > data.length) return false;
@@ -146,21 +146,31 @@ export async function readLog(
 ): Promise<{ bytes: Uint8Array; nextOffset: number; complete: boolean }> {
   const build = await getBuild(deps, buildId);
   const complete = isFinalStatus(build.status);
-  const rows = await deps.db
-    .select({ start: buildLogChunks.startOffset, content: buildLogChunks.content })
+  const overlapping = and(
+    eq(buildLogChunks.buildId, buildId),
+    gte(buildLogChunks.startOffset, 0),
+    sql`${buildLogChunks.startOffset} + length(${buildLogChunks.content}) > ${offset}`,
+  );
+  // A page holds about READ_PAGE_BYTES: sizes first (no content read), then the chunks that fit.
+  const sizes = await deps.db
+    .select({ start: buildLogChunks.startOffset, length: sql<number>`length(${buildLogChunks.content})` })
     .from(buildLogChunks)
-    .where(
-      and(
-        eq(buildLogChunks.buildId, buildId),
-        gte(buildLogChunks.startOffset, 0),
-        sql`${buildLogChunks.startOffset} + length(${buildLogChunks.content}) > ${offset}`,
-      ),
-    )
-    .orderBy(asc(buildLogChunks.startOffset))
-    .limit(READ_CHUNKS + 1);
-  // A page holds at most READ_CHUNKS chunks (each at most 1 MiB): a reader follows X-Log-Next-Offset for more.
-  const more = rows.length > READ_CHUNKS;
-  const parts = rows.slice(0, READ_CHUNKS).map((row) => new Uint8Array(row.content).subarray(Math.max(0, offset - row.start)));
+    .where(overlapping)
+    .orderBy(asc(buildLogChunks.startOffset));
+  let budget = READ_PAGE_BYTES;
+  let taken = 0;
+  while (taken < sizes.length && (taken === 0 || budget > 0)) budget -= Number(sizes[taken++]!.length);
+  const more = taken < sizes.length;
+  const until = more ? sizes[taken]!.start : Number.MAX_SAFE_INTEGER;
+  const rows =
+    taken === 0
+      ? []
+      : await deps.db
+          .select({ start: buildLogChunks.startOffset, content: buildLogChunks.content })
+          .from(buildLogChunks)
+          .where(and(overlapping, sql`${buildLogChunks.startOffset} < ${until}`))
+          .orderBy(asc(buildLogChunks.startOffset));
+  const parts = rows.map((row) => new Uint8Array(row.content).subarray(Math.max(0, offset - row.start)));
   if (complete && !more) {
     const pending = await deps.db
       .select({ content: buildLogChunks.content })

@@ -75,27 +75,27 @@ describe("log append and read (CONTRACT §6)", () => {
     expect(done.text).not.toContain("ghp_");
   });
 
-  it("pages long logs: a read returns at most 8 chunks and X-Log-Next-Offset leads to the rest", async () => {
+  it("pages long logs: a read returns about 4 MiB and X-Log-Next-Offset leads to the rest", async () => {
     const { t, w, b, read } = await runningJob();
+    const chunk = (i: number) => `${String(i).padStart(6, "0")}`.repeat(1_000_000 / 6).padEnd(1_000_000, "\n");
     let offset = 0;
-    for (let i = 0; i < 20; i++) {
-      const line = `line ${String(i).padStart(2, "0")}\n`;
-      await appendLog(t, w.runner, b.id, offset, line);
-      offset += line.length;
+    for (let i = 0; i < 9; i++) {
+      expect((await appendLog(t, w.runner, b.id, offset, chunk(i))).status).toBe(200);
+      offset += 1_000_000;
     }
     await reportStatus(t, w.runner, b.id, { status: "succeeded" });
+    const sizes: number[] = [];
     let text = "";
     let next = 0;
-    let pages = 0;
     for (;;) {
       const page = await read(next);
-      pages++;
+      sizes.push(page.text.length);
       text += page.text;
       next = Number(page.headers.get("x-log-next-offset"));
       if (page.headers.get("x-log-complete") === "true") break;
     }
-    expect(pages).toBe(3);
-    expect(text).toBe(Array.from({ length: 20 }, (_, i) => `line ${String(i).padStart(2, "0")}\n`).join(""));
+    expect(sizes).toEqual([5_000_000, 4_000_000]);
+    expect(text).toBe(Array.from({ length: 9 }, (_, i) => chunk(i)).join(""));
   });
 
   it("refuses a chunk over 1 MiB (413 payload_too_large) and a non-text body (400 invalid_input)", async () => {
