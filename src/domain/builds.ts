@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
-import { BUILD_STATUSES, type BuildStatus } from "../db/schema/constants.ts";
+import { BUILD_STATUSES } from "../db/schema/constants.ts";
 import { builds, projects } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
@@ -202,8 +202,4 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   if (canceled.runnerId) await deps.db.batch([...follow, refreshRunnerStatement(deps, canceled.runnerId)]);
   else await deps.db.batch([...follow]);
   return canceled;
-}
-
-export function isBuildStatus(value: string): value is BuildStatus {
-  return (BUILD_STATUSES as readonly string[]).includes(value);
 }

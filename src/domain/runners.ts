@@ -1,4 +1,4 @@
-import { and, asc, eq, gte, inArray, sql } from "drizzle-orm";
+import { and, asc, eq, gte, inArray, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
 import { builds, runners } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
@@ -96,7 +96,7 @@ export function refreshRunnerStatement(
   const now = deps.clock.now();
   const active = sql`EXISTS (SELECT 1 FROM ${builds} WHERE ${builds.runnerId} = ${runnerId} AND ${builds.status} IN ('assigned', 'running'))`;
   const derived = sql`CASE WHEN ${active} THEN 'busy' ELSE 'online' END`;
-  let status;
+  let status: SQL;
   if (options.requested === "draining") status = sql`'draining'`;
   else if (options.requested !== undefined) status = derived;
   else {
