@@ -43,36 +43,41 @@ export interface ClaimedJob {
  * means a build another writer took first is never taken again, so no build is claimed twice, even by two
  * daemon processes on one file. A draining runner matches nothing. The runner's heartbeat goes in the same batch.
  */
-export async function claimOnce(deps: SchedDeps, runnerId: string): Promise<ClaimedJob | null> {
+export async function claimOnce(deps: SchedDeps, runnerId: string, options: { heartbeat?: boolean } = {}): Promise<ClaimedJob | null> {
   const now = deps.clock.now();
   // The runner's platforms are read inside the statement, so a concurrent PATCH or drain is honoured too.
   const platforms = sql`(SELECT value FROM json_each((SELECT capabilities FROM runners WHERE id = ${runnerId} AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any')`;
-  const [claimed] = await deps.db.batch([
-    deps.db
-      .update(builds)
-      .set({
-        status: "assigned",
-        runnerId,
-        attemptCount: sql`${builds.attemptCount} + 1`,
-        leaseExpiresAt: now + deps.config.jobLeaseS,
-        updatedAt: now,
-      })
-      .where(
-        and(
-          sql`${builds.id} = (SELECT id FROM builds WHERE status = 'queued' AND platform IN ${platforms} ORDER BY queued_at, rowid LIMIT 1)`,
-          eq(builds.status, "queued"),
-          sql`EXISTS (SELECT 1 FROM ${runners} WHERE ${runners.id} = ${runnerId} AND ${runners.status} != 'draining')`,
-        ),
-      )
-      // The two names the runner needs beside the build row come back from the same statement.
-      .returning({
-        ...getTableColumns(builds),
-        repoUrl: sql<string>`(SELECT ${projects.repoUrl} FROM ${projects} WHERE ${projects.id} = ${builds.projectId})`,
-        pipelineName: sql<string>`(SELECT ${pipelines.name} FROM ${pipelines} WHERE ${pipelines.id} = ${builds.pipelineId})`,
-      }),
-    refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
-  ]);
-  const b = claimed[0];
+  const claim = deps.db
+    .update(builds)
+    .set({
+      status: "assigned",
+      runnerId,
+      attemptCount: sql`${builds.attemptCount} + 1`,
+      leaseExpiresAt: now + deps.config.jobLeaseS,
+      updatedAt: now,
+    })
+    .where(
+      and(
+        sql`${builds.id} = (SELECT id FROM builds WHERE status = 'queued' AND platform IN ${platforms} ORDER BY queued_at, rowid LIMIT 1)`,
+        eq(builds.status, "queued"),
+        sql`EXISTS (SELECT 1 FROM ${runners} WHERE ${runners.id} = ${runnerId} AND ${runners.status} != 'draining')`,
+      ),
+    )
+    // The two names the runner needs beside the build row come back from the same statement.
+    .returning({
+      ...getTableColumns(builds),
+      repoUrl: sql<string>`(SELECT ${projects.repoUrl} FROM ${projects} WHERE ${projects.id} = ${builds.projectId})`,
+      pipelineName: sql<string>`(SELECT ${pipelines.name} FROM ${pipelines} WHERE ${pipelines.id} = ${builds.pipelineId})`,
+    });
+  const refresh = refreshRunnerStatement(deps, runnerId, { heartbeat: true });
+  let b;
+  if (options.heartbeat === false) {
+    // A long-poll retry: an empty claim writes nothing, and the runner row is touched only when a job came.
+    [b] = await claim;
+    if (b) await refresh;
+  } else {
+    [[b]] = await deps.db.batch([claim, refresh]);
+  }
   if (!b) return null;
   return {
     build_id: b.id,
@@ -103,7 +108,8 @@ export async function claimJob(
   const deadline = Date.now() + waitS * 1000;
   for (let attempt = 0; ; attempt++) {
     if (abort?.aborted) return null;
-    const claimed = await claimOnce(deps, runnerId);
+    // The first try records the heartbeat (a claim counts as one); retries during the wait do not rewrite it.
+    const claimed = await claimOnce(deps, runnerId, { heartbeat: attempt === 0 });
     if (claimed) return claimed;
     const left = deadline - Date.now();
     if (left <= 0) return null;
