@@ -3,7 +3,7 @@ import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { loadInstance } from "../../domain/instance.ts";
-import { authenticateRunner } from "../../domain/runner-auth.ts";
+import { authenticateRunnerId } from "../../domain/runner-auth.ts";
 import { touchSetupSession, validateUserSession } from "../../domain/sessions.ts";
 import type { UserRole } from "../../db/schema/constants.ts";
 
@@ -78,12 +78,12 @@ export const ROLES = {
 export function requireRunner(deps: AppDeps) {
   return createMiddleware<AppEnv>(async (c, next) => {
     const token = bearerToken(c, "invalid_runner_token");
-    const runner = await authenticateRunner(deps, token);
+    const runnerId = await authenticateRunnerId(deps, token);
     const pathRunnerId = c.req.param("runner_id");
-    if (pathRunnerId !== undefined && pathRunnerId !== runner.id) {
+    if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
       throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
     }
-    c.set("runnerId", runner.id);
+    c.set("runnerId", runnerId);
     await next();
   });
 }
