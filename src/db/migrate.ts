@@ -1,8 +1,18 @@
 import { migrate } from "drizzle-orm/libsql/migrator";
+import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import type { Db } from "./types.ts";
 
-export const MIGRATIONS_FOLDER = fileURLToPath(new URL("../../drizzle", import.meta.url));
+/** drizzle/ at the project root, found upward from this module: src/db/ when run from source, dist/ when bundled. */
+function findMigrationsFolder(): string {
+  for (const relative of ["../../drizzle", "../drizzle"]) {
+    const candidate = fileURLToPath(new URL(relative, import.meta.url));
+    if (existsSync(`${candidate}/meta/_journal.json`)) return candidate;
+  }
+  throw new Error("the drizzle/ migrations folder is missing");
+}
+
+export const MIGRATIONS_FOLDER = findMigrationsFolder();
 
 /**
  * Applies the committed drizzle/ migrations. Two daemons starting together on one database may race on the
