@@ -12,10 +12,12 @@ try {
   process.stderr.write("hangar build: esbuild not installed, skipping the bundle (the CLI runs through tsx)\n");
   process.exit(0);
 }
+// Two entries: the CLI, and src/index.ts for developers embedding the handler set in their own Node server.
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: ["src/cli/main.ts"],
-  outfile: "dist/hangar.mjs",
+  entryPoints: { hangar: "src/cli/main.ts", index: "src/index.ts" },
+  outdir: "dist",
+  outExtension: { ".js": ".mjs" },
   bundle: true,
   platform: "node",
   target: "node20",
