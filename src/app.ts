@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { AppDeps, AppEnv } from "./deps.ts";
-import { ApiError, errorBody, toErrorResponse } from "./errors.ts";
+import { ApiError, describeError, errorBody, toErrorResponse } from "./errors.ts";
 import { corsFromSettings } from "./http/middleware/cors.ts";
 import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
 import { loopbackDetection } from "./http/middleware/loopback.ts";
@@ -64,7 +64,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
       level: "error",
       request_id: c.get("requestId"),
       msg: "unhandled error",
-      error: err instanceof Error ? `${err.name}: ${err.message}` : String(err),
+      error: describeError(err),
     });
     return toErrorResponse(c, err);
   });

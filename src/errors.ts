@@ -73,3 +73,15 @@ export function toErrorResponse(c: Context, err: unknown): Response {
   if (err instanceof ApiError) return c.json(errorBody(err), err.status);
   return c.json({ code: "internal_error", message: "internal error" } satisfies ErrorBody, 500);
 }
+
+/**
+ * A failure as it may be logged: the innermost driver error's name and message. Drizzle's own message repeats
+ * the query's parameters (emails, hashes, sealed blobs), so it never reaches a log line.
+ */
+export function describeError(err: unknown): string {
+  let inner: unknown = err;
+  while (inner instanceof Error && inner.cause instanceof Error) inner = inner.cause;
+  if (!(inner instanceof Error)) return "unknown error";
+  const message = inner.name === "DrizzleQueryError" ? "database query failed" : inner.message;
+  return `${inner.name}: ${message}`;
+}
