@@ -94,6 +94,14 @@ export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetw
   return { public_url: canonicalBaseUrl(publicUrl), artifact_delivery_url: delivery, allowed_origins: origins };
 }
 
+/** In local mode only this machine may change the network settings (SPEC); checked before the body is read. */
+export async function assertNetworkChangeAllowed(deps: Pick<AppDeps, "db" | "clock">, isLoopback: boolean): Promise<void> {
+  const inst = await loadInstance(deps);
+  if (inst.runtimeMode === "local" && !isLoopback) {
+    throw new ApiError(403, "external_access_loopback_required", "in local mode the network settings can only be changed from this machine");
+  }
+}
+
 /**
  * PUT network (owner only, checked by the route). In local mode only a loopback client may change it: the
  * settings that open the instance to the network must not be set from the network before it is opened.
@@ -103,10 +111,7 @@ export async function updateNetworkSettings(
   actor: Pick<UserRow, "id" | "email">,
   input: NetworkSettingsInput & { isLoopback: boolean },
 ): Promise<NetworkSettings> {
-  const inst = await loadInstance(deps);
-  if (inst.runtimeMode === "local" && !input.isLoopback) {
-    throw new ApiError(403, "external_access_loopback_required", "in local mode the network settings can only be changed from this machine");
-  }
+  await assertNetworkChangeAllowed(deps, input.isLoopback);
   const doc = validateNetworkSettings(input);
   await deps.db.batch([
     writeSettingStatement(deps, NETWORK_SETTING, doc),

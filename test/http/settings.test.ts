@@ -199,6 +199,12 @@ describe("/v1/settings/external-access/network", () => {
     }
   });
 
+  it("refuses a non-loopback client in local mode before reading the body", async () => {
+    const { t, ownerToken } = await ready();
+    const res = await t.call("PUT", NETWORK, { token: ownerToken, body: { public_url: 42 }, peer: "192.168.1.20" });
+    expect([res.status, res.body.code]).toEqual([403, "external_access_loopback_required"]);
+  });
+
   it("answers 403 external_access_loopback_required to a non-loopback client in local mode only", async () => {
     const { t, ownerToken, owner } = await ready();
     for (const [peer, headers] of [

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { RUNTIME_MODES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
+import { assertNetworkChangeAllowed, readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
 import { readPreferences, updatePreferences } from "../../domain/preferences.ts";
 import { runPreflight } from "../../domain/preflight.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
@@ -31,9 +31,18 @@ export function settingsRoutes(deps: AppDeps) {
       c.json(await updatePreferences(deps, c.get("user"), c.req.valid("json"))),
     )
     .get("/v1/settings/external-access/network", settingsUser, async (c) => c.json({ settings: await readNetworkSettings(deps) }))
-    .put("/v1/settings/external-access/network", owner, jsonBody(networkSchema), async (c) => {
-      const settings = await updateNetworkSettings(deps, c.get("user"), { ...c.req.valid("json"), isLoopback: c.get("isLoopback") });
-      return c.json({ settings });
-    })
+    .put(
+      "/v1/settings/external-access/network",
+      owner,
+      async (c, next) => {
+        await assertNetworkChangeAllowed(deps, c.get("isLoopback"));
+        await next();
+      },
+      jsonBody(networkSchema),
+      async (c) => {
+        const settings = await updateNetworkSettings(deps, c.get("user"), { ...c.req.valid("json"), isLoopback: c.get("isLoopback") });
+        return c.json({ settings });
+      },
+    )
     .get("/v1/settings/external-access/preflight", settingsUser, async (c) => c.json(await runPreflight(deps)));
 }
