@@ -1,6 +1,6 @@
 // Artifacts (SPEC Artifacts, CONTRACT §7): runner-side create / local upload / complete / abort, user-side
 // list and download links, the byte-serving rules shared with the installer paths, and the orphan sweep.
-import { and, eq, inArray, lte } from "drizzle-orm";
+import { and, eq, inArray, lte, sql } from "drizzle-orm";
 import { artifacts, builds, urlTokens } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
@@ -377,7 +377,10 @@ export async function abortArtifact(deps: Deps, input: { runnerId: string; jobId
       .set({ status: "aborted", updatedAt: now })
       .where(and(eq(artifacts.id, artifact.id), inArray(artifacts.status, ["pending", "aborted"])))
       .returning(),
-    deps.db.delete(urlTokens).where(eq(urlTokens.artifactId, artifact.id)),
+    // Only when the abort landed: a complete that won meanwhile keeps its download and install links.
+    deps.db
+      .delete(urlTokens)
+      .where(and(eq(urlTokens.artifactId, artifact.id), sql`exists (select 1 from ${artifacts} where ${artifacts.id} = ${artifact.id} and ${artifacts.status} = 'aborted')`)),
   ]);
   const row = updated[0];
   if (!row) throw new ApiError(409, "invalid_transition", "the artifact was completed meanwhile");

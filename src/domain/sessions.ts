@@ -45,7 +45,11 @@ export function deleteAllSetupSessionsStatement(deps: Pick<AppDeps, "db">) {
   return deps.db.delete(setupSessions);
 }
 
-/** A user session of 24 hours, for every kind of sign-in (CONTRACT §3). */
+/**
+ * A user session of 24 hours, for every kind of sign-in (CONTRACT §3). The insert is conditional on the user
+ * not being disabled: a disable that lands between a sign-in's checks and this insert (its batch revokes the
+ * sessions that exist then) must not leave a session behind that a later re-enable would bring back.
+ */
 export async function createUserSession(
   deps: DbDeps,
   userId: string,
@@ -54,14 +58,10 @@ export async function createUserSession(
   const token = randomToken();
   const now = deps.clock.now();
   const expiresAt = now + USER_SESSION_TTL_S;
-  await deps.db.insert(userSessions).values({
-    id: crypto.randomUUID(),
-    tokenHash: await sha256Hex(token),
-    userId,
-    authMethod,
-    expiresAt,
-    createdAt: now,
-  });
+  const inserted = await deps.db.run(sql`INSERT INTO ${userSessions} (id, token_hash, user_id, auth_method, expires_at, created_at)
+    SELECT ${crypto.randomUUID()}, ${await sha256Hex(token)}, ${userId}, ${authMethod}, ${expiresAt}, ${now}
+    FROM ${users} WHERE ${users.id} = ${userId} AND ${users.status} != 'disabled'`);
+  if (inserted.rowsAffected !== 1) throw new ApiError(403, "user_not_found", "no active or invited user has this email");
   return { token, expiresAt };
 }
 
