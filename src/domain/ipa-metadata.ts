@@ -11,6 +11,8 @@ export type RangeReader = (range: { start: number; end: number }) => Promise<Uin
 const MAX_CENTRAL_DIRECTORY = 64 * 1024 * 1024;
 const MAX_PLIST_COMPRESSED = 8 * 1024 * 1024;
 const MAX_PLIST_BYTES = 16 * 1024 * 1024;
+/** References a binary plist may follow in all (shared ones included); a real Info.plist has a few hundred. */
+const MAX_PLIST_REFERENCES = 1_000_000;
 const INFO_PLIST = /^Payload\/[^/]+\.app\/Info\.plist$/;
 
 export class ZipFormatError extends Error {}
@@ -206,7 +208,13 @@ export function parseBinaryPlist(bytes: Uint8Array): PlistValue {
     const size = 1 << (intMarker & 0x0f);
     return { length: uint(at + 2, size), start: at + 2 + size };
   };
-  const readObject = (ref: number, depth: number): PlistValue => {
+  // A collection's references must lie inside the file before the trailer, whatever its length claims.
+  const refsAt = (at: number, perEntry: number): { length: number; start: number } => {
+    const found = lengthAt(at);
+    if (found.start + found.length * perEntry * refSize > trailer) throw new ZipFormatError("binary plist collection out of bounds");
+    return found;
+  };
+  const decodeObject = (ref: number, depth: number): PlistValue => {
     if (depth > 64) throw new ZipFormatError("binary plist nested too deeply");
     const at = offsetOf(ref);
     const marker = dv.getUint8(at);
@@ -240,13 +248,13 @@ export function parseBinaryPlist(bytes: Uint8Array): PlistValue {
       case 0x8:
         return uint(at + 1, (marker & 0x0f) + 1);
       case 0xa: {
-        const { length, start } = lengthAt(at);
+        const { length, start } = refsAt(at, 1);
         const out: PlistValue[] = [];
         for (let i = 0; i < length; i++) out.push(readObject(uint(start + i * refSize, refSize), depth + 1));
         return out;
       }
       case 0xd: {
-        const { length, start } = lengthAt(at);
+        const { length, start } = refsAt(at, 2);
         const out: Record<string, PlistValue> = {};
         for (let i = 0; i < length; i++) {
           const key = readObject(uint(start + i * refSize, refSize), depth + 1);
@@ -258,6 +266,21 @@ export function parseBinaryPlist(bytes: Uint8Array): PlistValue {
       default:
         throw new ZipFormatError(`binary plist object type 0x${kind.toString(16)} not supported`);
     }
+  };
+  // Each object is decoded once and then shared: collections that point at the same object again and again
+  // would otherwise cost 2^depth (a few hundred bytes could block the event loop for days).
+  const decoded = new Map<number, PlistValue>();
+  const decoding = new Set<number>();
+  let references = 0;
+  const readObject = (ref: number, depth: number): PlistValue => {
+    if (++references > MAX_PLIST_REFERENCES) throw new ZipFormatError("binary plist has too many references");
+    if (decoded.has(ref)) return decoded.get(ref)!;
+    if (decoding.has(ref)) throw new ZipFormatError("binary plist reference cycle");
+    decoding.add(ref);
+    const value = decodeObject(ref, depth);
+    decoding.delete(ref);
+    decoded.set(ref, value);
+    return value;
   };
   return readObject(top, 0);
 }
