@@ -4,7 +4,7 @@ import { BUILD_STATUSES } from "../db/schema/constants.ts";
 import { builds, projects } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { auditStatement, auditStatementWhen } from "./audit.ts";
 import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "./crypto.ts";
 import { resolveBranch } from "./git.ts";
@@ -191,15 +191,21 @@ function decodeCursor(cursor: string): number {
  * `cancel_requested` tells the runner holding it to stop (heartbeat `cancel_job_ids`, job GET, 409 build_canceled).
  */
 export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: UserRow, buildId: string): Promise<BuildRow> {
+  const before = await getBuild(deps, buildId);
+  if (!(NON_FINAL_STATUSES as readonly string[]).includes(before.status)) return before;
   const now = deps.clock.now();
-  const [canceled] = await deps.db
-    .update(builds)
-    .set({ status: "canceled", cancelRequested: true, failureReason: "canceled_by_user", finishedAt: now, updatedAt: now })
-    .where(and(eq(builds.id, buildId), inArray(builds.status, [...NON_FINAL_STATUSES])))
-    .returning();
-  if (!canceled) return getBuild(deps, buildId);
-  const follow = [auditStatement(deps, { action: "build.cancel", actor, targetType: "build", targetId: buildId })] as const;
-  if (canceled.runnerId) await deps.db.batch([...follow, refreshRunnerStatement(deps, canceled.runnerId)]);
-  else await deps.db.batch([...follow]);
-  return canceled;
+  // One batch: the guarded cancel, its audit event only if the cancel landed (changes() counts the statement
+  // just before), and the runner's status, so a crash cannot keep one without the others.
+  const statements = [
+    deps.db
+      .update(builds)
+      .set({ status: "canceled", cancelRequested: true, failureReason: "canceled_by_user", finishedAt: now, updatedAt: now })
+      .where(and(eq(builds.id, buildId), inArray(builds.status, [...NON_FINAL_STATUSES])))
+      .returning(),
+    auditStatementWhen(deps, { action: "build.cancel", actor, targetType: "build", targetId: buildId }, sql`changes() = 1`),
+  ] as const;
+  const [[canceled]] = before.runnerId
+    ? await deps.db.batch([...statements, refreshRunnerStatement(deps, before.runnerId)])
+    : await deps.db.batch([...statements]);
+  return canceled ?? getBuild(deps, buildId);
 }

@@ -1,9 +1,9 @@
-import { and, eq } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { KEY_STORAGE_MODES, type RuntimeMode } from "../db/schema/constants.ts";
 import { instance } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { auditStatementWhen } from "./audit.ts";
 import { loadInstance, type InstanceRow } from "./instance.ts";
 import { runPreflight } from "./preflight.ts";
 import { revokeAllUserSessionsStatement } from "./sessions.ts";
@@ -78,14 +78,19 @@ export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | 
       .set({ runtimeMode: target, preferencesUpdatedAt: now, updatedAt: now })
       .where(and(eq(instance.id, 1), eq(instance.runtimeMode, inst.runtimeMode)))
       .returning(),
+    // Only the change that landed is audited (changes() is the row count of the update just before).
+    auditStatementWhen(
+      deps,
+      {
+        action: "settings.runtime_mode_changed",
+        actor,
+        targetType: "instance",
+        targetId: inst.instanceId,
+        details: { from: inst.runtimeMode, to: target, sessions_revoked: true },
+      },
+      sql`changes() = 1`,
+    ),
     revokeAllUserSessionsStatement(deps),
-    auditStatement(deps, {
-      action: "settings.runtime_mode_changed",
-      actor,
-      targetType: "instance",
-      targetId: inst.instanceId,
-      details: { from: inst.runtimeMode, to: target, sessions_revoked: true },
-    }),
   ]);
   const row = updated[0] ?? (await loadInstance(deps));
   return { preferences: toPreferencesJson(row, deps.config.host), sessions_revoked: true };

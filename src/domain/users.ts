@@ -216,18 +216,16 @@ export async function transferOwnership(deps: DbDeps, actor: Actor, email: strin
       .set({ role: "owner", updatedAt: now })
       .where(and(eq(users.id, target.id), eq(users.status, "active"), sql`not exists (select 1 from ${users} where ${users.role} = 'owner')`))
       .returning(),
+    auditStatementWhen(
+      deps,
+      { action: "user.ownership_transferred", actor, targetType: "user", targetId: target.id, details: { from: actor.email, to: target.email } },
+      targetIsOwner,
+    ),
     deps.db.update(instance).set({ ownerUserId: target.id, updatedAt: now }).where(and(eq(instance.id, 1), targetIsOwner)),
     deps.db.delete(userSessions).where(and(inArray(userSessions.userId, [actor.id, target.id]), targetIsOwner)),
   ]);
   const previous = results[0][0];
   const owner = results[1][0];
   if (!previous || !owner) throw new ApiError(409, "user_not_active", "the target user is no longer active, or ownership already moved");
-  await auditStatement(deps, {
-    action: "user.ownership_transferred",
-    actor,
-    targetType: "user",
-    targetId: target.id,
-    details: { from: actor.email, to: target.email },
-  });
   return { previous_owner: toBriefUserJson(previous), owner: toBriefUserJson(owner) };
 }

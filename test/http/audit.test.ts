@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { makeTestApp } from "../helpers/app.ts";
+import { buildWorld, claim, queueBuild } from "../helpers/builds.ts";
 import { completeLocalSetup, createUser, userWithRole } from "../helpers/factories.ts";
 
 describe("GET /v1/audit-events", () => {
@@ -102,5 +103,37 @@ describe("GET /v1/audit-events", () => {
     const missing = await t.call("GET", "/v1/audit-events");
     expect(missing.status).toBe(401);
     expect(missing.body.code).toBe("missing_auth");
+  });
+});
+
+describe("audit events follow only the changes that landed", () => {
+  it("parallel cancels of one build leave one build.cancel event, and cancelling a finished build none", async () => {
+    const t = await makeTestApp();
+    const { ownerToken, project, pipeline, runner } = await buildWorld(t);
+    const build = await queueBuild(t, ownerToken, project.id, pipeline.id);
+    expect(await claim(t, runner)).not.toBeNull();
+    const answers = await Promise.all(Array.from({ length: 5 }, () => t.call("POST", `/v1/builds/${build.id}/cancel`, { token: ownerToken })));
+    expect(answers.map((a) => [a.status, a.body.status])).toEqual(Array.from({ length: 5 }, () => [200, "canceled"]));
+    await t.call("POST", `/v1/builds/${build.id}/cancel`, { token: ownerToken });
+    const events = (await t.call("GET", "/v1/audit-events", { token: ownerToken })).body as Array<{ action: string; target_id: string }>;
+    expect(events.filter((e) => e.action === "build.cancel" && e.target_id === build.id)).toHaveLength(1);
+    const runnerRow = (await t.call("GET", "/v1/runners", { token: ownerToken })).body.find((r: { id: string }) => r.id === runner.id);
+    expect(runnerRow.status).toBe("online");
+  });
+
+  it("two racing ownership transfers leave one owner and one transfer event", async () => {
+    const t = await makeTestApp();
+    const { ownerToken } = await completeLocalSetup(t);
+    await createUser(t, { email: "a@example.com", role: "admin" });
+    await createUser(t, { email: "b@example.com", role: "admin" });
+    const answers = await Promise.all(
+      ["a@example.com", "b@example.com"].map((email) => t.call("POST", "/v1/users/transfer-owner", { token: ownerToken, body: { email } })),
+    );
+    expect(answers.map((a) => a.status).sort()).toEqual([200, 409]);
+    const admin = await userWithRole(t, "admin");
+    const events = (await t.call("GET", "/v1/audit-events", { token: admin.token })).body as Array<{ action: string }>;
+    expect(events.filter((e) => e.action === "user.ownership_transferred")).toHaveLength(1);
+    const owners = (await t.call("GET", "/v1/users", { token: admin.token })).body.filter((u: { role: string }) => u.role === "owner");
+    expect(owners).toHaveLength(1);
   });
 });
