@@ -5,6 +5,7 @@ import { ApiError, describeError, errorBody, toErrorResponse } from "./errors.ts
 import { corsFromSettings } from "./http/middleware/cors.ts";
 import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
 import { loopbackDetection } from "./http/middleware/loopback.ts";
+import { authPathsRequireReady } from "./http/middleware/ready.ts";
 import { artifactStorageRoutes } from "./http/routes/artifact-storage.ts";
 import { artifactsRoutes } from "./http/routes/artifacts.ts";
 import { authRoutes } from "./http/routes/auth.ts";
@@ -30,6 +31,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.use("*", loopbackDetection(deps.getPeerAddress));
   app.use("*", corsFromSettings(deps));
   app.use("*", jsonBodyCap(deps.config.maxJsonBytes));
+  app.use("/v1/auth/*", authPathsRequireReady(deps));
 
   for (const routes of [
     publicRoutes,

@@ -1,11 +1,13 @@
 import type { ErrorCode } from "../errors.ts";
 import type { AppDeps } from "../deps.ts";
 import { readSetting } from "./instance.ts";
+import { OIDC_SETTING } from "./oidc.ts";
 import { isLoopbackHostname, parseBaseUrl, readNetworkSettings } from "./network-settings.ts";
 import { isTrustedProxyConfigured } from "./trusted-proxy.ts";
 
+export { OIDC_SETTING };
+
 /** Settings key under which the OIDC area stores its configuration document. */
-export const OIDC_SETTING = "oidc";
 
 export interface PreflightCheck {
   id: string;

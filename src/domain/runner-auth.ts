@@ -41,11 +41,7 @@ export async function authenticateRunnerId(deps: Pick<AppDeps, "db">, token: str
   return runner.id;
 }
 
-/** The runner owning a token. Lookup is by SHA-256, so the comparison never touches the plaintext. */
-export async function authenticateRunner(deps: Pick<AppDeps, "db">, token: string): Promise<RunnerRow> {
-  return lookupRunner(deps, await sha256Hex(token));
-}
-
+/** The runner owning a token hash. Lookup is by SHA-256, so the comparison never touches the plaintext. */
 async function lookupRunner(deps: Pick<AppDeps, "db">, tokenHash: string): Promise<RunnerRow> {
   let lookup = runnerLookups.get(deps.db);
   if (!lookup) {

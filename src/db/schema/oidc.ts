@@ -10,7 +10,7 @@ export const oidcPendingRequests = sqliteTable(
   {
     stateHash: text("state_hash").primaryKey(),
     purpose: text("purpose", { enum: OIDC_PURPOSES }).notNull(),
-    /** PKCE verifier and nonce, sealed with the key file's box. */
+    /** The PKCE verifier, sealed with the key file's box; the nonce is not a secret (it ends up in the ID token). */
     codeVerifierSealed: text("code_verifier_sealed").notNull(),
     nonce: text("nonce").notNull(),
     redirectUri: text("redirect_uri").notNull(),

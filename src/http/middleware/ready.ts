@@ -11,3 +11,12 @@ export function requireReady(deps: AppDeps) {
     await next();
   });
 }
+
+/**
+ * The guard for every `/v1/auth/*` path of every area, mounted once in createApp before the routes. Local
+ * login decides for itself: in remote mode before ready it answers the spec's 403 mode_restricted row instead.
+ */
+export function authPathsRequireReady(deps: AppDeps) {
+  const ready = requireReady(deps);
+  return createMiddleware<AppEnv>(async (c, next) => (c.req.path === "/v1/auth/local/login" ? next() : ready(c, next)));
+}

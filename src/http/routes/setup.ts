@@ -5,7 +5,7 @@ import { requireSetupOpen, requireSetupSession } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { localOwnerSchema, setupPreferencesSchema, verifyBootstrapSchema } from "./setup.schemas.ts";
 
-/** Setup endpoints of issue 2; OIDC and trusted-proxy setup live in setup-oidc.ts and setup-trusted-proxy.ts. */
+/** Setup endpoints of issue 2; OIDC and trusted-proxy setup live in oidc.ts and trusted-proxy.ts. */
 export function setupRoutes(deps: AppDeps) {
   const session = requireSetupSession(deps);
   return new Hono<AppEnv>()
