@@ -11,6 +11,8 @@ export interface S3StoreOptions {
   fetch: typeof fetch;
   /** Epoch seconds, from the app's clock: signatures are dated with it. */
   now: () => number;
+  /** How long one call may take (a streamed download: until its headers); 30 s unless a test shortens it. */
+  timeoutMs?: number;
 }
 
 /** SigV4's timestamp format, e.g. 20260102T030405Z. */
@@ -44,9 +46,38 @@ export function createS3Store(target: S3Target, options: S3StoreOptions): Artifa
     return signed.url;
   };
 
-  const send = async (method: string, key: string, headers: Record<string, string> = {}): Promise<Response> => {
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  // Redirects are not followed: a signed request (and the bytes) stay with the configured endpoint; a 3xx is
+  // then simply not ok. "manual" rather than "error", which the Workers runtime refuses outright.
+  // A hung endpoint fails the call at the deadline instead of holding a request (or the sweeper) forever.
+  const send = async (method: string, key: string, headers: Record<string, string> = {}, streamed = false): Promise<Response> => {
     const signed = await client.sign(objectUrl(key).toString(), { method, headers, aws: { datetime: amzDate(options.now()) } });
-    return options.fetch(signed);
+    if (!streamed) return options.fetch(new Request(signed, { redirect: "manual", signal: AbortSignal.timeout(timeoutMs) }));
+    // A streamed download may rightly outlast any fixed deadline: there it covers the answer's headers only.
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(new DOMException(`object store ${method} timed out`, "TimeoutError")), timeoutMs);
+    try {
+      return await options.fetch(new Request(signed, { redirect: "manual", signal: controller.signal }));
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  /** At most `limit` bytes of a body; the rest is cancelled rather than read. */
+  const readAtMost = async (body: ReadableStream<Uint8Array> | null, limit: number): Promise<Uint8Array> => {
+    const out = new Uint8Array(limit);
+    let filled = 0;
+    if (!body) return out.subarray(0, 0);
+    const reader = body.getReader();
+    while (filled < limit) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const take = Math.min(value.byteLength, limit - filled);
+      out.set(value.subarray(0, take), filled);
+      filled += take;
+    }
+    await reader.cancel().catch(() => undefined);
+    return out.subarray(0, filled);
   };
 
   const failure = async (res: Response, what: string): Promise<Error> => {
@@ -83,7 +114,7 @@ export function createS3Store(target: S3Target, options: S3StoreOptions): Artifa
     },
 
     async read(key, range) {
-      const res = await send("GET", key, range ? rangeHeader(range) : {});
+      const res = await send("GET", key, range ? rangeHeader(range) : {}, true);
       if (!res.ok || !res.body) throw await failure(res, "GET");
       return res.body;
     },
@@ -91,9 +122,13 @@ export function createS3Store(target: S3Target, options: S3StoreOptions): Artifa
     async readRange(key, range) {
       const res = await send("GET", key, rangeHeader(range));
       if (!res.ok) throw await failure(res, "GET");
-      const bytes = new Uint8Array(await res.arrayBuffer());
-      // A server that ignores Range answers 200 with everything: keep only what was asked for.
-      return res.status === 206 ? bytes : bytes.subarray(range.start, range.end + 1);
+      // A server that ignores Range answers 200 with the whole object, which is never buffered: from offset 0
+      // its first bytes are the range, from anywhere else it is refused. A 206 is read no further either.
+      if (res.status !== 206 && range.start !== 0) {
+        await res.body?.cancel();
+        throw new Error(`object store GET ignored the byte range (HTTP ${res.status})`);
+      }
+      return readAtMost(res.body, range.end - range.start + 1);
     },
 
     async remove(key) {

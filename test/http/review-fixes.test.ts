@@ -1,12 +1,16 @@
 // Regression tests for review findings: each one failed (or hung) before its fix.
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { parseBinaryPlist } from "../../src/domain/ipa-metadata.ts";
+import { createLocalDiskStore } from "../../src/storage/local-disk.ts";
+import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
-import { artifactWorld, uploadArtifact } from "../helpers/artifact-world.ts";
+import { artifactWorld, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
 
 // ---------------------------------------------------------------------------------------------------------
 // 1. Binary plist: shared references must not cost 2^depth.
@@ -87,5 +91,122 @@ describe("binary plist with shared references", () => {
     expect(performance.now() - started).toBeLessThan(1000);
     expect(artifact.status).toBe("available");
     expect(artifact.install_metadata).toEqual({ bundle_identifier: "com.example.bomb", bundle_version: "1.0", title: "com.example.bomb" });
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// 2–3. S3 store: a deadline on every call, no redirects followed, Range answered with at most the range.
+
+interface Loopback {
+  url: string;
+  hits: Array<{ method: string; path: string; headers: IncomingHttpHeaders }>;
+  close(): Promise<void>;
+}
+
+async function loopbackServer(handle: (req: IncomingMessage, res: ServerResponse) => void): Promise<Loopback> {
+  const hits: Loopback["hits"] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((req, res) => {
+    hits.push({ method: req.method ?? "", path: req.url ?? "", headers: req.headers });
+    handle(req, res);
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    hits,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+const s3Target = (endpoint: string) =>
+  ({ provider: "s3", endpoint, region: "us-east-1", bucket: "b", accessKeyId: "AK", secretAccessKey: "SK", forcePathStyle: true }) as const;
+
+describe("S3 store against misbehaving endpoints", () => {
+  const servers: Loopback[] = [];
+  afterAll(async () => {
+    for (const s of servers) await s.close();
+  });
+  const serve = async (handle: (req: IncomingMessage, res: ServerResponse) => void) => {
+    const s = await loopbackServer(handle);
+    servers.push(s);
+    return s;
+  };
+
+  it("head, read, readRange and remove fail within the deadline when the endpoint never answers", async () => {
+    const hung = await serve(() => undefined);
+    const store = createS3Store(s3Target(hung.url), { fetch, now: () => Math.floor(Date.now() / 1000), timeoutMs: 200 });
+    const started = performance.now();
+    const outcomes = await Promise.allSettled([
+      store.head("k"),
+      store.read("k"),
+      store.readRange("k", { start: 0, end: 9 }),
+      store.remove("k"),
+    ]);
+    expect(outcomes.map((o) => o.status)).toEqual(["rejected", "rejected", "rejected", "rejected"]);
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(hung.hits).toHaveLength(4);
+  });
+
+  it("complete answers (500 internal_error, like any store failure) instead of hanging on a hung endpoint", async () => {
+    const hung = await serve(() => undefined);
+    const t = await makeTestApp({
+      deps: {
+        openArtifactStore: (target) =>
+          target.provider === "local" ? createLocalDiskStore(target.baseDir) : createS3Store(target, { fetch, now: () => t.clock.now(), timeoutMs: 200 }),
+      },
+    });
+    t.clock.set(Math.floor(Date.now() / 1000));
+    const w = await artifactWorld(t);
+    await useS3Storage(t, hung.url, "bucket");
+    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.apk", size_bytes: 3, content_type: "application/octet-stream" } });
+    expect(created.status).toBe(200);
+    const started = performance.now();
+    const done = await t.call("POST", `${w.jobPath}/${created.body.artifact.id}/complete`, { token: w.runner.token });
+    expect(performance.now() - started).toBeLessThan(3000);
+    expect(done.status).toBe(500);
+    expect(done.body.code).toBe("internal_error");
+    expect(hung.hits.map((h) => h.method)).toEqual(["HEAD"]);
+  });
+
+  it("does not follow a redirect (signed requests stay with the configured endpoint)", async () => {
+    const elsewhere = await serve((_req, res) => res.writeHead(200, { "content-length": "3" }).end("abc"));
+    const redirecting = await serve((req, res) => res.writeHead(307, { location: `${elsewhere.url}${req.url}` }).end());
+    const store = createS3Store(s3Target(redirecting.url), { fetch, now: () => Math.floor(Date.now() / 1000), timeoutMs: 2000 });
+    const outcomes = await Promise.allSettled([store.head("k"), store.read("k"), store.readRange("k", { start: 0, end: 2 }), store.remove("k")]);
+    expect(outcomes.map((o) => o.status)).toEqual(["rejected", "rejected", "rejected", "rejected"]);
+    expect(redirecting.hits).toHaveLength(4);
+    expect(elsewhere.hits).toHaveLength(0);
+  });
+
+  it("readRange takes at most the range from a server that ignores Range and streams without end", async () => {
+    const chunk = new Uint8Array(64 * 1024).fill(7);
+    const endless = await serve((_req, res) => {
+      res.writeHead(200, { "content-type": "application/octet-stream" });
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once("drain", pump);
+      };
+      pump();
+    });
+    const store = createS3Store(s3Target(endless.url), { fetch, now: () => Math.floor(Date.now() / 1000), timeoutMs: 2000 });
+    // From the start, the first bytes of a 200 are the range.
+    expect(await store.readRange("k", { start: 0, end: 9 })).toEqual(new Uint8Array(10).fill(7));
+    // Anywhere else a 200 is refused rather than read through.
+    await expect(store.readRange("k", { start: 100, end: 109 })).rejects.toThrow(/range/i);
+  });
+
+  it("readRange keeps only the range when a 206 carries more", async () => {
+    const generous = await serve((_req, res) => res.writeHead(206, { "content-range": "bytes 0-9/100" }).end(new Uint8Array(100).fill(1)));
+    const store = createS3Store(s3Target(generous.url), { fetch, now: () => Math.floor(Date.now() / 1000), timeoutMs: 2000 });
+    expect(await store.readRange("k", { start: 0, end: 9 })).toHaveLength(10);
   });
 });
