@@ -10,7 +10,7 @@ import { parseBinaryPlist } from "../../src/domain/ipa-metadata.ts";
 import { createLocalDiskStore } from "../../src/storage/local-disk.ts";
 import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
-import { artifactWorld, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
+import { artifactWorld, pathOf, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
 
 // ---------------------------------------------------------------------------------------------------------
 // 1. Binary plist: shared references must not cost 2^depth.
@@ -208,5 +208,31 @@ describe("S3 store against misbehaving endpoints", () => {
     const generous = await serve((_req, res) => res.writeHead(206, { "content-range": "bytes 0-9/100" }).end(new Uint8Array(100).fill(1)));
     const store = createS3Store(s3Target(generous.url), { fetch, now: () => Math.floor(Date.now() / 1000), timeoutMs: 2000 });
     expect(await store.readRange("k", { start: 0, end: 9 })).toHaveLength(10);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// 4. content_type is echoed as a header: quoted parameter values must be visible ASCII.
+
+describe("artifact content_type", () => {
+  it("refuses quoted parameters with non-ASCII or control characters, keeps ordinary media types", async () => {
+    const t = await makeTestApp();
+    const w = await artifactWorld(t);
+    const create = (content_type: string) =>
+      t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.bin", size_bytes: 1, content_type } });
+    for (const bad of ['application/octet-stream; x="€"', 'application/octet-stream; x="a\u0001b"', 'text/plain; charset="\u00e9"', 'text/plain; x="a\\"']) {
+      const r = await create(bad);
+      expect(r.status, bad).toBe(400);
+      expect(r.body.code, bad).toBe("invalid_input");
+    }
+    for (const good of ["application/vnd.android.package-archive", 'text/plain; charset="utf-8"', "application/octet-stream"]) {
+      expect((await create(good)).status, good).toBe(200);
+    }
+    // And the stored type still serves as a download header.
+    const apk = await uploadArtifact(t, w, "demo.apk", Uint8Array.from([1, 2]), { content_type: "application/vnd.android.package-archive" });
+    const link = await t.call("POST", `/v1/artifacts/${apk.id}/download-link`, { token: w.ownerToken });
+    const got = await t.app.request(pathOf(link.body.url), {}, { peerAddress: "127.0.0.1" });
+    expect(got.status).toBe(200);
+    expect(got.headers.get("content-type")).toBe("application/vnd.android.package-archive");
   });
 });

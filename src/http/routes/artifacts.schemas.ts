@@ -16,11 +16,12 @@ export const createArtifactSchema = z.object({
     if (problem) ctx.addIssue({ code: "custom", message: `filename ${problem}` });
   }),
   size_bytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER),
-  // type/subtype with optional parameters; no control characters, since it is echoed as a header.
+  // type/subtype with optional parameters. It is echoed as a header, so quoted values are visible ASCII only
+  // (no quote or backslash): a control character or a non-Latin-1 one would make every download a 500.
   content_type: z
     .string()
     .max(255)
-    .regex(/^[\w.+-]+\/[\w.+-]+(?:\s*;\s*[\w.+-]+=(?:[\w.+-]+|"[^"\r\n]*"))*$/, "must be a media type such as application/octet-stream"),
+    .regex(/^[\w.+-]+\/[\w.+-]+(?:\s*;\s*[\w.+-]+=(?:[\w.+-]+|"[\x20\x21\x23-\x5b\x5d-\x7e]*"))*$/, "must be a media type such as application/octet-stream"),
   sha256: z
     .string()
     .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex characters")
