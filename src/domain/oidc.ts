@@ -14,7 +14,8 @@ import { newOwnerValues, signIn, type UserRow } from "./users.ts";
 
 /**
  * OIDC sign-in (SPEC Auth, CONTRACT §3): discovery, the authorization request (PKCE S256, state, nonce) and the
- * ID-token check. arctic's generic OAuth2Client stays inside this module (its README marks it deprecated), and
+ * ID-token check. arctic's generic OAuth2Client builds the authorization URL and stays inside this module (its
+ * README marks it deprecated); the code exchange is our own POST through deps.fetch, and
  * jose checks the ID token. Pending requests live in the database so a restart or a second daemon can finish them.
  */
 
@@ -141,7 +142,8 @@ async function fetchJson(deps: Pick<AppDeps, "fetch">, url: string, headers: Rec
   const res = await deps.fetch(url, {
     method: "GET",
     headers: { accept: "application/json", ...headers },
-    redirect: "error",
+    // Not followed: "manual" makes a 3xx one more status that is not 200 ("error" is refused on Workers).
+    redirect: "manual",
     signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
   });
   if (res.status !== 200) {
@@ -410,23 +412,55 @@ async function openSecret(deps: Deps, sealed: string, what: string): Promise<str
   }
 }
 
-/** arctic's client sends the code with the PKCE verifier; every failure of the exchange is the provider's (502). */
-async function exchangeCode(settings: StoredOidcSettings, secret: string | null, doc: DiscoveryDocument, redirectUri: string, code: string, verifier: string) {
-  const client = new OAuth2Client(settings.client_id, secret, redirectUri);
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  // arctic takes no abort signal: bound the wait here so a hanging provider cannot hold the request forever.
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error("timeout")), TOKEN_EXCHANGE_TIMEOUT_MS);
-  });
+/**
+ * The code and the PKCE verifier, POSTed through deps.fetch (RFC 6749 §4.1.3, client_secret_basic when a secret
+ * is stored). A redirect is not followed (it would re-post both elsewhere), the timeout aborts the request
+ * itself, and the answer is read with the discovery cap. Every failure is the provider's (502).
+ */
+async function exchangeCode(
+  deps: Pick<AppDeps, "fetch">,
+  settings: StoredOidcSettings,
+  secret: string | null,
+  doc: DiscoveryDocument,
+  redirectUri: string,
+  code: string,
+  verifier: string,
+): Promise<Record<string, unknown>> {
+  const form = new URLSearchParams({ grant_type: "authorization_code", code, redirect_uri: redirectUri, client_id: settings.client_id, code_verifier: verifier });
+  const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded", accept: "application/json" };
+  // RFC 6749 §2.3.1: both parts form-encoded before base64 (the result is ASCII, so btoa is safe).
+  if (secret !== null) headers.authorization = `Basic ${btoa(`${encodeURIComponent(settings.client_id)}:${encodeURIComponent(secret)}`)}`;
+  const refuse = (detail: string) => new ApiError(502, "token_exchange_error", `the provider refused the authorization code${detail}`);
+  let status: number;
+  let data: unknown;
   try {
-    const tokens = await Promise.race([client.validateAuthorizationCode(doc.token_endpoint, code, verifier), timeout]);
-    return tokens.data as Record<string, unknown>;
+    const res = await deps.fetch(doc.token_endpoint, {
+      method: "POST",
+      headers,
+      body: form.toString(),
+      // "manual", not "error" (which Workers refuses): a 3xx is then just another status that is not 200.
+      redirect: "manual",
+      signal: AbortSignal.timeout(TOKEN_EXCHANGE_TIMEOUT_MS),
+    });
+    status = res.status;
+    // 400 and 401 carry the OAuth error code (RFC 6749 §5.2); anything else but 200 is not read.
+    if (status !== 200 && status !== 400 && status !== 401) {
+      await res.body?.cancel();
+      throw refuse(` (HTTP ${status})`);
+    }
+    data = JSON.parse(await readCapped(res, MAX_DISCOVERY_BYTES));
   } catch (err) {
-    const reason = err instanceof Error && "code" in err && typeof err.code === "string" ? `: ${err.code}` : "";
-    throw new ApiError(502, "token_exchange_error", `the provider refused the authorization code${reason}`);
-  } finally {
-    clearTimeout(timer);
+    if (err instanceof ApiError) throw err;
+    throw refuse(err instanceof Error && err.name === "TimeoutError" ? ` (no answer within ${TOKEN_EXCHANGE_TIMEOUT_MS / 1000} s)` : "");
   }
+  if (typeof data !== "object" || data === null || Array.isArray(data)) throw refuse("");
+  const answer = data as Record<string, unknown>;
+  if (status !== 200) {
+    // Only a well-formed error code is echoed (RFC 6749 §5.2 codes are short ASCII words).
+    const oauthError = typeof answer.error === "string" && /^[\w.-]{1,64}$/.test(answer.error) ? `: ${answer.error}` : "";
+    throw refuse(oauthError);
+  }
+  return answer;
 }
 
 /** The algorithms accepted for this provider: its declared ones within our allowlist; HMAC only if declared. */
@@ -555,7 +589,7 @@ async function finishAuthorization(deps: Deps, purpose: OidcPurpose, input: { co
   const secret = settings.client_secret_sealed === null ? null : await openSecret(deps, settings.client_secret_sealed, "client secret");
   const verifier = await openSecret(deps, row.codeVerifierSealed, "PKCE verifier");
   const doc = await discoverForFlow(deps, settings.issuer_url);
-  const tokens = await exchangeCode(settings, secret, doc, row.redirectUri, input.code, verifier);
+  const tokens = await exchangeCode(deps, settings, secret, doc, row.redirectUri, input.code, verifier);
   if (typeof tokens.id_token !== "string" || tokens.id_token === "") {
     throw new ApiError(502, "missing_id_token", "the provider answered without an ID token");
   }

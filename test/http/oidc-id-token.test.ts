@@ -7,7 +7,7 @@ import { startTokenForge, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI,
 
 /**
  * The ID-token checks, with tokens a correct provider never issues. The forge is only the provider: discovery,
- * JWKS download, code exchange (arctic) and verification (jose) are Hangar's real code.
+ * JWKS download, code exchange and verification (jose) are Hangar's real code.
  */
 
 let forge: TokenForge;
@@ -16,7 +16,7 @@ const fetched: string[] = [];
 
 beforeAll(async () => {
   forge = await startTokenForge();
-  // Every outbound request goes through deps.fetch except arctic's code exchange (global fetch).
+  // Every outbound request goes through deps.fetch, the code exchange included.
   const recordingFetch: typeof fetch = (input, init) => {
     fetched.push(String(input instanceof Request ? input.url : input));
     return globalThis.fetch(input, init);

@@ -11,6 +11,7 @@ import { createLocalDiskStore } from "../../src/storage/local-disk.ts";
 import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { artifactWorld, pathOf, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
+import { configureOidcInSetup, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI } from "../helpers/oidc-provider.ts";
 
 // ---------------------------------------------------------------------------------------------------------
 // 1. Binary plist: shared references must not cost 2^depth.
@@ -234,5 +235,60 @@ describe("artifact content_type", () => {
     const got = await t.app.request(pathOf(link.body.url), {}, { peerAddress: "127.0.0.1" });
     expect(got.status).toBe(200);
     expect(got.headers.get("content-type")).toBe("application/vnd.android.package-archive");
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// 5. OIDC token exchange: through deps.fetch, never following a redirect with the code and PKCE verifier.
+
+describe("OIDC token exchange", () => {
+  const servers: Loopback[] = [];
+  afterAll(async () => {
+    for (const s of servers) await s.close();
+  });
+
+  it("does not re-post the code and verifier to where a 307 from the token endpoint points", async () => {
+    const elsewhere = await loopbackServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
+    servers.push(elsewhere);
+    const provider: Loopback = await loopbackServer((req, res) => {
+      const path = new URL(req.url ?? "/", "http://x").pathname;
+      if (path === "/.well-known/openid-configuration") {
+        res.writeHead(200, { "content-type": "application/json" }).end(
+          JSON.stringify({
+            issuer: provider.url,
+            authorization_endpoint: `${provider.url}/authorize`,
+            token_endpoint: `${provider.url}/token`,
+            jwks_uri: `${provider.url}/jwks`,
+            response_types_supported: ["code"],
+            subject_types_supported: ["public"],
+            id_token_signing_alg_values_supported: ["RS256"],
+          }),
+        );
+        return;
+      }
+      if (path === "/token") {
+        req.resume();
+        res.writeHead(307, { location: `${elsewhere.url}/steal` }).end();
+        return;
+      }
+      res.writeHead(404).end();
+    });
+    servers.push(provider);
+    const fetched: string[] = [];
+    const recordingFetch: typeof fetch = (input, init) => {
+      fetched.push(String(input instanceof Request ? input.url : input));
+      return globalThis.fetch(input, init);
+    };
+    const t = await makeTestApp({ deps: { fetch: recordingFetch } });
+    const setupToken = await configureOidcInSetup(t, provider.url);
+    const start = await t.call("POST", "/v1/setup/owner/start-oidc", { token: setupToken, body: { redirect_uri: TEST_REDIRECT_URI } });
+    expect(start.status).toBe(200);
+    const verified = await t.call("POST", "/v1/setup/owner/verify-oidc", { token: setupToken, body: { code: "the-code", state: start.body.state } });
+    expect([verified.status, verified.body.code]).toEqual([502, "token_exchange_error"]);
+    expect(elsewhere.hits).toHaveLength(0);
+    // The exchange went through deps.fetch, with the client's credentials in the Basic header.
+    expect(fetched).toContain(`${provider.url}/token`);
+    const exchange = provider.hits.find((h) => h.path === "/token")!;
+    expect(exchange.headers.authorization).toBe(`Basic ${Buffer.from(`${TEST_CLIENT_ID}:${TEST_CLIENT_SECRET}`).toString("base64")}`);
   });
 });
