@@ -1,6 +1,6 @@
 // Artifacts (SPEC Artifacts, CONTRACT §7): runner-side create / local upload / complete / abort, user-side
 // list and download links, the byte-serving rules shared with the installer paths, and the orphan sweep.
-import { and, eq, inArray, lte, sql } from "drizzle-orm";
+import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { artifacts, builds, urlTokens } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
@@ -354,12 +354,14 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
   const updated = await deps.db
     .update(artifacts)
     .set({ status: "available", installMetadata: metadata, completedAt: now, updatedAt: now })
-    .where(and(eq(artifacts.id, artifact.id), eq(artifacts.status, "pending")))
+    // Not once the orphan sweep may take it: the sweep removes the bytes before the row.
+    .where(and(eq(artifacts.id, artifact.id), eq(artifacts.status, "pending"), gt(artifacts.uploadExpiresAt, now - ORPHAN_GRACE_S)))
     .returning()
     .get();
   if (!updated) {
     const current = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifact.id)).get();
     if (current?.status === "available") return toArtifactJson(current);
+    if (current?.status === "pending") throw new ApiError(409, "invalid_transition", "the upload link expired over an hour ago; the artifact is left for cleanup");
     throw new ApiError(409, "invalid_transition", "the artifact was aborted meanwhile");
   }
   await deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, artifact.id), eq(urlTokens.kind, "upload")));
@@ -441,29 +443,36 @@ export async function openDownload(deps: Deps, input: { token: string; range: st
 // Maintenance
 
 /**
- * Pending artifacts whose upload link expired (plus the grace) are deleted, bytes first. Each row is claimed
- * by a conditional update, so two daemons sweeping together delete it once.
+ * Pending artifacts whose upload link expired (plus the grace) are deleted, bytes first: removing is
+ * idempotent, so a removal that fails (or a crash after it) leaves the row pending and the next pass retries.
+ * Tokens and row then go in one batch, only while the row is still an orphan, so two daemons sweeping
+ * together delete it once. completeArtifact refuses an orphan, so none turns available without its bytes.
  */
 export async function deleteOrphanArtifacts(deps: Deps): Promise<number> {
   const cutoff = deps.clock.now() - ORPHAN_GRACE_S;
   const candidates = await deps.db
-    .select({ id: artifacts.id })
+    .select({ id: artifacts.id, storageLocation: artifacts.storageLocation })
     .from(artifacts)
     .where(and(eq(artifacts.status, "pending"), lte(artifacts.uploadExpiresAt, cutoff)))
     .limit(100);
   let deleted = 0;
-  for (const { id } of candidates) {
-    const claimed = await deps.db
-      .update(artifacts)
-      .set({ status: "aborted", updatedAt: deps.clock.now() })
-      .where(and(eq(artifacts.id, id), eq(artifacts.status, "pending")))
-      .returning()
-      .get();
-    if (!claimed) continue;
-    const location = claimed.storageLocation as StorageLocation;
-    await (await openStoreAt(deps, location)).remove(location.key);
-    await deps.db.batch([deps.db.delete(urlTokens).where(eq(urlTokens.artifactId, id)), deps.db.delete(artifacts).where(eq(artifacts.id, id))]);
-    deleted++;
+  let firstError: unknown = null;
+  for (const { id, storageLocation } of candidates) {
+    const location = storageLocation as StorageLocation;
+    try {
+      await (await openStoreAt(deps, location)).remove(location.key);
+    } catch (err) {
+      // The others still go; the failure is reported once the pass is over.
+      firstError ??= err;
+      continue;
+    }
+    const orphan = and(eq(artifacts.id, id), eq(artifacts.status, "pending"), lte(artifacts.uploadExpiresAt, cutoff));
+    const [, gone] = await deps.db.batch([
+      deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, id), sql`exists (select 1 from ${artifacts} where ${orphan})`)),
+      deps.db.delete(artifacts).where(orphan).returning({ id: artifacts.id }),
+    ]);
+    if (gone.length > 0) deleted++;
   }
+  if (firstError !== null) throw firstError;
   return deleted;
 }

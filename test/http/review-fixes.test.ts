@@ -1,13 +1,17 @@
 // Regression tests for review findings: each one failed (or hung) before its fix.
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
+import { artifacts, urlTokens } from "../../src/db/schema/index.ts";
+import { deleteOrphanArtifacts } from "../../src/domain/artifacts.ts";
 import { parseBinaryPlist } from "../../src/domain/ipa-metadata.ts";
 import { createLocalDiskStore } from "../../src/storage/local-disk.ts";
+import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { artifactWorld, pathOf, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
@@ -290,5 +294,50 @@ describe("OIDC token exchange", () => {
     expect(fetched).toContain(`${provider.url}/token`);
     const exchange = provider.hits.find((h) => h.path === "/token")!;
     expect(exchange.headers.authorization).toBe(`Basic ${Buffer.from(`${TEST_CLIENT_ID}:${TEST_CLIENT_SECRET}`).toString("base64")}`);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// 6. Orphan sweep: a removal that fails leaves the row for the next pass, never an aborted row forever.
+
+describe("orphan sweep", () => {
+  it("retries an orphan whose bytes could not be removed, then deletes bytes, tokens and row", async () => {
+    let failures = 1;
+    const t = await makeTestApp({
+      deps: {
+        openArtifactStore: (target) => {
+          const store = openNodeArtifactStore(target, fetch, { now: () => 0 });
+          return {
+            ...store,
+            kind: store.kind,
+            remove: async (key: string) => {
+              if (failures-- > 0) throw new Error("object store DELETE failed with HTTP 503");
+              return store.remove(key);
+            },
+          };
+        },
+      },
+    });
+    const w = await artifactWorld(t);
+    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "orphan.apk", size_bytes: 4, content_type: "application/octet-stream" } });
+    expect((await t.call("PUT", pathOf(created.body.upload.url), { rawBody: new Uint8Array(4) })).status).toBe(200);
+    const id = created.body.artifact.id as string;
+    const row = (await t.deps.db.select().from(artifacts).where(eq(artifacts.id, id)).get())!;
+    const location = row.storageLocation as { base_dir: string; key: string };
+    const file = join(location.base_dir, location.key);
+    await t.deps.db.insert(urlTokens).values({ tokenHash: "f".repeat(64), kind: "download", artifactId: id, expiresAt: t.clock.now() + 99_999, createdAt: t.clock.now() });
+    t.clock.advance(3 * 3600);
+    // An orphan can no longer be completed: the sweep removes its bytes before its row.
+    const late = await t.call("POST", `${w.jobPath}/${id}/complete`, { token: w.runner.token });
+    expect([late.status, late.body.code]).toEqual([409, "invalid_transition"]);
+
+    await expect(deleteOrphanArtifacts(t.deps)).rejects.toThrow(/503/);
+    expect((await t.deps.db.select().from(artifacts).where(eq(artifacts.id, id)).get())?.status).toBe("pending");
+    expect(existsSync(file)).toBe(true);
+
+    expect(await deleteOrphanArtifacts(t.deps)).toBe(1);
+    expect(existsSync(file)).toBe(false);
+    expect(await t.deps.db.select().from(artifacts).where(eq(artifacts.id, id)).get()).toBeUndefined();
+    expect(await t.deps.db.select().from(urlTokens).where(eq(urlTokens.artifactId, id)).all()).toEqual([]);
   });
 });
