@@ -4,10 +4,12 @@ import type { GitClient, GitCredentials } from "../domain/git.ts";
 const LS_REMOTE_TIMEOUT_MS = 15_000;
 
 /**
- * Environment for one git call. Credentials travel as an `http.extraHeader` set through GIT_CONFIG_COUNT
- * variables: never on the command line (visible in `ps`), in the URL (echoed in errors) or in a log.
+ * Environment for one git call. Credentials travel as an `http.<origin>/.extraHeader` set through
+ * GIT_CONFIG_COUNT variables: never on the command line (visible in `ps`), in the URL (echoed in errors) or in
+ * a log. Redirects are not followed: git matches that key once, against the URL it was given, and then sends
+ * the header with every request, to wherever a redirect moved the repository too.
  */
-function gitEnv(credentials?: GitCredentials): NodeJS.ProcessEnv {
+function gitEnv(url: string, credentials?: GitCredentials): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
     HOME: process.env.HOME,
@@ -21,12 +23,18 @@ function gitEnv(credentials?: GitCredentials): NodeJS.ProcessEnv {
     GIT_CONFIG_NOSYSTEM: "1",
     LC_ALL: "C",
   };
-  if (credentials) {
+  const config: Array<[string, string]> = [["http.followRedirects", "false"]];
+  const origin = URL.canParse(url) ? new URL(url) : null;
+  // Only http(s) URLs carry the header (ssh and scp-like URLs have their own authentication).
+  if (credentials && origin && (origin.protocol === "http:" || origin.protocol === "https:")) {
     const basic = Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64");
-    env.GIT_CONFIG_COUNT = "1";
-    env.GIT_CONFIG_KEY_0 = "http.extraHeader";
-    env.GIT_CONFIG_VALUE_0 = `Authorization: Basic ${basic}`;
+    config.push([`http.${origin.protocol}//${origin.host}/.extraHeader`, `Authorization: Basic ${basic}`]);
   }
+  env.GIT_CONFIG_COUNT = String(config.length);
+  config.forEach(([key, value], i) => {
+    env[`GIT_CONFIG_KEY_${i}`] = key;
+    env[`GIT_CONFIG_VALUE_${i}`] = value;
+  });
   return env;
 }
 
@@ -39,7 +47,7 @@ export function createNodeGitClient(options: { timeoutMs?: number } = {}): GitCl
         execFile(
           "git",
           ["ls-remote", "--", url, ref],
-          { env: gitEnv(credentials), timeout: options.timeoutMs ?? LS_REMOTE_TIMEOUT_MS, maxBuffer: 1024 * 1024, killSignal: "SIGKILL" },
+          { env: gitEnv(url, credentials), timeout: options.timeoutMs ?? LS_REMOTE_TIMEOUT_MS, maxBuffer: 1024 * 1024, killSignal: "SIGKILL" },
           (err, stdout) => {
             if (err) {
               // The message is ours, not git's stderr, which may echo the URL.

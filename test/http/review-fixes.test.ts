@@ -1,20 +1,22 @@
 // Regression tests for review findings: each one failed (or hung) before its fix.
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { artifacts, urlTokens } from "../../src/db/schema/index.ts";
 import { deleteOrphanArtifacts } from "../../src/domain/artifacts.ts";
 import { parseBinaryPlist } from "../../src/domain/ipa-metadata.ts";
 import { createLocalDiskStore } from "../../src/storage/local-disk.ts";
+import { createNodeGitClient } from "../../src/runtime/git.ts";
 import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { artifactWorld, pathOf, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
+import { makeGitRepo } from "../helpers/builds.ts";
 import { configureOidcInSetup, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI } from "../helpers/oidc-provider.ts";
 
 // ---------------------------------------------------------------------------------------------------------
@@ -339,5 +341,67 @@ describe("orphan sweep", () => {
     expect(existsSync(file)).toBe(false);
     expect(await t.deps.db.select().from(artifacts).where(eq(artifacts.id, id)).get()).toBeUndefined();
     expect(await t.deps.db.select().from(urlTokens).where(eq(urlTokens.artifactId, id)).all()).toEqual([]);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// 7. git ls-remote: the source credentials never follow a redirect to another server.
+
+/** An open smart-HTTP git server (`git http-backend`) that records each request's Authorization header. */
+async function openGitHttpServer(repoPath: string): Promise<Loopback> {
+  return loopbackServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    const cgi = spawn("git", ["http-backend"], {
+      env: {
+        PATH: process.env.PATH,
+        GIT_PROJECT_ROOT: dirname(repoPath),
+        GIT_HTTP_EXPORT_ALL: "1",
+        GIT_PROTOCOL: String(req.headers["git-protocol"] ?? ""),
+        REQUEST_METHOD: req.method ?? "GET",
+        PATH_INFO: url.pathname.replace(/^\/repo/, `/${basename(repoPath)}`),
+        QUERY_STRING: url.search.slice(1),
+        CONTENT_TYPE: req.headers["content-type"] ?? "",
+      },
+    });
+    req.pipe(cgi.stdin);
+    let buffered = Buffer.alloc(0);
+    let headersDone = false;
+    cgi.stdout.on("data", (d: Buffer) => {
+      if (headersDone) return void res.write(d);
+      buffered = Buffer.concat([buffered, d]);
+      const end = buffered.indexOf("\r\n\r\n");
+      if (end < 0) return;
+      headersDone = true;
+      let status = 200;
+      for (const line of buffered.subarray(0, end).toString().split("\r\n")) {
+        const [k, ...v] = line.split(":");
+        if (!k) continue;
+        if (k.toLowerCase() === "status") status = Number.parseInt(v.join(":").trim(), 10);
+        else res.setHeader(k, v.join(":").trim());
+      }
+      res.writeHead(status);
+      res.write(buffered.subarray(end + 4));
+    });
+    cgi.stdout.on("end", () => res.end());
+  });
+}
+
+describe("git ls-remote with source credentials", () => {
+  it("does not follow a redirect, so the Authorization header never reaches the other server", async () => {
+    const repo = makeGitRepo();
+    const elsewhere = await openGitHttpServer(repo.path);
+    const redirecting = await loopbackServer((req, res) => res.writeHead(302, { location: `${elsewhere.url}${req.url}` }).end());
+    try {
+      // The redirect target is an open, working repository: a followed redirect would succeed (and leak).
+      const result = await createNodeGitClient().lsRemote(`${redirecting.url}/repo`, "refs/heads/main", { username: "bot", password: "s3cr3t-token" });
+      expect(result.ok).toBe(false);
+      expect(redirecting.hits[0]?.headers.authorization).toBe(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
+      expect(elsewhere.hits.map((h) => h.headers.authorization ?? "")).not.toContain(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
+      expect(elsewhere.hits).toHaveLength(0);
+    } finally {
+      await redirecting.close();
+      await elsewhere.close();
+      repo.remove();
+    }
   });
 });
