@@ -95,11 +95,12 @@ describe("backoff and git environment", () => {
     const env = gitEnv({ PATH: "/bin", GIT_TRACE_CURL: "1" }, "https://git.example.com/team/app.git", { username: "bot", password: "tok" });
     expect(env.GIT_TERMINAL_PROMPT).toBe("0");
     expect(env.GIT_TRACE_CURL).toBeUndefined();
-    expect(env.GIT_CONFIG_COUNT).toBe("2");
+    expect(env.GIT_CONFIG_COUNT).toBe("3");
     expect(env.GIT_CONFIG_KEY_0).toBe("credential.helper");
     expect(env.GIT_CONFIG_VALUE_0).toBe("");
     expect(env.GIT_CONFIG_KEY_1).toBe("http.https://git.example.com/.extraHeader");
     expect(env.GIT_CONFIG_VALUE_1).toBe(`Authorization: Basic ${Buffer.from("bot:tok").toString("base64")}`);
+    expect([env.GIT_CONFIG_KEY_2, env.GIT_CONFIG_VALUE_2]).toEqual(["http.followRedirects", "false"]);
     expect(displayUrl("https://bot:tok@git.example.com/app.git")).toBe("https://git.example.com/app.git");
   });
 });

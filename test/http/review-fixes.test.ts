@@ -1,5 +1,5 @@
 // Regression tests for review findings: each one failed (or hung) before its fix.
-import { execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
+import { gitEnv as runnerGitEnv } from "../../src/cli/runner/checkout.ts";
 import { artifacts, urlTokens } from "../../src/db/schema/index.ts";
 import { deleteOrphanArtifacts } from "../../src/domain/artifacts.ts";
 import { parseBinaryPlist } from "../../src/domain/ipa-metadata.ts";
@@ -397,6 +398,26 @@ describe("git ls-remote with source credentials", () => {
       expect(result.ok).toBe(false);
       expect(redirecting.hits[0]?.headers.authorization).toBe(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
       expect(elsewhere.hits.map((h) => h.headers.authorization ?? "")).not.toContain(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
+      expect(elsewhere.hits).toHaveLength(0);
+    } finally {
+      await redirecting.close();
+      await elsewhere.close();
+      repo.remove();
+    }
+  });
+});
+
+describe("runner checkout git environment", () => {
+  it("does not follow a redirect with the credentials either", async () => {
+    const repo = makeGitRepo();
+    const elsewhere = await openGitHttpServer(repo.path);
+    const redirecting = await loopbackServer((req, res) => res.writeHead(302, { location: `${elsewhere.url}${req.url}` }).end());
+    try {
+      const url = `${redirecting.url}/repo`;
+      const env = runnerGitEnv({ PATH: process.env.PATH, HOME: process.env.HOME }, url, { username: "bot", password: "s3cr3t-token" });
+      const outcome = await new Promise<boolean>((resolve) => execFile("git", ["ls-remote", "--", url], { env }, (err) => resolve(err === null)));
+      expect(outcome).toBe(false);
+      expect(redirecting.hits).toHaveLength(1);
       expect(elsewhere.hits).toHaveLength(0);
     } finally {
       await redirecting.close();

@@ -53,6 +53,9 @@ export function gitEnv(base: NodeJS.ProcessEnv, repoUrl: string, auth: CheckoutA
     }
     config.push([`http.${scope}extraHeader`, `Authorization: ${basicHeaderValue(auth)}`]);
   }
+  // git matches the scoped key once, against the given URL, then sends the header wherever a redirect moved
+  // the repository: redirects are not followed at all.
+  config.push(["http.followRedirects", "false"]);
   env.GIT_CONFIG_COUNT = String(config.length);
   config.forEach(([key, value], i) => {
     env[`GIT_CONFIG_KEY_${i}`] = key;
