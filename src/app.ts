@@ -61,6 +61,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     if (err instanceof HTTPException && err.status === 413) {
       return c.json({ code: "payload_too_large", message: "request body too large" }, 413);
     }
+    // Node's error for a client that closed the connection mid-body: the client's fault, not ours.
+    if (isClientAbort(err)) return c.json({ code: "invalid_input", message: "the request body was cut off" }, 400);
     deps.log({
       time: new Date().toISOString(),
       level: "error",
@@ -71,4 +73,9 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     return toErrorResponse(c, err);
   });
   return app;
+}
+
+/** The error reading a request body throws when the client goes away before sending all of it (Node). */
+function isClientAbort(err: unknown): boolean {
+  return err instanceof Error && err.message === "aborted" && (err as { code?: unknown }).code === "ECONNRESET";
 }

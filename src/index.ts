@@ -7,6 +7,7 @@
 import { getRequestListener } from "@hono/node-server";
 import { createApp } from "./app.ts";
 import type { AppDeps } from "./deps.ts";
+import { requestErrorResponse } from "./runtime/http-errors.ts";
 
 export { createApp } from "./app.ts";
 export { loadConfig, type HangarConfig } from "./config.ts";
@@ -16,5 +17,5 @@ export { runMaintenance } from "./domain/maintenance.ts";
 
 /** A `node:http` request listener serving the whole handler set; the socket peer feeds the loopback rules. */
 export function createNodeListener(deps: AppDeps) {
-  return getRequestListener(createApp(deps).fetch);
+  return getRequestListener(createApp(deps).fetch, { errorHandler: requestErrorResponse });
 }
