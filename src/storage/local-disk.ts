@@ -3,7 +3,7 @@
 // and a crash leaves at worst a `.part-*` file that `remove` cleans up.
 import { createHash, randomBytes } from "node:crypto";
 import { createWriteStream } from "node:fs";
-import { mkdir, open, readdir, rename, rm, stat, type FileHandle } from "node:fs/promises";
+import { mkdir, open, readdir, rename, rm, rmdir, stat, type FileHandle } from "node:fs/promises";
 import { basename, dirname, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
 import v8 from "node:v8";
@@ -57,8 +57,18 @@ export function createLocalDiskStore(baseDir: string): ArtifactStore {
 
     async writeStream(key, body, options) {
       const target = pathOf(key);
-      await mkdir(dirname(target), { recursive: true });
       const temp = `${target}.part-${randomBytes(6).toString("hex")}`;
+      // The temp file is created before the body is read: remove() of the build's last other artifact may
+      // rmdir the (then empty) directory between mkdir and the open, in which case both are done again.
+      for (let attempt = 1; ; attempt++) {
+        await mkdir(dirname(target), { recursive: true });
+        try {
+          await (await open(temp, "wx", 0o640)).close();
+          break;
+        } catch (err) {
+          if (attempt >= 3 || (err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+        }
+      }
       try {
         const digest = await copyChecked(body, temp, options);
         // Durable before it is visible: the data, then the rename, then the directory entry.
@@ -109,9 +119,8 @@ export function createLocalDiskStore(baseDir: string): ArtifactStore {
       const prefix = `${basename(target)}.part-`;
       const siblings = await readdir(dirname(target)).catch(() => [] as string[]);
       await Promise.all(siblings.filter((n) => n.startsWith(prefix)).map((n) => rm(`${dirname(target)}/${n}`, { force: true })));
-      // The per-artifact directories are removed when empty; a non-empty one stays (rmdir refuses).
-      await rm(dirname(target), { recursive: false }).catch(() => undefined);
-      await rm(dirname(dirname(target)), { recursive: false }).catch(() => undefined);
+      // The build's directory goes once empty (rmdir refuses a non-empty one); the store root itself never.
+      if (dirname(target) !== root) await rmdir(dirname(target)).catch(() => undefined);
     },
   };
 }
@@ -138,7 +147,8 @@ async function copyChecked(body: AsyncIterable<Uint8Array>, path: string, option
       yield chunk;
     }
   }
-  await pipeline(body, checked, createWriteStream(path, { flags: "wx", mode: 0o640, highWaterMark: WRITE_HIGH_WATER_MARK }));
+  // The caller created the (uniquely named) file already, so it is opened for writing, not created.
+  await pipeline(body, checked, createWriteStream(path, { flags: "w", mode: 0o640, highWaterMark: WRITE_HIGH_WATER_MARK }));
   if (received !== options.expectedSize) {
     throw new UploadRejectedError("size_mismatch", `the body has ${received} bytes, ${options.expectedSize} were declared`);
   }

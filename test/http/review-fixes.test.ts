@@ -426,3 +426,34 @@ describe("runner checkout git environment", () => {
     }
   });
 });
+
+// ---------------------------------------------------------------------------------------------------------
+// 8. Local disk: removing a build's last artifact removes its (now empty) directory, never the store root.
+
+describe("local disk store cleanup", () => {
+  it("abort of a build's only artifact leaves no empty build directory; the base directory stays", async () => {
+    const t = await makeTestApp();
+    const w = await artifactWorld(t);
+    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.apk", size_bytes: 3, content_type: "application/octet-stream" } });
+    expect((await t.call("PUT", pathOf(created.body.upload.url), { rawBody: Uint8Array.from([1, 2, 3]) })).status).toBe(200);
+    const row = (await t.deps.db.select().from(artifacts).where(eq(artifacts.id, created.body.artifact.id)).get())!;
+    const location = row.storageLocation as { base_dir: string; key: string };
+    const buildDir = dirname(join(location.base_dir, location.key));
+    expect(existsSync(buildDir)).toBe(true);
+    const aborted = await t.call("POST", `${w.jobPath}/${created.body.artifact.id}/abort`, { token: w.runner.token });
+    expect(aborted.status).toBe(200);
+    expect(existsSync(buildDir)).toBe(false);
+    expect(existsSync(location.base_dir)).toBe(true);
+  });
+
+  it("a key without a directory never takes the (empty) store root with it", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hangar-store-root-"));
+    try {
+      const store = createLocalDiskStore(base);
+      await store.remove("lonely");
+      expect(existsSync(base)).toBe(true);
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+});
