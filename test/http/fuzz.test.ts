@@ -589,6 +589,27 @@ describe("fuzzing every route", () => {
     }, 120_000);
   }
 
+  it("a token of one kind opens no other kind's route: 404 not_found", async () => {
+    const tokenRoutes = routes.filter((r) => r.path.includes(":token"));
+    expect(tokenRoutes.length).toBeGreaterThanOrEqual(5);
+    for (const route of tokenRoutes) {
+      const own = w.pathTokens[route.key];
+      // Tokens of the other kinds (an install token also serves the other two installer paths, by design).
+      const foreign = Object.entries(w.pathTokens)
+        .filter(([key, token]) => token !== own && !(key.startsWith("GET /install/") && route.key.startsWith("GET /install/")))
+        .map(([, token]) => token);
+      // Session and runner tokens have the same shape as URL tokens; they must not open anything either.
+      foreign.push(w.ownerToken, w.runner.token, w.setupToken);
+      for (const token of foreign) {
+        const res = await w.ready.call(route.method, route.path.replace(":token", token), {
+          rawBody: route.method === "PUT" ? "hello" : undefined,
+          headers: route.method === "PUT" ? { "content-type": "application/octet-stream" } : {},
+        });
+        expect([res.status, res.body?.code], `${route.key} with a foreign token`).toEqual([404, "not_found"]);
+      }
+    }
+  });
+
   it("the world survived: the owner still works and the build, artifact and runner are intact", async () => {
     const me = await w.ready.call("GET", "/v1/users/me", { token: w.ownerToken });
     expect(me.status).toBe(200);
