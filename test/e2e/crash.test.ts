@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { CallResult } from "../helpers/app.ts";
 import { daemonCaller, DEFAULT_SHA, type Caller } from "../helpers/builds.ts";
 import { startDaemon, type Daemon } from "../helpers/daemon.ts";
-import { removeDir, startReadyDaemon, type ReadyDaemon } from "./runner-harness.ts";
+import { removeDir, startReadyDaemon, waitFor, type ReadyDaemon } from "./runner-harness.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON shapes are asserted by the tests
 type Json = any;
@@ -52,6 +52,8 @@ class Ledger {
   artifacts = new Map<string, ArtifactRecord>();
   network = { ackedLast: -1, sentLast: -1 };
   rejected: string[] = [];
+  /** Acknowledged requests so far: the kill waits for some progress, so a slow machine still tests something. */
+  acks = 0;
 }
 
 interface Ctx {
@@ -71,6 +73,7 @@ async function send(ctx: Ctx, method: string, path: string, options: Parameters<
   if (!ctx.alive) return null;
   try {
     const res = await ctx.api.call(method, path, options);
+    if (res.status < 300) ctx.ledger.acks++;
     if (res.status >= 300 && ctx.alive) ctx.ledger.rejected.push(`${method} ${path} ${res.status} ${res.text.slice(0, 120)}`);
     return res;
   } catch {
@@ -326,8 +329,13 @@ describe("SIGKILL with writes in flight", () => {
 
     let daemon = d.daemon;
     const seed = Date.now();
-    const killAfter = [400 + (seed % 400), 600 + ((seed >> 3) % 500), 60 + ((seed >> 5) % 300)];
+    // Each kill comes a random time after the round has made some progress (the first one: a finished build
+    // and a completed upload, so every kind of write has been acknowledged at least once).
+    const killAfter = [seed % 400, (seed >> 3) % 500, (seed >> 5) % 200];
+    const succeeded = () => [...ledger.builds.values()].filter((b) => b.acked === LEVEL.succeeded).length;
+    const completed = () => [...ledger.artifacts.values()].filter((a) => a.completeAcked).length;
     for (let round = 1; round <= killAfter.length; round++) {
+      const start = { acks: ledger.acks, succeeded: succeeded(), completed: completed() };
       const api = daemonCaller(daemon.url);
       const ctx: Ctx = {
         api,
@@ -341,6 +349,9 @@ describe("SIGKILL with writes in flight", () => {
         round,
       };
       const loops = [inviteLoop, projectLoop, triggerLoop, triggerLoop, registerLoop, networkLoop, runnerLoop, artifactLoop].map((loop) => loop(ctx));
+      await waitFor(`progress in round ${round}`, () =>
+        round === 1 ? succeeded() > start.succeeded && completed() > start.completed && ledger.acks - start.acks >= 50 : ledger.acks - start.acks >= 30,
+      );
       await new Promise((r) => setTimeout(r, killAfter[round - 1]));
       // The kill lands while every loop has a request in flight.
       expect(await daemon.stop("SIGKILL")).toBeNull();
