@@ -7,7 +7,7 @@
 import { getRequestListener } from "@hono/node-server";
 import { createApp } from "./app.ts";
 import type { AppDeps } from "./deps.ts";
-import { requestErrorResponse } from "./runtime/http-errors.ts";
+import { requestErrorResponse } from "./runtime/http-server.ts";
 
 export { createApp } from "./app.ts";
 export { loadConfig, type HangarConfig } from "./config.ts";

@@ -5,7 +5,7 @@ import { createApp } from "../app.ts";
 import type { HangarConfig } from "../config.ts";
 import { loadInstance } from "../domain/instance.ts";
 import { runMaintenance } from "../domain/maintenance.ts";
-import { answerClientErrorsWithJson, requestErrorResponse } from "./http-errors.ts";
+import { answerClientErrorsWithJson, requestErrorResponse, setServerTimeouts } from "./http-server.ts";
 import { createNodeDeps } from "./node-deps.ts";
 
 const SHUTDOWN_GRACE_MS = 10_000;
@@ -32,6 +32,7 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
       // serve() without its shortcut, to pass an errorHandler: a request that cannot become a Request gets JSON.
       const s = createServer(getRequestListener(app.fetch, { hostname: config.host, errorHandler: requestErrorResponse }));
       answerClientErrorsWithJson(s);
+      setServerTimeouts(s);
       s.listen(config.port, config.host, () => resolve(s));
       // A taken port or an address this machine does not have: a clear message instead of a crash.
       s.once("error", (err: NodeJS.ErrnoException) => reject(new ListenError(`cannot listen on ${config.host}:${config.port}: ${err.code ?? err.message}`)));

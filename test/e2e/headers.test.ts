@@ -5,6 +5,7 @@
 // machine gives a genuinely non-loopback peer.
 import { createHash, randomBytes } from "node:crypto";
 import { readdirSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:http";
 import net from "node:net";
 import { networkInterfaces } from "node:os";
 import { join, relative } from "node:path";
@@ -13,6 +14,7 @@ import { openDb } from "../../src/db/client.ts";
 import { writeSetting } from "../../src/domain/instance.ts";
 import { OIDC_SETTING } from "../../src/domain/preflight.ts";
 import { systemClock } from "../../src/deps.ts";
+import { setServerTimeouts } from "../../src/runtime/http-server.ts";
 import { daemonCaller, DEFAULT_SHA, type Caller } from "../helpers/builds.ts";
 import { makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 
@@ -396,6 +398,51 @@ describe("malformed and truncated requests", () => {
     const got = Buffer.from(await (await fetch(link.body.url)).arrayBuffer());
     expect(got.equals(bytes)).toBe(true);
     expect(daemon.stderr()).not.toMatch(/unhandled error/);
+  });
+});
+
+describe("slow clients (the daemon's listener settings)", () => {
+  it("an upload may take longer than Node's 300 s whole-request limit while it keeps moving; a stalled one is closed", async () => {
+    const server = createServer((req, res) => {
+      let n = 0;
+      req.on("data", (d: Buffer) => (n += d.length));
+      req.on("end", () => res.end(`got ${n}`));
+      req.on("error", () => undefined);
+    });
+    // The daemon's settings, with a one-second idle limit so the test is quick.
+    setServerTimeouts(server, 1000);
+    expect(server.requestTimeout).toBe(0);
+    await new Promise<void>((r) => server.listen(0, LOCAL, () => r()));
+    const serverPort = (server.address() as net.AddressInfo).port;
+    try {
+      // Ten bytes over about 2.5 s, a byte every 250 ms: more than the idle limit in total, never idle that long.
+      const moving = new Promise<string>((resolve) => {
+        const socket = net.connect(serverPort, LOCAL);
+        let out = "";
+        socket.on("data", (d: Buffer) => (out += d.toString()));
+        socket.on("close", () => resolve(out));
+        socket.write("PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\nConnection: close\r\n\r\n");
+        let sent = 0;
+        const timer = setInterval(() => {
+          socket.write("a");
+          if (++sent === 10) clearInterval(timer);
+        }, 250);
+      });
+      expect(await moving).toMatch(/^HTTP\/1\.1 200[\s\S]*got 10$/);
+      // Two bytes, then silence: closed once the idle limit passes, long before the client would give up.
+      const started = Date.now();
+      const stalled = await new Promise<number>((resolve) => {
+        const socket = net.connect(serverPort, LOCAL);
+        socket.on("error", () => undefined);
+        socket.on("close", () => resolve(Date.now() - started));
+        socket.write("PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\naa");
+      });
+      expect(stalled).toBeGreaterThanOrEqual(900);
+      expect(stalled).toBeLessThan(5000);
+    } finally {
+      server.closeAllConnections();
+      await new Promise((r) => server.close(r));
+    }
   });
 });
 

@@ -1,5 +1,6 @@
-// Requests that never reach the app, answered like every other error: a JSON `{code, message}` body
-// (CONTRACT §2) instead of Node's and @hono/node-server's empty 400s.
+// The Node listener's own edges. Requests that never reach the app are answered like every other error, with
+// a JSON `{code, message}` body (CONTRACT §2) instead of Node's and @hono/node-server's empty 400s; and the
+// timeouts fit multi-GiB uploads.
 import type { Server } from "node:http";
 import type { Duplex } from "node:stream";
 
@@ -40,9 +41,24 @@ export function answerClientErrorsWithJson(server: Server): void {
     }
     const [status, reason, code, message] = clientErrorStatus(err.code);
     const body = errorJson(code, message);
+    // Closed once written, whatever the peer does (Node's default destroys the socket too).
     socket.end(
       `HTTP/1.1 ${status} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
         `Cache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+      () => socket.destroy(),
     );
   });
+}
+
+/** A connection with no byte moving either way for this long is closed (longer than a 30 s long-poll claim). */
+export const IDLE_TIMEOUT_MS = 120_000;
+
+/**
+ * Node's default `requestTimeout` (300 s for the WHOLE request, body included) cuts off any upload slower than
+ * that: a 2 GiB IPA over 50 Mbit/s takes about six minutes. Uploads may take as long as they keep moving;
+ * a connection that stops moving is closed after `idleMs`, and `headersTimeout` (60 s) still bounds the headers.
+ */
+export function setServerTimeouts(server: Server, idleMs = IDLE_TIMEOUT_MS): void {
+  server.requestTimeout = 0;
+  server.setTimeout(idleMs);
 }
