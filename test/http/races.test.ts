@@ -18,6 +18,11 @@ type Json = any;
 
 const pathOf = (url: string): string => new URL(url).pathname + new URL(url).search;
 
+/** Waits `n` turns of the event loop: staggers the start of one side of a race so the interleavings vary. */
+function hops(n: number): Promise<void> {
+  return new Promise((resolve) => setImmediate(() => (n > 0 ? hops(n - 1).then(resolve) : resolve())));
+}
+
 /** A GET through the app whose body is left unread (it streams when read). */
 function startGet(t: TestApp, path: string): Promise<Response> {
   return Promise.resolve(t.app.request(path, { method: "GET" }, { peerAddress: "127.0.0.1" }));
@@ -395,6 +400,103 @@ describe("disable racing sign-in", () => {
     expect(await t.deps.db.select().from(userSessions).where(eq(userSessions.userId, user.id))).toEqual([]);
     const row = await t.deps.db.select().from(users).where(eq(users.id, user.id)).get();
     expect(row!.status).toBe("active");
+  });
+});
+
+describe("ownership and roles racing", () => {
+  it("transfer-owner racing the disable (or a role change) of its target: one owner, active, and the instance agrees", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const owner = (await t.call("GET", "/v1/users/me", { token: w.ownerToken })).body;
+    const admin = await createUser(t, { email: "admin@example.com", role: "admin" });
+    const adminToken = await sessionFor(t, admin);
+    const seen = new Set<string>();
+    for (let i = 0; i < 24; i++) {
+      const target = await createUser(t, { email: `target-${i}@example.com`, role: "developer" });
+      const ownerToken = await sessionFor(t, { id: owner.id });
+      // One of the two starts a few event-loop turns late, so the side request lands before, inside or after.
+      const k = Math.floor(i / 2) % 6;
+      const side = hops(Math.max(0, k - 3)).then(() =>
+        i % 2
+          ? t.call("DELETE", `/v1/users/${target.id}`, { token: adminToken })
+          : t.call("PATCH", `/v1/users/${target.id}/role`, { token: adminToken, body: { role: "qa_viewer" } }),
+      );
+      const transferring = hops(Math.max(0, 3 - k)).then(() => t.call("POST", "/v1/users/transfer-owner", { token: ownerToken, body: { email: target.email } }));
+      const [transfer, other] = await Promise.all([transferring, side]);
+      seen.add(`${i % 2 ? "disable" : "role"}:${transfer.status}`);
+      expectNoServerError(transfer, other);
+      const owners = await t.deps.db.select().from(users).where(eq(users.role, "owner"));
+      expect(owners).toHaveLength(1);
+      expect(owners[0]!.status).toBe("active");
+      expect((await t.deps.db.select().from(instance).get())!.ownerUserId).toBe(owners[0]!.id);
+      if (i % 2) {
+        // Disable and transfer exclude each other: a disabled user never becomes owner, the owner is never disabled.
+        expect([transfer.status, other.status].filter((x) => x === 200), `${transfer.text} | ${other.text}`).toHaveLength(1);
+      }
+      if (transfer.status === 200) {
+        expect(owners[0]!.id).toBe(target.id);
+        // After the transfer the admin's request meets the owner rule (403); a role change that landed before it is 200.
+        if (other.status !== 200 || i % 2) expect([other.status, other.body.code]).toEqual([403, "forbidden"]);
+        // Hand ownership back for the next round (sessions of both were revoked by the transfer).
+        const back = await t.call("POST", "/v1/users/transfer-owner", { token: await sessionFor(t, target), body: { email: owner.email } });
+        expect(back.status, back.text).toBe(200);
+      } else {
+        expect(owners[0]!.id).toBe(owner.id);
+        expect(other.status).toBe(200);
+        if (i % 2) expect([transfer.status, transfer.body.code]).toEqual([409, "user_not_active"]);
+      }
+    }
+    // Both orders happened for both kinds of side request.
+    expect([...seen].sort()).toEqual(["disable:200", "disable:409", "role:200"]);
+  });
+});
+
+describe("claims and logs racing", () => {
+  it("cancel racing a claim: the build ends canceled, and a runner that got it is told to stop", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const outcomes = new Set<number>();
+    for (let i = 0; i < 16; i++) {
+      const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
+      const [cancel, claimed] = await Promise.all([
+        hops(i % 4).then(() => t.call("POST", `/v1/builds/${b.id}/cancel`, { token: w.ownerToken })),
+        hops((i >> 2) % 4).then(() => t.call("POST", `/v1/runners/${w.runner.id}/claim`, { token: w.runner.token })),
+      ]);
+      outcomes.add(claimed.status);
+      expectNoServerError(cancel, claimed);
+      expect(cancel.body.status).toBe("canceled");
+      if (claimed.status === 200) {
+        expect(claimed.body.build_id).toBe(b.id);
+        const hb = await t.call("POST", `/v1/runners/${w.runner.id}/heartbeat`, { token: w.runner.token, body: {} });
+        expect(hb.body.cancel_job_ids).toContain(b.id);
+      } else {
+        expect(claimed.status).toBe(204);
+      }
+      // Nothing stays assigned to the runner, so it is free.
+      const runners = (await t.call("GET", "/v1/runners", { token: w.ownerToken })).body as Json[];
+      expect(runners.find((r) => r.id === w.runner.id).status).toBe("online");
+    }
+    expect([...outcomes].sort()).toEqual([200, 204]);
+  });
+
+  it("the same chunk sent five times at once is stored once; different chunks at one offset leave one of them", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const buildId = await runningBuild(t, w);
+    const logs = `/v1/runners/${w.runner.id}/jobs/${buildId}/logs`;
+    const send = (offset: number, text: string) =>
+      t.call("POST", `${logs}?offset=${offset}`, { token: w.runner.token, rawBody: text, headers: { "content-type": "text/plain" } });
+    const same = await Promise.all(Array.from({ length: 5 }, () => send(0, "first line\n")));
+    expectNoServerError(...same);
+    for (const a of same) expect(a.status).toBe(200);
+    const read = async () => (await t.call("GET", `/v1/builds/${buildId}/logs`, { token: w.ownerToken })).text;
+    expect(await read()).toBe("first line\n");
+    const rivals = ["second A\n", "second B\n", "second C\n"];
+    const answers = await Promise.all(rivals.map((r) => send(11, r)));
+    expectNoServerError(...answers);
+    const log = await read();
+    expect(rivals.map((r) => `first line\n${r}`)).toContain(log);
+    for (const a of answers) if (a.status !== 200) expect([a.status, a.body.code]).toEqual([409, "log_offset_mismatch"]);
   });
 });
 
