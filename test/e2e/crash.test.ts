@@ -276,6 +276,8 @@ async function verify(api: Caller, token: string, ledger: Ledger, round: number)
   for (const art of ledger.artifacts.values()) {
     const listed = (await getAll(api, token, `/v1/builds/${art.buildId}/artifacts`)).map((a) => a.id);
     if (art.completeAcked) expect(listed, `${why}: acked artifact ${art.id}`).toContain(art.id);
+    // Only complete makes an artifact available: an upload the kill interrupted never shows up by itself.
+    if (!art.completeSent) expect(listed, `${why}: artifact ${art.id} available without a complete`).not.toContain(art.id);
     if (!listed.includes(art.id)) continue;
     // Available means whole: the bytes read back are the bytes sent.
     const link = await api.call("POST", `/v1/artifacts/${art.id}/download-link`, { token });

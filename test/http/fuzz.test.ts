@@ -350,6 +350,8 @@ function leafPaths(value: Json, prefix: string[] = []): string[][] {
   return out;
 }
 
+const REMOVE = Symbol("remove");
+
 function withValue(sample: Json, path: string[], value: Json | typeof REMOVE): Json {
   const copy = structuredClone(sample) as Record<string, Json>;
   let node: Record<string, Json> = copy;
@@ -361,7 +363,6 @@ function withValue(sample: Json, path: string[], value: Json | typeof REMOVE): J
   } else node[last] = value;
   return copy;
 }
-const REMOVE = Symbol("remove");
 
 /** One field at a time: each wrong type, each nasty string, and the field missing. */
 function fieldMutations(sample: Record<string, Json>): Attempt[] {
