@@ -1,5 +1,5 @@
 import type { HttpBindings } from "@hono/node-server";
-import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { Context } from "hono";
 import type { HangarConfig } from "../config.ts";
@@ -30,10 +30,22 @@ export function nodePeerAddress(c: Context): string | undefined {
 export function loadOrCreateMasterKey(dataDir: string): Uint8Array {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, "master.key");
+  // Written whole to a private temp file, fsynced, then linked into place: link() fails if the key exists, so
+  // two daemons starting together agree on one key, and a crash never leaves an empty or partial master.key.
+  const temp = join(dataDir, `.master.key.${process.pid}.${Date.now()}.tmp`);
   try {
-    writeFileSync(path, `${bytesToBase64Url(randomBytes(32))}\n`, { mode: 0o600, flag: "wx" });
+    const fd = openSync(temp, "wx", 0o600);
+    try {
+      writeSync(fd, `${bytesToBase64Url(randomBytes(32))}\n`);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    linkSync(temp, path);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+  } finally {
+    rmSync(temp, { force: true });
   }
   // A key readable by others is tightened rather than trusted as is.
   if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
