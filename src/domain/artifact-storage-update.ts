@@ -8,7 +8,7 @@ import {
 } from "./artifact-storage-settings.ts";
 import { auditStatement } from "./audit.ts";
 import { readSetting, writeSettingStatement } from "./instance.ts";
-import { isLoopbackHostname } from "./network-settings.ts";
+import { isThisMachineOnlyHostname } from "./hostnames.ts";
 import type { UserRow } from "./users.ts";
 
 type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "checkWritableDir">;
@@ -60,7 +60,7 @@ export function parseS3Endpoint(text: string): string | null {
   const url = new URL(text);
   if (url.username || url.password || url.search || url.hash || !url.hostname) return null;
   if (url.protocol === "https:") return url.href.replace(/\/+$/, "");
-  if (url.protocol === "http:" && isLoopbackHostname(url.hostname)) return url.href.replace(/\/+$/, "");
+  if (url.protocol === "http:" && isThisMachineOnlyHostname(url.hostname)) return url.href.replace(/\/+$/, "");
   return null;
 }
 

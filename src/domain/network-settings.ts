@@ -1,6 +1,7 @@
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { auditStatement } from "./audit.ts";
+import { isThisMachineOnlyHostname } from "./hostnames.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
 import type { UserRow } from "./users.ts";
 
@@ -24,15 +25,6 @@ export async function readNetworkSettings(deps: Pick<AppDeps, "db">): Promise<Ne
   const stored = await readSetting<StoredNetworkSettings>(deps, NETWORK_SETTING);
   if (!stored) return { public_url: null, artifact_delivery_url: null, allowed_origins: [], source: "default", updated_at: null };
   return { ...stored.value, source: "database", updated_at: stored.updatedAt };
-}
-
-/** Host names that only ever reach the machine they are typed on. */
-export function isLoopbackHostname(hostname: string): boolean {
-  const h = hostname.toLowerCase().replace(/^\[|\]$/g, "").replace(/\.$/, "");
-  if (h === "localhost" || h.endsWith(".localhost")) return true;
-  if (/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h)) return true;
-  if (h === "0.0.0.0" || h === "::" || h === "::1") return true;
-  return /^::ffff:(?:127\.|7f[0-9a-f]{2}:)/.test(h);
 }
 
 /** An absolute http(s) URL without credentials, query or fragment; null when it is not one. */
@@ -88,7 +80,7 @@ export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetw
     if (!deliveryUrl) throw new ApiError(400, "artifact_delivery_url_invalid", "artifact_delivery_url must be an absolute URL without query or fragment");
     if (deliveryUrl.protocol !== "https:") throw new ApiError(400, "artifact_delivery_https_required", "artifact_delivery_url must use https");
     // Devices download from it: a loopback address would point each device at itself.
-    if (isLoopbackHostname(deliveryUrl.hostname)) throw new ApiError(400, "artifact_delivery_public_url_required", "artifact_delivery_url must be reachable from devices, not a loopback address");
+    if (isThisMachineOnlyHostname(deliveryUrl.hostname)) throw new ApiError(400, "artifact_delivery_public_url_required", "artifact_delivery_url must be reachable from devices, not a loopback address");
     delivery = canonicalBaseUrl(deliveryUrl);
   }
   return { public_url: canonicalBaseUrl(publicUrl), artifact_delivery_url: delivery, allowed_origins: origins };

@@ -7,6 +7,7 @@ import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { auditStatement, recordAudit } from "./audit.ts";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
+import { isLoopbackHostname } from "./hostnames.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
 import { readNetworkSettings } from "./network-settings.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
@@ -76,11 +77,6 @@ class DiscoveryFailure extends Error {}
 // URLs and bounded fetches
 
 /** Loopback hosts may use plain http (development); everything else must be https (CONTRACT §3). */
-function isLoopbackHostname(hostname: string): boolean {
-  const h = hostname.toLowerCase();
-  return h === "localhost" || h === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
-}
-
 function isAllowedProviderUrl(url: URL): boolean {
   if (url.username || url.password) return false;
   return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHostname(url.hostname));

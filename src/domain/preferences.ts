@@ -4,6 +4,7 @@ import { instance } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { auditStatementWhen } from "./audit.ts";
+import { isLoopbackHostname, isUnspecifiedAddress } from "./hostnames.ts";
 import { loadInstance, type InstanceRow } from "./instance.ts";
 import { runPreflight } from "./preflight.ts";
 import { revokeAllUserSessionsStatement } from "./sessions.ts";
@@ -11,16 +12,9 @@ import type { UserRow } from "./users.ts";
 
 type Deps = Pick<AppDeps, "db" | "clock" | "config">;
 
-/** Bind addresses that only this machine can reach. */
-function isLoopbackBind(host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, "");
-  return h === "localhost" || h === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
-}
-
-/** Wildcard binds accept loopback and network clients alike. */
+/** Wildcard binds (an unspecified address, or none) accept loopback and network clients alike. */
 function isWildcardBind(host: string): boolean {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, "");
-  return h === "0.0.0.0" || h === "::" || h === "";
+  return host === "" || isUnspecifiedAddress(host);
 }
 
 /**
@@ -28,8 +22,8 @@ function isWildcardBind(host: string): boolean {
  * local mode one that loopback clients can reach. Only a restart with another HANGAR_HOST changes the bind.
  */
 export function restartRequired(mode: RuntimeMode, host: string): boolean {
-  if (mode === "remote") return isLoopbackBind(host);
-  return !isLoopbackBind(host) && !isWildcardBind(host);
+  if (mode === "remote") return isLoopbackHostname(host);
+  return !isLoopbackHostname(host) && !isWildcardBind(host);
 }
 
 function toPreferencesJson(inst: InstanceRow, host: string) {

@@ -2,7 +2,8 @@ import type { ErrorCode } from "../errors.ts";
 import type { AppDeps } from "../deps.ts";
 import { readSetting } from "./instance.ts";
 import { OIDC_SETTING } from "./oidc.ts";
-import { isLoopbackHostname, parseBaseUrl, readNetworkSettings } from "./network-settings.ts";
+import { isThisMachineOnlyHostname } from "./hostnames.ts";
+import { parseBaseUrl, readNetworkSettings } from "./network-settings.ts";
 import { isTrustedProxyConfigured } from "./trusted-proxy.ts";
 
 export { OIDC_SETTING };
@@ -34,7 +35,7 @@ function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, p
 export async function runPreflight(deps: Pick<AppDeps, "db" | "clock">): Promise<Preflight> {
   const network = await readNetworkSettings(deps);
   const publicUrl = network.public_url ? parseBaseUrl(network.public_url) : null;
-  const publicSet = publicUrl !== null && !isLoopbackHostname(publicUrl.hostname);
+  const publicSet = publicUrl !== null && !isThisMachineOnlyHostname(publicUrl.hostname);
   const https = publicUrl?.protocol === "https:";
   const originAllowed = publicUrl !== null && network.allowed_origins.includes(publicUrl.origin);
   // CONTRACT §4: either remote mechanism counts (OIDC is stored under "oidc" by the OIDC area).
