@@ -4,7 +4,7 @@ import { createRemoteJWKSet, customFetch, jwtVerify, type JWTPayload, type JWTVe
 import type { OidcPurpose, SetupState } from "../db/schema/constants.ts";
 import { instance, instanceSettings, oidcPendingRequests } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, describeError } from "../errors.ts";
 import { auditStatement, recordAudit } from "./audit.ts";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
 import { isLoopbackHostname } from "./hostnames.ts";
@@ -307,14 +307,8 @@ function tooManyPending(): ApiError {
 
 /** A database failure around pending requests is the spec's 500 store_error; its details go to the log only. */
 function storeError(deps: Deps, err: unknown): ApiError {
-  deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc pending request store failed", error: describeDbError(err) });
+  deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc pending request store failed", error: describeError(err) });
   return new ApiError(500, "store_error", "the sign-in request could not be stored or read");
-}
-
-/** The driver's message (e.g. "no such table"), never drizzle's, which repeats the query parameters. */
-function describeDbError(err: unknown): string {
-  const cause = err instanceof Error && err.cause instanceof Error ? err.cause : err;
-  return cause instanceof Error ? `${cause.name}: ${cause.message}` : "unknown error";
 }
 
 async function loadConfigured(deps: Deps, missing: () => ApiError): Promise<StoredOidcSettings> {
@@ -609,7 +603,7 @@ export async function completeOidcSignIn(deps: Deps, input: { code: string; stat
     return await signIn(deps, { email: identity.email, method: "oidc", oidcSubject: identity.subject, displayName: identity.name, avatarUrl: identity.picture });
   } catch (err) {
     if (err instanceof ApiError) throw err;
-    deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc session creation failed", error: describeDbError(err) });
+    deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc session creation failed", error: describeError(err) });
     throw new ApiError(500, "session_error", "the session could not be created");
   }
 }
