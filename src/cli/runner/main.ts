@@ -1,7 +1,7 @@
 // `hangar runner` and `hangar runner register` (CONTRACT §9).
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs } from "node:util";
+import { parseArgs, type ParseArgsConfig } from "node:util";
 import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
 import { runLoop } from "./loop.ts";
@@ -44,29 +44,34 @@ function defaultPlatforms(): string[] {
   return process.platform === "darwin" ? ["ios", "macos", "android"] : ["android"];
 }
 
+type OptionsConfig = NonNullable<ParseArgsConfig["options"]>;
+type ParsedOptions<O extends OptionsConfig> = ReturnType<
+  typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: false }>
+>["values"];
+
+/** The named options (no positionals, unknown ones refused), or parseArgs' message when they do not parse. */
+function parseOptions<const O extends OptionsConfig>(args: string[], options: O): ParsedOptions<O> | string {
+  try {
+    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    return (err as Error).message;
+  }
+}
+
 export async function runnerMain(args: string[]): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
     process.stdout.write(HELP);
     return 0;
   }
   if (args[0] === "register") return registerCommand(args.slice(1));
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        url: { type: "string" },
-        id: { type: "string" },
-        token: { type: "string" },
-        workdir: { type: "string" },
-        once: { type: "boolean", default: false },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    return fail(`${(err as Error).message}\n\n${HELP}`);
-  }
+  const values = parseOptions(args, {
+    url: { type: "string" },
+    id: { type: "string" },
+    token: { type: "string" },
+    workdir: { type: "string" },
+    once: { type: "boolean", default: false },
+  });
+  if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
   const url = values.url ?? process.env.HANGAR_URL;
   const id = values.id ?? process.env.HANGAR_RUNNER_ID;
   const token = values.token ?? process.env.HANGAR_RUNNER_TOKEN;
@@ -99,22 +104,13 @@ export async function runnerMain(args: string[]): Promise<number> {
 }
 
 async function registerCommand(args: string[]): Promise<number> {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args,
-      options: {
-        url: { type: "string" },
-        session: { type: "string" },
-        name: { type: "string" },
-        platform: { type: "string", multiple: true },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (err) {
-    return fail(`${(err as Error).message}\n\n${HELP}`);
-  }
+  const values = parseOptions(args, {
+    url: { type: "string" },
+    session: { type: "string" },
+    name: { type: "string" },
+    platform: { type: "string", multiple: true },
+  });
+  if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
   const url = (values.url ?? process.env.HANGAR_URL)?.replace(/\/+$/, "");
   const session = values.session ?? process.env.HANGAR_SESSION_TOKEN;
   if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
