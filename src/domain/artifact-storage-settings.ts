@@ -1,5 +1,6 @@
 import type { StorageProvider } from "../db/schema/constants.ts";
 import type { AppDeps } from "../deps.ts";
+import type { StoreTarget } from "../storage/types.ts";
 import { readSetting } from "./instance.ts";
 
 /** Settings key of the artifact-storage document in instance_settings. */
@@ -20,19 +21,10 @@ export interface StoredArtifactStorageSettings {
   };
 }
 
-/** What the storage providers need: the active provider with its secret opened. */
+/** What the storage providers need: the active provider with its secret opened, plus the bucket's key prefix. */
 export type ActiveStorageSettings =
-  | { provider: "local"; baseDir: string }
-  | {
-      provider: "s3" | "r2";
-      endpoint: string;
-      region: string;
-      bucket: string;
-      prefix: string;
-      accessKeyId: string;
-      secretAccessKey: string;
-      forcePathStyle: boolean;
-    };
+  | Extract<StoreTarget, { provider: "local" }>
+  | (Extract<StoreTarget, { provider: "s3" | "r2" }> & { prefix: string });
 
 /** Local disk under `<data dir>/artifacts` until an owner or admin chooses otherwise. */
 export function defaultLocalBaseDir(deps: Pick<AppDeps, "config">): string {
