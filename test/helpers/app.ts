@@ -97,15 +97,20 @@ export async function makeTestApp(
       headers["content-type"] ??= "application/json";
     }
     const res = await app.request(path, { method, headers, body }, { peerAddress: o.peer ?? "127.0.0.1" } satisfies TestEnv);
-    const text = await res.text();
-    let parsed: unknown = null;
-    try {
-      parsed = text ? JSON.parse(text) : null;
-    } catch {
-      parsed = null;
-    }
-    return { status: res.status, headers: res.headers, body: parsed, text };
+    return toCallResult(res);
   };
 
   return { app, deps, clock, dataDir, dbPath, opened, logs, call, close };
+}
+
+/** Reads a response whole: status, headers, text and, when it parses, the JSON body (else null). */
+export async function toCallResult(res: Response): Promise<CallResult> {
+  const text = await res.text();
+  let parsed: unknown = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = null;
+  }
+  return { status: res.status, headers: res.headers, body: parsed, text };
 }

@@ -2,7 +2,7 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { CallOptions, CallResult } from "./app.ts";
+import { toCallResult, type CallOptions, type CallResult } from "./app.ts";
 import { completeLocalSetup } from "./factories.ts";
 import type { TestApp } from "./app.ts";
 
@@ -26,15 +26,7 @@ export function daemonCaller(baseUrl: string): Caller {
         body = JSON.stringify(o.body);
         headers["content-type"] ??= "application/json";
       }
-      const res = await fetch(baseUrl + path, { method, headers, body });
-      const text = await res.text();
-      let parsed: unknown = null;
-      try {
-        parsed = text ? JSON.parse(text) : null;
-      } catch {
-        parsed = null;
-      }
-      return { status: res.status, headers: res.headers, body: parsed, text };
+      return toCallResult(await fetch(baseUrl + path, { method, headers, body }));
     },
   };
 }

@@ -1,10 +1,10 @@
 // Regression tests for review findings: each one failed (or hung) before its fix.
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { tmpdir } from "node:os";
-import { basename, dirname, join } from "node:path";
+import { dirname, join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { gitEnv as runnerGitEnv } from "../../src/cli/runner/checkout.ts";
@@ -18,6 +18,7 @@ import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { artifactWorld, pathOf, uploadArtifact, useS3Storage } from "../helpers/artifact-world.ts";
 import { makeGitRepo } from "../helpers/builds.ts";
+import { relayToGitHttpBackend } from "../helpers/git-http.ts";
 import { configureOidcInSetup, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI } from "../helpers/oidc-provider.ts";
 
 // ---------------------------------------------------------------------------------------------------------
@@ -350,41 +351,7 @@ describe("orphan sweep", () => {
 
 /** An open smart-HTTP git server (`git http-backend`) that records each request's Authorization header. */
 async function openGitHttpServer(repoPath: string): Promise<Loopback> {
-  return loopbackServer((req, res) => {
-    const url = new URL(req.url ?? "/", "http://localhost");
-    const cgi = spawn("git", ["http-backend"], {
-      env: {
-        PATH: process.env.PATH,
-        GIT_PROJECT_ROOT: dirname(repoPath),
-        GIT_HTTP_EXPORT_ALL: "1",
-        GIT_PROTOCOL: String(req.headers["git-protocol"] ?? ""),
-        REQUEST_METHOD: req.method ?? "GET",
-        PATH_INFO: url.pathname.replace(/^\/repo/, `/${basename(repoPath)}`),
-        QUERY_STRING: url.search.slice(1),
-        CONTENT_TYPE: req.headers["content-type"] ?? "",
-      },
-    });
-    req.pipe(cgi.stdin);
-    let buffered = Buffer.alloc(0);
-    let headersDone = false;
-    cgi.stdout.on("data", (d: Buffer) => {
-      if (headersDone) return void res.write(d);
-      buffered = Buffer.concat([buffered, d]);
-      const end = buffered.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      headersDone = true;
-      let status = 200;
-      for (const line of buffered.subarray(0, end).toString().split("\r\n")) {
-        const [k, ...v] = line.split(":");
-        if (!k) continue;
-        if (k.toLowerCase() === "status") status = Number.parseInt(v.join(":").trim(), 10);
-        else res.setHeader(k, v.join(":").trim());
-      }
-      res.writeHead(status);
-      res.write(buffered.subarray(end + 4));
-    });
-    cgi.stdout.on("end", () => res.end());
-  });
+  return loopbackServer((req, res) => relayToGitHttpBackend(req, res, repoPath));
 }
 
 describe("git ls-remote with source credentials", () => {
