@@ -1,13 +1,13 @@
 // `hangar runner` and `hangar runner register` (CONTRACT §9).
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { parseArgs, type ParseArgsConfig } from "node:util";
+import { parseOptions, readSecretOption, SecretOptionError } from "../options.ts";
 import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
 import { runLoop } from "./loop.ts";
 
-const HELP = `Usage: hangar runner [--url URL] [--id RUNNER_ID] [--token TOKEN] [--workdir DIR] [--once]
-       hangar runner register --url URL --session SESSION_TOKEN [--name NAME] [--platform P]...
+const HELP = `Usage: hangar runner [--url URL] [--id RUNNER_ID] [--token TOKEN | --token-file FILE] [--workdir DIR] [--once]
+       hangar runner register --url URL [--session TOKEN | --session-file FILE] [--name NAME] [--platform P]...
 
 The reference build runner. It claims jobs from the daemon one at a time, clones the build's commit into a fresh
 directory under the work directory, runs each step with \`sh -c\` in its own process group, streams the log,
@@ -18,12 +18,14 @@ Options:
   --id RUNNER_ID     the runner's id from \`register\`            (or HANGAR_RUNNER_ID)
   --token TOKEN      the runner's token from \`register\`         (or HANGAR_RUNNER_TOKEN; prefer the variable:
                      a command line is visible to other users of the machine)
+  --token-file FILE  read the runner's token from FILE instead
   --workdir DIR      where job directories are made (default: <tmp>/hangar-runner-<id>)
   --once             run one job (waiting up to 30 s for it); exit 0 when it succeeded, 1 otherwise
 
 register: registers a new runner with a user session of an owner or admin and prints two lines,
   HANGAR_RUNNER_ID=<id> and HANGAR_RUNNER_TOKEN=<token>, ready for an env file.
   --session TOKEN    a user session token                      (or HANGAR_SESSION_TOKEN)
+  --session-file F   read the session token from file F instead
   --name NAME        a display name
   --platform P       a platform this machine builds: ios, android, macos (repeatable or comma-separated;
                      default: ios, macos and android on macOS, android elsewhere)
@@ -44,20 +46,6 @@ function defaultPlatforms(): string[] {
   return process.platform === "darwin" ? ["ios", "macos", "android"] : ["android"];
 }
 
-type OptionsConfig = NonNullable<ParseArgsConfig["options"]>;
-type ParsedOptions<O extends OptionsConfig> = ReturnType<
-  typeof parseArgs<{ args: string[]; options: O; strict: true; allowPositionals: false }>
->["values"];
-
-/** The named options (no positionals, unknown ones refused), or parseArgs' message when they do not parse. */
-function parseOptions<const O extends OptionsConfig>(args: string[], options: O): ParsedOptions<O> | string {
-  try {
-    return parseArgs({ args, options, strict: true, allowPositionals: false }).values;
-  } catch (err) {
-    return (err as Error).message;
-  }
-}
-
 export async function runnerMain(args: string[]): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
     process.stdout.write(HELP);
@@ -68,16 +56,28 @@ export async function runnerMain(args: string[]): Promise<number> {
     url: { type: "string" },
     id: { type: "string" },
     token: { type: "string" },
+    "token-file": { type: "string" },
     workdir: { type: "string" },
     once: { type: "boolean", default: false },
   });
   if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
   const url = values.url ?? process.env.HANGAR_URL;
   const id = values.id ?? process.env.HANGAR_RUNNER_ID;
-  const token = values.token ?? process.env.HANGAR_RUNNER_TOKEN;
+  let token: string | undefined;
+  try {
+    token = readSecretOption({
+      value: values.token,
+      file: values["token-file"],
+      env: process.env.HANGAR_RUNNER_TOKEN,
+      names: { value: "--token", file: "--token-file", env: "HANGAR_RUNNER_TOKEN" },
+    });
+  } catch (err) {
+    if (err instanceof SecretOptionError) return fail(err.message);
+    throw err;
+  }
   if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
   if (!id) return fail("the runner id is missing: --id or HANGAR_RUNNER_ID (see `hangar runner register`)");
-  if (!token) return fail("the runner token is missing: --token or HANGAR_RUNNER_TOKEN (see `hangar runner register`)");
+  if (!token) return fail("the runner token is missing: --token, --token-file or HANGAR_RUNNER_TOKEN (see `hangar runner register`)");
   if (!/^https?:\/\//.test(url)) return fail("--url must be an http:// or https:// URL");
 
   const log = createLogger();
@@ -107,14 +107,26 @@ async function registerCommand(args: string[]): Promise<number> {
   const values = parseOptions(args, {
     url: { type: "string" },
     session: { type: "string" },
+    "session-file": { type: "string" },
     name: { type: "string" },
     platform: { type: "string", multiple: true },
   });
   if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
   const url = (values.url ?? process.env.HANGAR_URL)?.replace(/\/+$/, "");
-  const session = values.session ?? process.env.HANGAR_SESSION_TOKEN;
+  let session: string | undefined;
+  try {
+    session = readSecretOption({
+      value: values.session,
+      file: values["session-file"],
+      env: process.env.HANGAR_SESSION_TOKEN,
+      names: { value: "--session", file: "--session-file", env: "HANGAR_SESSION_TOKEN" },
+    });
+  } catch (err) {
+    if (err instanceof SecretOptionError) return fail(err.message);
+    throw err;
+  }
   if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
-  if (!session) return fail("a user session token is missing: --session or HANGAR_SESSION_TOKEN");
+  if (!session) return fail("a user session token is missing: --session, --session-file or HANGAR_SESSION_TOKEN");
   const platforms = values.platform?.flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean) ?? defaultPlatforms();
   const body: Record<string, unknown> = { capabilities: { platforms } };
   if (values.name) body.name = values.name;
