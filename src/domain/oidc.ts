@@ -357,7 +357,7 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
     inserted = await deps.db
       .insert(oidcPendingRequests)
       .select(
-        sql`select ${stateHash}, ${purpose}, ${sealedVerifier}, ${nonce}, ${redirectUri}, ${now}, ${now + PENDING_TTL_S}
+        sql`select ${stateHash}, ${purpose}, ${sealedVerifier}, ${nonce}, ${redirectUri}, ${now}, ${now + PENDING_TTL_S}, ${null}
             where (select count(*) from ${oidcPendingRequests} where ${oidcPendingRequests.expiresAt} > ${now}) < ${MAX_PENDING}`,
       )
       .returning({ stateHash: oidcPendingRequests.stateHash });

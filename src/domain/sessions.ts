@@ -1,6 +1,6 @@
 import { and, eq, gt, lte, sql } from "drizzle-orm";
 import type { AuthMethod } from "../db/schema/constants.ts";
-import { setupSessions, userSessions, users } from "../db/schema/index.ts";
+import { localLoginCodes, setupSessions, userSessions, users } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import type { Db } from "../db/types.ts";
 import { ApiError } from "../errors.ts";
@@ -105,11 +105,12 @@ export function revokeAllUserSessionsStatement(deps: Pick<AppDeps, "db">) {
   return deps.db.delete(userSessions);
 }
 
-/** Housekeeping for the sweeper: expired sessions serve nobody. */
+/** Housekeeping for the sweeper: expired sessions and `hangar login` codes serve nobody. */
 export async function deleteExpiredSessions(deps: DbDeps): Promise<void> {
   const now = deps.clock.now();
   await deps.db.batch([
     deps.db.delete(userSessions).where(lte(userSessions.expiresAt, now)),
     deps.db.delete(setupSessions).where(lte(setupSessions.expiresAt, now)),
+    deps.db.delete(localLoginCodes).where(lte(localLoginCodes.expiresAt, now)),
   ]);
 }

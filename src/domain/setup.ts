@@ -147,7 +147,7 @@ export async function createOwner(
     const [moved] = await deps.db.batch([
       transitionStatement(deps, operation, to, { ownerUserId: owner.id }),
       deps.db.insert(users).select(
-        sql`select ${owner.id}, ${owner.email}, ${owner.displayName}, ${owner.role}, ${owner.status}, ${owner.avatarUrl}, ${owner.oidcSubject}, ${owner.createdAt}, ${owner.updatedAt}
+        sql`select ${owner.id}, ${owner.email}, ${owner.displayName}, ${owner.role}, ${owner.status}, ${owner.avatarUrl}, ${owner.oidcSubject}, ${owner.oidcIssuer}, ${owner.createdAt}, ${owner.updatedAt}
             where exists (select 1 from ${instance} where ${instance.id} = 1 and ${instance.ownerUserId} = ${owner.id})`,
       ),
       auditStatementWhen(

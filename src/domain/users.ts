@@ -53,7 +53,7 @@ export async function countActiveUsers(deps: Pick<AppDeps, "db">): Promise<UserR
 }
 
 /** A new owner row: used by every owner-creating setup path. The partial unique index keeps it single. */
-export function newOwnerValues(deps: DbDeps, email: string, extra: { oidcSubject?: string; displayName?: string } = {}) {
+export function newOwnerValues(deps: DbDeps, email: string, extra: { oidcSubject?: string; oidcIssuer?: string; displayName?: string } = {}) {
   const now = deps.clock.now();
   return {
     id: crypto.randomUUID(),
@@ -63,6 +63,7 @@ export function newOwnerValues(deps: DbDeps, email: string, extra: { oidcSubject
     status: "active" as const,
     avatarUrl: null,
     oidcSubject: extra.oidcSubject ?? null,
+    oidcIssuer: extra.oidcIssuer ?? null,
     createdAt: now,
     updatedAt: now,
   };
@@ -74,6 +75,8 @@ export interface SignInIdentity {
   oidcSubject?: string;
   displayName?: string | null;
   avatarUrl?: string | null;
+  /** How a local sign-in arrived, for the audit trail: the HTTP endpoint (none), `cli` or `cli_link` (`hangar login`). */
+  via?: "cli" | "cli_link";
 }
 
 /**
@@ -97,7 +100,7 @@ export async function signIn(deps: DbDeps, identity: SignInIdentity) {
       actor: { id: user.id, email: user.email },
       targetType: "user",
       targetId: user.id,
-      details: { method: identity.method },
+      details: identity.via ? { method: identity.method, via: identity.via } : { method: identity.method },
     }),
   ]);
   const signedIn = updated[0];
@@ -127,7 +130,7 @@ export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role
   assertManager(actor);
   const now = deps.clock.now();
   const normalized = normalizeEmail(email);
-  const row = { id: crypto.randomUUID(), email: normalized, displayName: null, role, status: "invited" as const, avatarUrl: null, oidcSubject: null, createdAt: now, updatedAt: now };
+  const row = { id: crypto.randomUUID(), email: normalized, displayName: null, role, status: "invited" as const, avatarUrl: null, oidcSubject: null, oidcIssuer: null, createdAt: now, updatedAt: now };
   // ON CONFLICT DO NOTHING on the unique email: two racing invites make one user and one 409.
   const [inserted] = await deps.db.batch([
     deps.db.insert(users).values(row).onConflictDoNothing().returning(),

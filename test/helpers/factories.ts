@@ -42,6 +42,7 @@ export async function createUser(
     status: overrides.status ?? "active",
     avatarUrl: null,
     oidcSubject: overrides.oidcSubject ?? null,
+    oidcIssuer: null,
     createdAt: now,
     updatedAt: now,
   };

@@ -16,6 +16,8 @@ export const oidcPendingRequests = sqliteTable(
     redirectUri: text("redirect_uri").notNull(),
     createdAt: integer("created_at").notNull(),
     expiresAt: integer("expires_at").notNull(),
+    /** Who started it (peer or forwarded address): at most 20 pending per client (CONTRACT §3). */
+    client: text("client"),
   },
-  (t) => [index("oidc_pending_expires_at").on(t.expiresAt)],
+  (t) => [index("oidc_pending_expires_at").on(t.expiresAt), index("oidc_pending_client").on(t.client, t.expiresAt)],
 );

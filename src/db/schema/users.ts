@@ -14,6 +14,8 @@ export const users = sqliteTable(
     status: text("status", { enum: USER_STATUSES }).notNull(),
     avatarUrl: text("avatar_url"),
     oidcSubject: text("oidc_subject"),
+    /** The issuer of `oidcSubject`: a user is bound to (iss, sub) at its first OIDC sign-in (CONTRACT §3). */
+    oidcIssuer: text("oidc_issuer"),
     ...lifecycleDates,
   },
   (t) => [
@@ -62,4 +64,21 @@ export const auditEvents = sqliteTable(
     createdAt: integer("created_at").notNull(),
   },
   (t) => [uniqueIndex("audit_events_id_unique").on(t.id)],
+);
+
+/**
+ * One-time codes of `hangar login` (CONTRACT §3): single use, 5 minutes. Only the SHA-256 of the code is kept;
+ * `consumedAt` tells a used code from an unknown one.
+ */
+export const localLoginCodes = sqliteTable(
+  "local_login_codes",
+  {
+    id: text("id").primaryKey(),
+    codeHash: text("code_hash").notNull(),
+    userId: text("user_id").notNull().references(() => users.id),
+    expiresAt: integer("expires_at").notNull(),
+    consumedAt: integer("consumed_at"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("local_login_codes_code_hash_unique").on(t.codeHash), index("local_login_codes_expires_at").on(t.expiresAt)],
 );
