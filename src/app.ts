@@ -19,6 +19,8 @@ import { settingsRoutes } from "./http/routes/settings.ts";
 import { setupRoutes } from "./http/routes/setup.ts";
 import { trustedProxyRoutes } from "./http/routes/trusted-proxy.ts";
 import { userRoutes } from "./http/routes/users.ts";
+import { webRoutes } from "./web/index.ts";
+import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -32,6 +34,9 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.use("*", corsFromSettings(deps));
   app.use("*", jsonBodyCap(deps.config.maxJsonBytes));
   app.use("/v1/auth/*", authPathsRequireReady(deps));
+  // The web UI (src/web/): security headers on every HTML answer, same-origin check on every form post.
+  app.use("*", htmlSecurityHeaders());
+  app.use("*", sameOriginPosts(deps));
 
   for (const routes of [
     publicRoutes,
@@ -47,6 +52,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     buildsRoutes,
     artifactsRoutes,
     installRoutes,
+    webRoutes,
   ]) {
     app.route("/", routes(deps));
   }

@@ -50,6 +50,8 @@ export interface AppVariables {
   setupSessionId: string;
   setupSessionExpiresAt: number;
   runnerId: string;
+  /** The CSP nonce of an HTML answer (src/web/security.ts). */
+  cspNonce: string;
 }
 
 export interface AppEnv {

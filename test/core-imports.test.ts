@@ -19,7 +19,9 @@ function isNodeBuiltin(specifier: string): boolean {
 
 function resolveLocal(from: string, specifier: string): string {
   const base = resolve(dirname(from), specifier);
-  for (const candidate of [base, `${base}.ts`, join(base, "index.ts")]) if (existsSync(candidate) && candidate.endsWith(".ts")) return candidate;
+  for (const candidate of [base, `${base}.ts`, `${base}.tsx`, join(base, "index.ts")]) {
+    if (existsSync(candidate) && /\.tsx?$/.test(candidate)) return candidate;
+  }
   throw new Error(`cannot resolve ${specifier} from ${from}`);
 }
 

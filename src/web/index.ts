@@ -1,0 +1,20 @@
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "../deps.ts";
+import { assetRoutes } from "./assets.ts";
+import { renderErrorPage } from "./errors.tsx";
+import { loginPages } from "./pages/login.tsx";
+
+/**
+ * The web UI (CONTRACT §10): server-rendered pages that call the domain directly, mounted by createApp beside
+ * the JSON API. Each page group is one file under pages/ exporting `xxxPages(deps)`; add it to the list.
+ */
+export function webRoutes(deps: AppDeps) {
+  const app = new Hono<AppEnv>();
+  app.route("/", assetRoutes());
+  for (const pages of [loginPages]) {
+    app.route("/", pages(deps));
+  }
+  // Errors of a page render as a page (a JSON body would be no use to a browser).
+  app.onError((err, c) => renderErrorPage(deps, c, err));
+  return app;
+}

@@ -1,0 +1,79 @@
+import { createMiddleware } from "hono/factory";
+import type { AppDeps, AppEnv } from "../deps.ts";
+import { readNetworkSettings } from "../domain/network-settings.ts";
+
+/** A fresh nonce per response: 16 random bytes, base64. */
+function newNonce(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  let s = "";
+  for (const b of bytes) s += String.fromCharCode(b);
+  return btoa(s);
+}
+
+/**
+ * The Content-Security-Policy of every HTML answer (CONTRACT §10). Scripts only from our own origin
+ * (/assets/*.js) or an inline <script nonce>; never 'unsafe-inline', so an injected <script> or on*="" handler
+ * does not run even if some escaping were missed. Styles likewise (no style="" attributes in our markup).
+ * img-src allows https: for IdP avatars; frame-ancestors 'none' stops clickjacking.
+ */
+export function contentSecurityPolicy(nonce: string): string {
+  return [
+    "default-src 'self'",
+    `script-src 'self' 'nonce-${nonce}'`,
+    `style-src 'self' 'nonce-${nonce}'`,
+    "img-src 'self' data: https:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "base-uri 'none'",
+    "frame-ancestors 'none'",
+  ].join("; ");
+}
+
+/**
+ * Sets `cspNonce` for the page being rendered and, on every HTML answer, the security headers of §10.
+ * Installer pages (/install/...) carry a token in their URL: no-referrer there (also set by requestContext).
+ */
+export function htmlSecurityHeaders() {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const nonce = newNonce();
+    c.set("cspNonce", nonce);
+    await next();
+    const type = c.res.headers.get("content-type") ?? "";
+    if (!type.toLowerCase().startsWith("text/html")) return;
+    c.header("Content-Security-Policy", contentSecurityPolicy(nonce));
+    c.header("X-Content-Type-Options", "nosniff");
+    c.header("X-Frame-Options", "DENY");
+    c.header("Referrer-Policy", c.req.path.startsWith("/install/") ? "no-referrer" : "same-origin");
+    // Pages show per-user data; no shared cache may keep them.
+    if (!c.res.headers.has("cache-control")) c.header("Cache-Control", "no-store");
+  });
+}
+
+const UNSAFE_METHODS = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** The origin this request was addressed to, as the browser writes it in `Origin`. */
+function requestOrigin(url: string, host: string | undefined): string {
+  const parsed = new URL(url);
+  return host ? `${parsed.protocol}//${host.toLowerCase()}` : parsed.origin;
+}
+
+/**
+ * Every state change of the UI is a same-origin POST (CONTRACT §10): a missing or foreign `Origin` is 403.
+ * The own origin is the one the request was addressed to, or the External Access public URL's (behind a
+ * TLS-terminating proxy the daemon sees http:// while the browser says https://). `/v1/` is left alone: it
+ * takes Bearer tokens only, never the cookie, so a cross-site request there carries no credential.
+ */
+export function sameOriginPosts(deps: AppDeps) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    if (!UNSAFE_METHODS.has(c.req.method) || c.req.path.startsWith("/v1/")) return next();
+    const origin = c.req.header("origin");
+    if (origin !== undefined && origin !== "null") {
+      if (origin === requestOrigin(c.req.url, c.req.header("host"))) return next();
+      const publicUrl = (await readNetworkSettings(deps)).public_url;
+      if (publicUrl && origin === new URL(publicUrl).origin) return next();
+    }
+    return c.text("This form was not sent from a Hangar page (the Origin header is missing or foreign).", 403, {
+      "Cache-Control": "no-store",
+    });
+  });
+}
