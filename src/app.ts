@@ -5,6 +5,9 @@ import { ApiError, describeError, errorBody, toErrorResponse } from "./errors.ts
 import { corsFromSettings } from "./http/middleware/cors.ts";
 import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
 import { loopbackDetection } from "./http/middleware/loopback.ts";
+import { requestMetrics } from "./http/middleware/metrics.ts";
+import { MetricsRegistry } from "./domain/metrics.ts";
+import { metricsRoutes } from "./http/routes/metrics.ts";
 import { authPathsRequireReady } from "./http/middleware/ready.ts";
 import { artifactStorageRoutes } from "./http/routes/artifact-storage.ts";
 import { artifactsRoutes } from "./http/routes/artifacts.ts";
@@ -28,8 +31,11 @@ import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
  */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
+  // Domain code (claims, artifacts) records into the same registry the scrape reads.
+  const metrics = (deps.metrics ??= new MetricsRegistry());
 
   app.use("*", requestContext(deps.log, deps.config.logRequests));
+  app.use("*", requestMetrics(metrics));
   app.use("*", loopbackDetection(deps.getPeerAddress));
   app.use("*", corsFromSettings(deps));
   app.use("*", jsonBodyCap(deps.config.maxJsonBytes));
@@ -56,6 +62,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   ]) {
     app.route("/", routes(deps));
   }
+  app.route("/", metricsRoutes(deps, metrics));
 
   app.notFound((c) => c.json({ code: "not_found", message: "no such route" }, 404));
   app.onError((err, c) => {

@@ -16,6 +16,7 @@ export const ConfigSchema = z.object({
   HANGAR_SWEEP_INTERVAL_MS: z.coerce.number().int().min(10).default(5_000),
   HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
   HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
+  HANGAR_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
 });
 
 export interface HangarConfig {
@@ -33,6 +34,8 @@ export interface HangarConfig {
   /** Largest JSON body accepted (CONTRACT §1). */
   maxJsonBytes: number;
   logRequests: boolean;
+  /** Bearer token for GET /metrics; without one, only loopback clients in local mode may scrape (CONTRACT §13). */
+  metricsToken?: string;
 }
 
 export class ConfigError extends Error {}
@@ -65,5 +68,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,
     maxJsonBytes: 1024 * 1024,
     logRequests: e.HANGAR_LOG_REQUESTS === "1",
+    metricsToken: e.HANGAR_METRICS_TOKEN,
   };
 }

@@ -4,6 +4,7 @@ import type { Db } from "./db/types.ts";
 import type { SecretBox } from "./domain/crypto.ts";
 import type { GitClient } from "./domain/git.ts";
 import type { JobSignal } from "./domain/job-signal.ts";
+import type { MetricsRegistry } from "./domain/metrics.ts";
 import type { UserRow } from "./domain/users.ts";
 import type { ArtifactStore, StoreTarget } from "./storage/types.ts";
 
@@ -40,6 +41,10 @@ export interface AppDeps {
   jobSignal: JobSignal;
   /** Opens the artifact store an artifact's location names (local disk needs node:fs, so the host supplies it). */
   openArtifactStore: (target: StoreTarget) => ArtifactStore;
+  /** This process's Prometheus counters and histograms; `createApp` makes one when the host passes none. */
+  metrics?: MetricsRegistry;
+  /** The host's process metrics in Prometheus text format (Node: memory, CPU, start time); absent on Workers. */
+  processMetrics?: () => string;
 }
 
 export interface AppVariables {

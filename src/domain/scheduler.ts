@@ -8,7 +8,7 @@ import { stepResultSchema, type BuildRow } from "./builds.ts";
 import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "./projects.ts";
 import { refreshRunnerStatement } from "./runners.ts";
 
-type SchedDeps = Pick<AppDeps, "db" | "clock" | "config">;
+type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
 /** How often a waiting claim looks at the database for builds queued by another daemon (CONTRACT §8). */
 const POLL_MIN_MS = 250;
@@ -79,6 +79,7 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
     [[b]] = await deps.db.batch([claim, refresh]);
   }
   if (!b) return null;
+  deps.metrics?.buildPickup.observe(Math.max(0, now - b.queuedAt));
   return {
     build_id: b.id,
     project_id: b.projectId,

@@ -12,6 +12,7 @@ import { openNodeArtifactStore } from "../storage/node-stores.ts";
 import { JobSignal } from "../domain/job-signal.ts";
 import { createNodeGitClient } from "./git.ts";
 import { checkWritableDir } from "./writable-dir.ts";
+import { nodeProcessMetrics } from "./process-metrics.ts";
 
 export const stderrLogger: Logger = (record) => {
   process.stderr.write(`${JSON.stringify(record)}\n`);
@@ -78,6 +79,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       git: createNodeGitClient(),
       jobSignal: new JobSignal(),
       openArtifactStore: (target) => openNodeArtifactStore(target, deps.fetch, deps.clock),
+      processMetrics: nodeProcessMetrics,
       ...overrides,
     };
     await loadInstance(deps);

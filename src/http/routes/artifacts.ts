@@ -12,6 +12,7 @@ import {
   type ByteResponse,
 } from "../../domain/artifacts.ts";
 import { createInstallLink } from "../../domain/install.ts";
+import type { MetricsRegistry } from "../../domain/metrics.ts";
 import { ROLES, requireRunner, requireUser } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { createArtifactSchema } from "./artifacts.schemas.ts";
@@ -32,9 +33,23 @@ function rawBody(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
   return c.req.raw.body;
 }
 
-/** A byte answer as a Response; the body streams as the client reads. */
-export function byteResponse(r: ByteResponse): Response {
-  return new Response(r.body, { status: r.status, headers: r.headers });
+/**
+ * A byte answer as a Response; the body streams as the client reads. With `metrics`, the bytes actually sent are
+ * counted as they go (a client that stops reading halfway counts only what it took).
+ */
+export function byteResponse(r: ByteResponse, metrics?: MetricsRegistry): Response {
+  let body = r.body;
+  if (body && metrics) {
+    body = body.pipeThrough(
+      new TransformStream<Uint8Array, Uint8Array>({
+        transform(chunk, controller) {
+          metrics.artifactBytes.inc({ direction: "download" }, chunk.byteLength);
+          controller.enqueue(chunk);
+        },
+      }),
+    );
+  }
+  return new Response(body, { status: r.status, headers: r.headers });
 }
 
 export function artifactsRoutes(deps: AppDeps) {
@@ -61,9 +76,11 @@ export function artifactsRoutes(deps: AppDeps) {
       }),
     )
     // The body streams straight to disk: this path is exempt from the JSON body cap (middleware/context.ts).
-    .put("/v1/artifacts/local-upload/:token", async (c) =>
-      c.json(await receiveLocalUpload(deps, { token: c.req.param("token"), body: rawBody(c), contentLength: c.req.header("content-length") })),
-    )
+    .put("/v1/artifacts/local-upload/:token", async (c) => {
+      const received = await receiveLocalUpload(deps, { token: c.req.param("token"), body: rawBody(c), contentLength: c.req.header("content-length") });
+      deps.metrics?.artifactBytes.inc({ direction: "upload" }, received.received_bytes);
+      return c.json(received);
+    })
     .get("/v1/builds/:build_id/artifacts", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
       c.json(await listBuildArtifacts(deps, c.req.param("build_id"))),
     )
@@ -74,6 +91,6 @@ export function artifactsRoutes(deps: AppDeps) {
       c.json(await createInstallLink(deps, { artifactId: c.req.param("artifact_id") })),
     )
     .get("/v1/artifacts/download/:token", async (c) =>
-      byteResponse(await openDownload(deps, { token: c.req.param("token"), range: c.req.header("range") })),
+      byteResponse(await openDownload(deps, { token: c.req.param("token"), range: c.req.header("range") }), deps.metrics),
     );
 }

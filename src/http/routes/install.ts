@@ -19,7 +19,7 @@ export function installRoutes(deps: AppDeps) {
       const result = await installDownload(deps, { token: c.req.param("token"), range: c.req.header("range") });
       c.header("cache-control", "no-store");
       if ("redirect" in result) return c.redirect(result.redirect, 302);
-      const res = byteResponse(result);
+      const res = byteResponse(result, deps.metrics);
       res.headers.set("cache-control", "no-store");
       return res;
     });
