@@ -7,6 +7,10 @@ import { loadInstance } from "../domain/instance.ts";
 import { runMaintenance } from "../domain/maintenance.ts";
 import { answerClientErrorsWithJson, requestErrorResponse, setServerTimeouts } from "./http-server.ts";
 import { createNodeDeps } from "./node-deps.ts";
+import { prepareDataDir, removeDaemonUrl, writeDaemonUrl } from "./data-dir.ts";
+import { defaultLocalBaseDir, readActiveStorageSettings } from "../domain/artifact-storage-settings.ts";
+import { describeError } from "../errors.ts";
+import { removePartialUploads } from "../storage/local-disk.ts";
 
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -22,9 +26,12 @@ export interface RunningDaemon {
 
 /** `hangar serve`: database, migrations, app, listener, periodic maintenance; stops cleanly on SIGTERM/SIGINT. */
 export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> {
+  prepareDataDir(config.dataDir);
   const runtime = await createNodeDeps(config);
   const { deps } = runtime;
   const app = createApp(deps);
+  // Before the listener opens, so no upload of this process can be in flight (CONTRACT §7's last rule).
+  await removeCrashLeftovers(deps);
 
   let server: ServerType;
   try {
@@ -55,6 +62,8 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   }, config.sweepIntervalMs);
   timer.unref();
 
+  // For `hangar login`, which finds the daemon through the data directory whatever port it chose (CONTRACT §3).
+  const localUrl = writeDaemonUrl(config.dataDir, url);
   // stdout carries exactly this one line (CONTRACT §1); everything else goes to stderr as JSON records.
   process.stdout.write(`hangar listening on ${url}\n`);
   const inst = await loadInstance(deps);
@@ -70,6 +79,7 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   const stop = () => {
     stopping ??= (async () => {
       clearInterval(timer);
+      removeDaemonUrl(config.dataDir, localUrl);
       await new Promise<void>((resolve) => {
         const force = setTimeout(() => {
           if ("closeAllConnections" in server) server.closeAllConnections();
@@ -87,4 +97,19 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
     return stopping;
   };
   return { url, stop };
+}
+
+/** Partial uploads a crashed daemon left in the default store and in the configured local one. */
+async function removeCrashLeftovers(deps: Awaited<ReturnType<typeof createNodeDeps>>["deps"]): Promise<void> {
+  const dirs = new Set([defaultLocalBaseDir(deps)]);
+  try {
+    const active = await readActiveStorageSettings(deps);
+    if (active.provider === "local") dirs.add(active.baseDir);
+  } catch (err) {
+    deps.log({ time: new Date().toISOString(), level: "warn", msg: "could not read the artifact storage settings", error: describeError(err) });
+  }
+  for (const dir of dirs) {
+    const removed = await removePartialUploads(dir);
+    if (removed > 0) deps.log({ time: new Date().toISOString(), level: "info", msg: `removed ${removed} partial upload(s) left by a crash`, dir });
+  }
 }

@@ -57,7 +57,8 @@ export function createLocalDiskStore(baseDir: string): ArtifactStore {
 
     async writeStream(key, body, options) {
       const target = pathOf(key);
-      const temp = `${target}.part-${randomBytes(6).toString("hex")}`;
+      // The pid in the name tells removePartialUploads whether the writer is still alive.
+      const temp = `${target}.part-${process.pid}-${randomBytes(6).toString("hex")}`;
       // The temp file is created before the body is read: remove() of the build's last other artifact may
       // rmdir the (then empty) directory between mkdir and the open, in which case both are done again.
       for (let attempt = 1; ; attempt++) {
@@ -123,6 +124,46 @@ export function createLocalDiskStore(baseDir: string): ArtifactStore {
       if (dirname(target) !== root) await rmdir(dirname(target)).catch(() => undefined);
     },
   };
+}
+
+/** Whether a process with this pid runs on this machine (EPERM: it does, as another user). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/**
+ * Removes the `.part-*` files that uploads of a crashed daemon left under `baseDir` (CONTRACT §7): run at start.
+ * A file whose writer (the pid in its name) still runs belongs to another daemon on the same directory and stays.
+ * Answers the number of files removed. Call it before this process accepts uploads.
+ */
+export async function removePartialUploads(baseDir: string): Promise<number> {
+  const root = resolve(baseDir);
+  let removed = 0;
+  const walk = async (dir: string, depth: number): Promise<void> => {
+    const entries = await readdir(dir, { withFileTypes: true }).catch(() => []);
+    for (const entry of entries) {
+      const path = `${dir}${sep}${entry.name}`;
+      if (entry.isDirectory()) {
+        // Keys are <build>/<artifact>/<file> at most: no need to descend further.
+        if (depth < 4) await walk(path, depth + 1);
+        continue;
+      }
+      const match = /\.part-(?:(\d+)-)?[0-9a-f]+$/.exec(entry.name);
+      if (!match || !entry.isFile()) continue;
+      const pid = match[1] === undefined ? undefined : Number(match[1]);
+      // Our own pid is a crashed predecessor's (a container restarts with the same pid): this runs before we upload.
+      if (pid !== undefined && pid !== process.pid && processAlive(pid)) continue;
+      await rm(path, { force: true });
+      removed++;
+    }
+  };
+  await walk(root, 0);
+  return removed;
 }
 
 /**
