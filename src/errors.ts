@@ -34,6 +34,7 @@ export const ERROR_CODES = [
   // artifacts
   "size_mismatch", "upload_too_large", "checksum_mismatch", "upload_incomplete", "link_expired",
   "install_base_url_missing", "install_https_required", "unsupported_artifact", "install_metadata_missing",
+  "install_not_possible",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

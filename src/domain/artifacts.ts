@@ -1,13 +1,13 @@
 // Artifacts (SPEC Artifacts, CONTRACT §7): runner-side create / local upload / complete / abort, user-side
 // list and download links, the byte-serving rules shared with the installer paths, and the orphan sweep.
 import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
-import { artifacts, builds, urlTokens } from "../db/schema/index.ts";
+import { artifactIcons, artifacts, builds, urlTokens } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { UploadRejectedError, type ArtifactStore, type StorageLocation, type StoreTarget } from "../storage/types.ts";
 import { readActiveStorageSettings, type StoredArtifactStorageSettings, ARTIFACT_STORAGE_SETTING } from "./artifact-storage-settings.ts";
 import { loadInstance, readSetting } from "./instance.ts";
-import { readIpaMetadata } from "./ipa-metadata.ts";
+import { artifactPlatform, extractAppMetadata, type AppMetadata } from "./app-metadata.ts";
 import { readNetworkSettings } from "./network-settings.ts";
 import { claimUploadToken, newUrlToken, releaseUploadToken, resolveUrlToken } from "./url-tokens.ts";
 
@@ -183,6 +183,7 @@ export function toArtifactJson(row: ArtifactRow) {
     sha256: row.sha256,
     status: row.status,
     install_metadata: (row.installMetadata as InstallMetadata | null) ?? null,
+    app: (row.appMetadata as AppMetadata | null) ?? null,
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
@@ -252,6 +253,7 @@ export async function createArtifact(
     status: "pending",
     storageLocation: location,
     installMetadata: input.install_metadata ?? null,
+    appMetadata: null,
     uploadExpiresAt: now + UPLOAD_TTL_S,
     completedAt: null,
     createdAt: now,
@@ -346,14 +348,29 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     throw new ApiError(409, "upload_incomplete", stored ? `the stored object has ${stored.sizeBytes} bytes, ${artifact.sizeBytes} were declared` : "nothing has been uploaded yet");
   }
   let metadata = artifact.installMetadata as InstallMetadata | null;
-  if (!metadata && /\.ipa$/i.test(artifact.filename)) {
-    // Only the zip directory and one entry are read (ranged reads), never the whole archive.
-    metadata = await readIpaMetadata((range) => store.readRange(location.key, range), artifact.sizeBytes).catch(() => null);
+  let app: AppMetadata | null = null;
+  const platform = artifactPlatform(artifact.filename);
+  if (platform) {
+    // Only the zip directory and a few small entries are read (ranged reads), never the whole archive.
+    const extracted = await extractAppMetadata((range) => store.readRange(location.key, range), artifact.sizeBytes, platform);
+    if (extracted) {
+      app = extracted.app;
+      metadata ??= extracted.install;
+      // The icon goes first: a crash before the row turns available leaves an icon the orphan sweep removes,
+      // never an artifact that claims an icon it lacks.
+      if (extracted.icon) {
+        const png = bytesToBase64(extracted.icon);
+        await deps.db
+          .insert(artifactIcons)
+          .values({ artifactId: artifact.id, pngBase64: png, createdAt: deps.clock.now() })
+          .onConflictDoUpdate({ target: artifactIcons.artifactId, set: { pngBase64: png } });
+      }
+    }
   }
   const now = deps.clock.now();
   const updated = await deps.db
     .update(artifacts)
-    .set({ status: "available", installMetadata: metadata, completedAt: now, updatedAt: now })
+    .set({ status: "available", installMetadata: metadata, appMetadata: app, completedAt: now, updatedAt: now })
     // Not once the orphan sweep may take it: the sweep removes the bytes before the row.
     .where(and(eq(artifacts.id, artifact.id), eq(artifacts.status, "pending"), gt(artifacts.uploadExpiresAt, now - ORPHAN_GRACE_S)))
     .returning()
@@ -412,6 +429,35 @@ export async function loadAvailableArtifact(deps: Pick<AppDeps, "db">, artifactI
   return row;
 }
 
+/** GET /v1/artifacts/{id}. */
+export async function getArtifact(deps: Pick<AppDeps, "db">, artifactId: string) {
+  return toArtifactJson(await loadAvailableArtifact(deps, artifactId));
+}
+
+/** The stored icon of an artifact as PNG bytes, or null. */
+export async function loadArtifactIcon(deps: Pick<AppDeps, "db">, artifactId: string): Promise<Uint8Array | null> {
+  const row = await deps.db.select({ png: artifactIcons.pngBase64 }).from(artifactIcons).where(eq(artifactIcons.artifactId, artifactId)).get();
+  return row ? base64ToBytes(row.png) : null;
+}
+
+/** GET /v1/artifacts/{id}/icon: 404 not_found when the artifact is unknown or has no icon. */
+export async function artifactIcon(deps: Pick<AppDeps, "db">, artifactId: string): Promise<Uint8Array> {
+  const artifact = await loadAvailableArtifact(deps, artifactId);
+  const png = await loadArtifactIcon(deps, artifact.id);
+  if (!png) throw new ApiError(404, "not_found", "this artifact has no icon");
+  return png;
+}
+
+function bytesToBase64(bytes: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function base64ToBytes(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
 /** POST /v1/artifacts/{id}/download-link: 15 minutes; S3/R2 presigned, local through the daemon. */
 export async function createDownloadLink(deps: Deps, input: { artifactId: string; requestOrigin: string }) {
   const artifact = await loadAvailableArtifact(deps, input.artifactId);
@@ -467,8 +513,9 @@ export async function deleteOrphanArtifacts(deps: Deps): Promise<number> {
       continue;
     }
     const orphan = and(eq(artifacts.id, id), eq(artifacts.status, "pending"), lte(artifacts.uploadExpiresAt, cutoff));
-    const [, gone] = await deps.db.batch([
+    const [, , gone] = await deps.db.batch([
       deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, id), sql`exists (select 1 from ${artifacts} where ${orphan})`)),
+      deps.db.delete(artifactIcons).where(and(eq(artifactIcons.artifactId, id), sql`exists (select 1 from ${artifacts} where ${orphan})`)),
       deps.db.delete(artifacts).where(orphan).returning({ id: artifacts.id }),
     ]);
     if (gone.length > 0) deleted++;

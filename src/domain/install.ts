@@ -1,6 +1,8 @@
 // Over-the-air installs (SPEC install-link rules 1–4, CONTRACT §7). One install token per session serves the
 // manifest and the IPA for an hour and stays reusable until then, because the installer fetches them
 // separately (rule 2). Every installer URL is under the public /install/ prefix (rule 3).
+import { eq } from "drizzle-orm";
+import { builds } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import type { StorageLocation } from "../storage/types.ts";
@@ -13,7 +15,9 @@ import {
   type ArtifactRow,
   type ByteResponse,
   type InstallMetadata,
+  loadArtifactIcon,
 } from "./artifacts.ts";
+import type { AppMetadata } from "./app-metadata.ts";
 import { loadInstance } from "./instance.ts";
 import { buildManifestPlist } from "./ios-manifest.ts";
 import { readNetworkSettings } from "./network-settings.ts";
@@ -76,6 +80,7 @@ export async function createInstallLink(deps: Deps, input: { artifactId: string 
   if (platform === "ios" && !metadata) {
     throw new ApiError(422, "install_metadata_missing", "this IPA has no bundle identifier, version and title to install with");
   }
+  if (platform === "ios") refuseUninstallable(artifact, deps.clock.now());
   const ticket = platform === "ios" ? await gatewayTicket(deps) : null;
   const details: InstallDetails = {
     platform,
@@ -84,18 +89,46 @@ export async function createInstallLink(deps: Deps, input: { artifactId: string 
   };
   const { token, expiresAt, statement } = await newUrlToken(deps, { kind: "install", artifactId: artifact.id, ttlS: INSTALL_TTL_S, details });
   await statement;
+  return { platform, ...installUrls(details, token, ticket), expires_at: expiresAt };
+}
+
+/**
+ * CONTRACT §7: an IPA no phone will install over the air is refused when the link is asked for, in words,
+ * rather than after a tester's "Unable to install".
+ */
+function refuseUninstallable(artifact: ArtifactRow, now: number): void {
+  const signing = (artifact.appMetadata as AppMetadata | null)?.signing;
+  if (!signing) return;
+  if (signing.kind === "app_store") {
+    throw new ApiError(
+      422,
+      "install_not_possible",
+      "this IPA is signed for the App Store: devices install it only from the App Store or TestFlight; export it with an ad-hoc, development or enterprise profile to install it over the air",
+    );
+  }
+  if (signing.expires_at !== null && signing.expires_at <= now) {
+    const when = new Date(signing.expires_at * 1000).toISOString().slice(0, 10);
+    throw new ApiError(
+      422,
+      "install_not_possible",
+      `the provisioning profile ${signing.profile_name ? `"${signing.profile_name}" ` : ""}expired on ${when}: devices refuse to install this IPA; sign it again with a current profile`,
+    );
+  }
+}
+
+/** The URLs of one install session (the same on every call, so the page can show them again). */
+function installUrls(details: InstallDetails, token: string, ticket: string | null) {
+  const base = details.base_url;
   const query = ticketQuery(ticket);
   const downloadUrl = `${base}/install/artifact/${token}${query}`;
-  if (platform === "android") {
-    return { platform, install_url: downloadUrl, download_url: downloadUrl, expires_at: expiresAt };
-  }
+  const pageUrl = `${base}/install/${token}`;
+  if (details.platform === "android") return { install_url: downloadUrl, download_url: downloadUrl, page_url: pageUrl };
   const manifestUrl = `${base}/install/ios/${token}/manifest.plist${query}`;
   return {
-    platform,
     install_url: `itms-services://?action=download-manifest&url=${encodeURIComponent(manifestUrl)}`,
     download_url: downloadUrl,
     manifest_url: manifestUrl,
-    expires_at: expiresAt,
+    page_url: pageUrl,
   };
 }
 
@@ -153,4 +186,50 @@ export async function installDownload(
   const location = artifact.storageLocation as StorageLocation;
   if (location.provider !== "local") return { redirect: await presignedInstallUrl(deps, artifact, location, row.expiresAt) };
   return serveArtifactBytes(deps, artifact, input.range);
+}
+
+export interface InstallPageData {
+  platform: Platform;
+  app: AppMetadata | null;
+  /** Name to show: the app's, else the install title, else the file name. */
+  title: string;
+  filename: string;
+  size_bytes: number;
+  install_url: string;
+  page_url: string;
+  expires_at: number;
+  has_icon: boolean;
+  build: { number: number; branch: string | null; commit_sha: string | null } | null;
+}
+
+/** What the public install page `/install/{token}` shows. 404 not_found / 410 link_expired like the other paths. */
+export async function installPage(deps: Deps, input: { token: string }): Promise<InstallPageData> {
+  const { row, artifact, details, ticket } = await resolveInstall(deps, input.token);
+  const app = (artifact.appMetadata as AppMetadata | null) ?? null;
+  const build = await deps.db
+    .select({ number: builds.buildNumber, branch: builds.branch, commitSha: builds.commitSha })
+    .from(builds)
+    .where(eq(builds.id, artifact.buildId))
+    .get();
+  const urls = installUrls(details, input.token, ticket);
+  return {
+    platform: details.platform,
+    app,
+    title: app?.name ?? completeMetadata(artifact.installMetadata)?.title ?? artifact.filename,
+    filename: artifact.filename,
+    size_bytes: artifact.sizeBytes,
+    install_url: urls.install_url,
+    page_url: urls.page_url,
+    expires_at: row.expiresAt,
+    has_icon: app?.has_icon ?? false,
+    build: build ? { number: build.number, branch: build.branch, commit_sha: build.commitSha } : null,
+  };
+}
+
+/** GET /install/icon/{token}: the app icon of a live install session (the page is public, so is its icon). */
+export async function installIcon(deps: Deps, input: { token: string }): Promise<Uint8Array> {
+  const { artifact } = await resolveInstall(deps, input.token);
+  const png = await loadArtifactIcon(deps, artifact.id);
+  if (!png) throw new ApiError(404, "not_found", "this app has no icon");
+  return png;
 }

@@ -56,6 +56,27 @@ const u64 = (b: DataView, o: number) => Number(b.getBigUint64(o, true));
 const view = (bytes: Uint8Array) => new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 export async function findZipEntry(read: RangeReader, size: number, wanted: (name: string) => boolean): Promise<ZipEntry | null> {
+  let found: ZipEntry | null = null;
+  await scanZipDirectory(read, size, (entry) => {
+    if (!wanted(entry.name)) return true;
+    found = entry;
+    return false;
+  });
+  return found;
+}
+
+/** Every entry of the archive's central directory whose name `keep` accepts, by name. */
+export async function readZipDirectory(read: RangeReader, size: number, keep: (name: string) => boolean): Promise<Map<string, ZipEntry>> {
+  const out = new Map<string, ZipEntry>();
+  await scanZipDirectory(read, size, (entry) => {
+    if (keep(entry.name) && !out.has(entry.name)) out.set(entry.name, entry);
+    return true;
+  });
+  return out;
+}
+
+/** Walks the central directory (one ranged read, bounded) until `visit` answers false. */
+async function scanZipDirectory(read: RangeReader, size: number, visit: (entry: ZipEntry) => boolean): Promise<void> {
   if (size < 22) throw new ZipFormatError("too small to be a zip archive");
   // The end record is 22 bytes plus a comment of at most 65535 bytes, at the very end.
   const tailStart = Math.max(0, size - 22 - 65535);
@@ -92,40 +113,42 @@ export async function findZipEntry(read: RangeReader, size: number, wanted: (nam
     const nameLength = u16(cv, pos + 28);
     const extraLength = u16(cv, pos + 30);
     const commentLength = u16(cv, pos + 32);
+    if (pos + 46 + nameLength + extraLength > cd.length) throw new ZipFormatError("central directory entry out of bounds");
     const name = decoder.decode(cd.subarray(pos + 46, pos + 46 + nameLength));
-    if (wanted(name)) {
-      let compressedSize = u32(cv, pos + 20);
-      let uncompressedSize = u32(cv, pos + 24);
-      let localHeaderOffset = u32(cv, pos + 42);
-      // ZIP64 extra field: the 8-byte values, in this order, for each field that says 0xFFFFFFFF.
-      let extra = pos + 46 + nameLength;
-      const extraEnd = extra + extraLength;
-      while (extra + 4 <= extraEnd) {
-        const id = u16(cv, extra);
-        const length = u16(cv, extra + 2);
-        if (id === 0x0001) {
-          let p = extra + 4;
-          if (uncompressedSize === 0xffffffff) {
-            uncompressedSize = u64(cv, p);
-            p += 8;
-          }
-          if (compressedSize === 0xffffffff) {
-            compressedSize = u64(cv, p);
-            p += 8;
-          }
-          if (localHeaderOffset === 0xffffffff) localHeaderOffset = u64(cv, p);
+    let compressedSize = u32(cv, pos + 20);
+    let uncompressedSize = u32(cv, pos + 24);
+    let localHeaderOffset = u32(cv, pos + 42);
+    // ZIP64 extra field: the 8-byte values, in this order, for each field that says 0xFFFFFFFF.
+    let extra = pos + 46 + nameLength;
+    const extraEnd = extra + extraLength;
+    while (extra + 4 <= extraEnd) {
+      const id = u16(cv, extra);
+      const length = u16(cv, extra + 2);
+      if (id === 0x0001) {
+        let p = extra + 4;
+        if (uncompressedSize === 0xffffffff && p + 8 <= extraEnd) {
+          uncompressedSize = u64(cv, p);
+          p += 8;
         }
-        extra += 4 + length;
+        if (compressedSize === 0xffffffff && p + 8 <= extraEnd) {
+          compressedSize = u64(cv, p);
+          p += 8;
+        }
+        if (localHeaderOffset === 0xffffffff && p + 8 <= extraEnd) localHeaderOffset = u64(cv, p);
       }
-      return { name, method: u16(cv, pos + 10), compressedSize, uncompressedSize, localHeaderOffset };
+      extra += 4 + length;
     }
+    if (!visit({ name, method: u16(cv, pos + 10), compressedSize, uncompressedSize, localHeaderOffset })) return;
     pos += 46 + nameLength + extraLength + commentLength;
   }
-  return null;
 }
 
-export async function readZipEntry(read: RangeReader, entry: ZipEntry): Promise<Uint8Array> {
-  if (entry.compressedSize > MAX_PLIST_COMPRESSED || entry.uncompressedSize > MAX_PLIST_BYTES) {
+/**
+ * One entry's bytes, refused when it is larger than `limit` (compressed or inflated): the inflation stops at
+ * the limit, so an entry that lies about its size costs no more than that.
+ */
+export async function readZipEntry(read: RangeReader, entry: ZipEntry, limit = MAX_PLIST_BYTES): Promise<Uint8Array> {
+  if (entry.compressedSize > Math.max(limit, MAX_PLIST_COMPRESSED) || entry.uncompressedSize > limit) {
     throw new ZipFormatError("entry too large");
   }
   const header = view(await read({ start: entry.localHeaderOffset, end: entry.localHeaderOffset + 29 }));
@@ -135,11 +158,11 @@ export async function readZipEntry(read: RangeReader, entry: ZipEntry): Promise<
     entry.compressedSize === 0 ? new Uint8Array(0) : await read({ start: dataStart, end: dataStart + entry.compressedSize - 1 });
   if (entry.method === 0) return compressed;
   if (entry.method !== 8) throw new ZipFormatError(`unsupported compression method ${entry.method}`);
-  return inflateRaw(compressed, MAX_PLIST_BYTES);
+  return inflateRaw(compressed, limit);
 }
 
-async function inflateRaw(data: Uint8Array, limit: number): Promise<Uint8Array> {
-  const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream("deflate-raw"));
+export async function inflateRaw(data: Uint8Array, limit: number, format: "deflate-raw" | "deflate" = "deflate-raw"): Promise<Uint8Array> {
+  const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream(format));
   const reader = stream.getReader();
   const parts: Uint8Array[] = [];
   let total = 0;

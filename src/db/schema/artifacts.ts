@@ -16,6 +16,8 @@ export const artifacts = sqliteTable(
     /** Where the bytes live, frozen at creation so a provider switch keeps old artifacts readable. */
     storageLocation: text("storage_location", { mode: "json" }).notNull(),
     installMetadata: text("install_metadata", { mode: "json" }),
+    /** What the daemon read from the .ipa/.apk on complete (domain/app-metadata.ts AppMetadata), or null. */
+    appMetadata: text("app_metadata", { mode: "json" }),
     uploadExpiresAt: integer("upload_expires_at"),
     completedAt: integer("completed_at"),
     ...lifecycleDates,
@@ -38,3 +40,13 @@ export const urlTokens = sqliteTable(
   },
   (t) => [index("url_tokens_artifact_id").on(t.artifactId), index("url_tokens_expires_at").on(t.expiresAt)],
 );
+
+/**
+ * App icons read from artifacts, as standard PNG (base64, so the column reads the same on every libSQL host).
+ * A table of its own so that loading an artifact row never drags its icon along.
+ */
+export const artifactIcons = sqliteTable("artifact_icons", {
+  artifactId: text("artifact_id").primaryKey(),
+  pngBase64: text("png_base64").notNull(),
+  createdAt: integer("created_at").notNull(),
+});

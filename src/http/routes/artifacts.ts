@@ -3,9 +3,11 @@ import { Hono, type Context } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
   abortArtifact,
+  artifactIcon,
   completeArtifact,
   createArtifact,
   createDownloadLink,
+  getArtifact,
   listBuildArtifacts,
   openDownload,
   receiveLocalUpload,
@@ -52,6 +54,13 @@ export function byteResponse(r: ByteResponse, metrics?: MetricsRegistry): Respon
   return new Response(body, { status: r.status, headers: r.headers });
 }
 
+/** An icon: private to the caller, never sniffed as anything but an image. */
+export function pngResponse(png: Uint8Array): Response {
+  return new Response(png, {
+    headers: { "content-type": "image/png", "content-length": String(png.length), "cache-control": "no-store", "x-content-type-options": "nosniff" },
+  });
+}
+
 export function artifactsRoutes(deps: AppDeps) {
   const jobArtifacts = "/v1/runners/:runner_id/jobs/:job_id/artifacts";
   return new Hono<AppEnv>()
@@ -83,6 +92,12 @@ export function artifactsRoutes(deps: AppDeps) {
     })
     .get("/v1/builds/:build_id/artifacts", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
       c.json(await listBuildArtifacts(deps, c.req.param("build_id"))),
+    )
+    .get("/v1/artifacts/:artifact_id", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
+      c.json(await getArtifact(deps, c.req.param("artifact_id"))),
+    )
+    .get("/v1/artifacts/:artifact_id/icon", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
+      pngResponse(await artifactIcon(deps, c.req.param("artifact_id"))),
     )
     .post("/v1/artifacts/:artifact_id/download-link", requireUser(deps, { roles: ROLES.everyone }), async (c) =>
       c.json(await createDownloadLink(deps, { artifactId: c.req.param("artifact_id"), requestOrigin: requestOrigin(c.req.url) })),
