@@ -205,7 +205,7 @@ print(json.dumps({"names": z.namelist(), "info": info}))
       expect((await getArtifact(created.id)).body.app).toBeNull();
       const icon = await getIcon(created.id);
       expect(icon.status).toBe(404);
-      expect((await icon.json()).code).toBe("not_found");
+      expect(((await icon.json()) as { code: string }).code).toBe("not_found");
     });
 
     it("a zip bomb (an Info.plist inflating to 64 MiB) completes quickly with app null", async () => {
@@ -272,7 +272,7 @@ print(json.dumps({"names": z.namelist(), "info": info}))
     expect(unknown.body.code).toBe("not_found");
     const icon = await getIcon(crypto.randomUUID());
     expect(icon.status).toBe(404);
-    expect((await icon.json()).code).toBe("not_found");
+    expect(((await icon.json()) as { code: string }).code).toBe("not_found");
     const anon = await t.call("GET", `/v1/artifacts/${crypto.randomUUID()}`);
     expect(anon.status).toBe(401);
     expect(anon.body.code).toBe("missing_auth");
