@@ -134,6 +134,8 @@ export function Select(props: {
   hint?: Child;
   id?: string;
   compact?: boolean;
+  /** The id of an element shown only while "custom" is selected (with JavaScript; always shown without). */
+  customToggle?: string;
 }) {
   const id = props.id ?? `f-${props.name}`;
   return (
@@ -141,7 +143,7 @@ export function Select(props: {
       <label for={id} class={props.compact ? "visually-hidden" : undefined}>
         {props.label}
       </label>
-      <select id={id} name={props.name}>
+      <select id={id} name={props.name} data-custom-toggle={props.customToggle}>
         {props.options.map((o) => (
           <option value={o.value} selected={o.value === props.value}>
             {o.label}

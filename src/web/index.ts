@@ -3,6 +3,7 @@ import type { AppDeps, AppEnv } from "../deps.ts";
 import { assetRoutes } from "./assets.ts";
 import { renderErrorPage } from "./errors.tsx";
 import { loginPages } from "./pages/login.tsx";
+import { setupPages } from "./pages/setup.tsx";
 
 /**
  * The web UI (CONTRACT §10): server-rendered pages that call the domain directly, mounted by createApp beside
@@ -11,7 +12,7 @@ import { loginPages } from "./pages/login.tsx";
 export function webRoutes(deps: AppDeps) {
   const app = new Hono<AppEnv>();
   app.route("/", assetRoutes());
-  for (const pages of [loginPages]) {
+  for (const pages of [loginPages, setupPages]) {
     app.route("/", pages(deps));
   }
   // Errors of a page render as a page (a JSON body would be no use to a browser).

@@ -33,6 +33,12 @@ export function sessionCookieToken(c: Context): string | undefined {
   return getCookie(c, SESSION_COOKIE_NAME, "host");
 }
 
+/** The setup session of the wizard (30 minutes, sliding like the session itself). */
+export const SETUP_COOKIE_NAME = "hangar_setup";
+/** Binds an OIDC authorization request to the browser that started it: holds its `state` for 10 minutes. */
+export const OIDC_STATE_COOKIE_NAME = "hangar_oidc";
+export const OIDC_STATE_TTL_S = 600;
+
 /** Another short-lived, HttpOnly cookie of the UI (setup session, OIDC state binding). */
 export function setUiCookie(c: Context, name: string, value: string, maxAgeS: number): void {
   setCookie(c, name, value, { ...COOKIE_BASE, maxAge: maxAgeS });

@@ -4,7 +4,27 @@ import { toCallResult } from "./app.ts";
 /** The origin app.request() addresses (http://localhost): what a browser on the page would send as Origin. */
 export const TEST_ORIGIN = "http://localhost";
 
+/** A browser's cookie store, reduced to what page tests need: Set-Cookie in, Cookie out (Max-Age=0 deletes). */
+export class CookieJar {
+  readonly cookies = new Map<string, string>();
+  store(setCookies: string[]): void {
+    for (const line of setCookies) {
+      const [pair, ...attrs] = line.split(";");
+      const eq = pair!.indexOf("=");
+      const name = pair!.slice(0, eq).trim();
+      const expired = attrs.some((a) => /^\s*max-age=0\s*$/i.test(a));
+      if (expired) this.cookies.delete(name);
+      else this.cookies.set(name, pair!.slice(eq + 1));
+    }
+  }
+  header(): string[] {
+    return [...this.cookies].map(([k, v]) => `${k}=${v}`);
+  }
+}
+
 export interface PageOptions {
+  /** Cookies to send and to keep what the answer sets. */
+  jar?: CookieJar;
   /** A user session token, sent as the browser session cookie. */
   session?: string;
   /** Extra cookies, `name=value` each. */
@@ -20,7 +40,7 @@ export interface PageOptions {
 /** A browser-like request to a page through app.request(): cookies, a form body, an Origin. */
 export async function page(t: TestApp, method: string, path: string, o: PageOptions = {}): Promise<CallResult & { location: string | null; setCookies: string[] }> {
   const headers: Record<string, string> = { accept: "text/html", ...o.headers };
-  const cookies = [...(o.cookies ?? [])];
+  const cookies = [...(o.cookies ?? []), ...(o.jar?.header() ?? [])];
   if (o.session !== undefined) cookies.push(`__Host-hangar_session=${o.session}`);
   if (cookies.length > 0) headers.cookie = cookies.join("; ");
   let body: string | undefined;
@@ -33,6 +53,7 @@ export async function page(t: TestApp, method: string, path: string, o: PageOpti
   }
   const res = await t.app.request(path, { method, headers, body, redirect: "manual" }, { peerAddress: o.peer ?? "127.0.0.1" } satisfies TestEnv);
   const result = await toCallResult(res);
+  o.jar?.store(res.headers.getSetCookie());
   return { ...result, location: res.headers.get("location"), setCookies: res.headers.getSetCookie() };
 }
 

@@ -1,38 +1,78 @@
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
+import { constantTimeEqual } from "../../domain/crypto.ts";
 import { loadInstance } from "../../domain/instance.ts";
+import { redeemLocalLoginCode } from "../../domain/local-login-codes.ts";
 import { localLogin } from "../../domain/local-login.ts";
-import { revokeSessionStatement } from "../../domain/sessions.ts";
+import { completeOidcSignIn, readOidcSettings, startOidcSignIn, verifySetupOwnerOidc } from "../../domain/oidc.ts";
+import { revokeSessionStatement, touchSetupSession } from "../../domain/sessions.ts";
+import { trustedProxyLogin } from "../../domain/trusted-proxy.ts";
 import { Button, Field, PostForm } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
-import { Layout, type PageCtx } from "../layout.tsx";
-import { browserSession, clearSessionCookie, pageContext, renderPage, safeNext, setSessionCookie } from "../session.tsx";
+import { ErrorPage, Layout, type PageCtx } from "../layout.tsx";
+import {
+  browserSession,
+  clearSessionCookie,
+  clearUiCookie,
+  getUiCookie,
+  OIDC_STATE_COOKIE_NAME,
+  OIDC_STATE_TTL_S,
+  pageContext,
+  renderPage,
+  safeNext,
+  setSessionCookie,
+  setUiCookie,
+  SETUP_COOKIE_NAME,
+} from "../session.tsx";
 
 /** Where a signed-in browser starts. */
 export const HOME = "/builds";
 
 interface LoginChoices {
   local: boolean;
-  /** Why local sign-in is not offered, when it is not. */
+  /** Why local sign-in is not offered, when that helps the reader. */
   localHint: string | null;
+  /** "Sign in with <provider>": the issuer's host name, when OIDC is configured and usable from here. */
+  oidcProvider: string | null;
+  trustedProxy: boolean;
 }
 
 /** Which sign-in ways this request may use: the same rules the API applies (CONTRACT §3). */
 async function loginChoices(deps: AppDeps, isLoopback: boolean): Promise<LoginChoices> {
   const inst = await loadInstance(deps);
-  const local = inst.runtimeMode === "local" && isLoopback;
+  const localMode = inst.runtimeMode === "local";
+  const local = localMode && isLoopback;
   const localHint = local
     ? null
-    : inst.runtimeMode === "local"
+    : localMode
       ? "Hangar runs in local mode: open it on the machine it runs on, or run npx hangar login there for a one-time sign-in link."
       : null;
-  return { local, localHint };
+  const oidc = await readOidcSettings(deps);
+  // In local mode OIDC, too, answers loopback clients only.
+  const oidcUsable = oidc !== null && (!localMode || isLoopback) && !(inst.runtimeMode === "remote" && inst.remoteAuthMode === "trusted_proxy");
+  return {
+    local,
+    localHint,
+    oidcProvider: oidcUsable ? providerName(oidc.discovered_issuer || oidc.issuer_url) : null,
+    trustedProxy: inst.runtimeMode === "remote" && inst.remoteAuthMode === "trusted_proxy",
+  };
+}
+
+/** A provider's display name: its issuer's host ("accounts.google.com"), never content fetched from it. */
+function providerName(issuer: string): string {
+  try {
+    return new URL(issuer).host;
+  } catch {
+    return "your identity provider";
+  }
 }
 
 function LoginPage(props: { ctx: PageCtx; choices: LoginChoices; next: string | null; email?: string; error?: string | null }) {
   const nextQuery = props.next ? `?next=${encodeURIComponent(props.next)}` : "";
+  const { choices } = props;
+  const none = !choices.local && !choices.oidcProvider && !choices.trustedProxy;
   return (
     <Layout ctx={props.ctx} title="Sign in" narrow>
       <section class="card">
@@ -43,20 +83,25 @@ function LoginPage(props: { ctx: PageCtx; choices: LoginChoices; next: string | 
           </div>
         ) : null}
         <div class="login-choices">
-          {props.choices.local ? (
-            <PostForm action={`/login/local${nextQuery}`} id="local-login">
-              <Field
-                label="Email"
-                name="email"
-                type="email"
-                value={props.email}
-                autocomplete="email"
-                hint="Leave empty when you are the only user."
-              />
-              <Button>Sign in on this machine</Button>
+          {choices.oidcProvider ? (
+            <Button href={`/login/oidc${nextQuery}`} id="oidc-login">
+              Sign in with {choices.oidcProvider}
+            </Button>
+          ) : null}
+          {choices.trustedProxy ? (
+            <PostForm action={`/login/proxy${nextQuery}`} id="proxy-login">
+              <Button>Continue with your company sign-in</Button>
+              <p class="hint">Your proxy tells Hangar who you are.</p>
             </PostForm>
           ) : null}
-          {!props.choices.local ? <p class="muted">{props.choices.localHint ?? "No sign-in method is available to this browser. Ask the owner."}</p> : null}
+          {choices.local ? (
+            <PostForm action={`/login/local${nextQuery}`} id="local-login">
+              <Field label="Email" name="email" type="email" value={props.email} autocomplete="email" hint="Leave empty when you are the only user." />
+              <Button variant={choices.oidcProvider ? "secondary" : "primary"}>Sign in on this machine</Button>
+            </PostForm>
+          ) : null}
+          {choices.localHint ? <p class="muted">{choices.localHint}</p> : null}
+          {none && !choices.localHint ? <p class="muted">No sign-in method is available to this browser. Ask the owner.</p> : null}
         </div>
         <p class="hint">
           From the machine Hangar runs on, <code>npx hangar login</code> prints a one-time sign-in link.
@@ -66,7 +111,22 @@ function LoginPage(props: { ctx: PageCtx; choices: LoginChoices; next: string | 
   );
 }
 
-/** `/` (where to go), `/login` with its choices, local sign-in, and sign-out. */
+async function renderLogin(deps: AppDeps, c: Context<AppEnv>, error: string | null, status: 200 | 400 | 403 | 409 | 410 | 500 | 502 = 200, email?: string) {
+  const choices = await loginChoices(deps, c.get("isLoopback"));
+  return renderPage(c, <LoginPage ctx={pageContext(c, deps)} choices={choices} next={safeNext(c.req.query("next"))} email={email} error={error} />, status);
+}
+
+function errorStatus(err: ApiError): 400 | 403 | 409 | 410 | 500 | 502 {
+  return ([400, 403, 409, 410, 500, 502] as const).find((s) => s === err.status) ?? 400;
+}
+
+/** Signs the browser in with a LocalLoginResponse-shaped result and goes on. */
+function signedIn(deps: AppDeps, c: Context<AppEnv>, result: { session_token: string; expires_at: number }, next: string | null) {
+  setSessionCookie(c, { token: result.session_token, expiresAt: result.expires_at }, deps.clock.now());
+  return c.redirect(next ?? HOME, 303);
+}
+
+/** `/` (where to go), `/login` with its choices, each way of signing in, the OIDC callback, and sign-out. */
 export function loginPages(deps: AppDeps) {
   return new Hono<AppEnv>()
     .get("/", async (c) => {
@@ -78,22 +138,97 @@ export function loginPages(deps: AppDeps) {
       const inst = await loadInstance(deps);
       if (inst.state !== "ready") return c.redirect("/setup", 303);
       if (await browserSession(deps, c)) return c.redirect(safeNext(c.req.query("next")) ?? HOME, 303);
-      const choices = await loginChoices(deps, c.get("isLoopback"));
-      return renderPage(c, <LoginPage ctx={pageContext(c, deps)} choices={choices} next={safeNext(c.req.query("next"))} />);
+      return renderLogin(deps, c, null);
     })
     .post("/login/local", async (c) => {
       const form = await c.req.parseBody();
       const email = typeof form.email === "string" && form.email.trim() !== "" ? form.email.trim() : undefined;
-      const next = safeNext(c.req.query("next"));
       try {
-        const result = await localLogin(deps, { email, isLoopback: c.get("isLoopback") });
-        setSessionCookie(c, { token: result.session_token, expiresAt: result.expires_at }, deps.clock.now());
-        return c.redirect(next ?? HOME, 303);
+        return signedIn(deps, c, await localLogin(deps, { email, isLoopback: c.get("isLoopback") }), safeNext(c.req.query("next")));
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        const choices = await loginChoices(deps, c.get("isLoopback"));
-        const status = err.status === 409 ? 409 : err.status === 403 ? 403 : 400;
-        return renderPage(c, <LoginPage ctx={pageContext(c, deps)} choices={choices} next={next} email={email} error={loginError(err)} />, status);
+        return renderLogin(deps, c, loginError(err), errorStatus(err), email);
+      }
+    })
+    // The one GET that signs in (CONTRACT §10): the `hangar login` link, single-use, 5 minutes.
+    .get("/login/local/:code", async (c) => {
+      // The code is in the URL: never send it on as a Referer.
+      c.header("Referrer-Policy", "no-referrer");
+      try {
+        return signedIn(deps, c, await redeemLocalLoginCode(deps, c.req.param("code")), null);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        const message =
+          err.status === 410
+            ? "This sign-in link was already used or has expired (links work once, for 5 minutes). Run npx hangar login again."
+            : err.status === 404
+              ? "This sign-in link is not valid. Run npx hangar login again and open the link it prints."
+              : loginError(err);
+        return renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title="Sign-in link not accepted" message={message} back={{ href: "/login", label: "Go to sign-in" }} />, errorStatus(err));
+      }
+    })
+    .post("/login/proxy", async (c) => {
+      try {
+        const result = await trustedProxyLogin(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers });
+        return signedIn(deps, c, result, safeNext(c.req.query("next")));
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return renderLogin(deps, c, loginError(err), errorStatus(err));
+      }
+    })
+    // Starts the OIDC browser flow; the state goes into a short-lived cookie, so only this browser can finish it.
+    .get("/login/oidc", async (c) => {
+      const inst = await loadInstance(deps);
+      if (inst.state !== "ready") return c.redirect("/setup", 303);
+      try {
+        if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
+          throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+        }
+        const started = await startOidcSignIn(deps, { requestOrigin: new URL(c.req.url).origin });
+        setUiCookie(c, OIDC_STATE_COOKIE_NAME, started.state, OIDC_STATE_TTL_S);
+        return c.redirect(started.authorization_url, 303);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return renderLogin(deps, c, loginError(err), errorStatus(err));
+      }
+    })
+    // The default redirect URI: a sign-in, or (before setup is complete) the owner's sign-in of the wizard.
+    .get("/auth/oidc/callback", async (c) => {
+      const expected = getUiCookie(c, OIDC_STATE_COOKIE_NAME);
+      clearUiCookie(c, OIDC_STATE_COOKIE_NAME);
+      const state = c.req.query("state") ?? "";
+      const code = c.req.query("code") ?? "";
+      const inst = await loadInstance(deps);
+      const inSetup = inst.state !== "ready";
+      const back = inSetup ? { href: "/setup", label: "Back to setup" } : { href: "/login", label: "Back to sign-in" };
+      const fail = (title: string, message: string, status: 400 | 403 | 409 | 410 | 500 | 502) =>
+        renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title={title} message={message} back={back} />, status);
+
+      const providerError = c.req.query("error");
+      if (providerError !== undefined) {
+        // Only the standard error code, and only when it looks like one: nothing else the provider sent is shown.
+        const shown = /^[a-z_]{1,64}$/.test(providerError) ? ` (${providerError})` : "";
+        return fail("Sign-in was not completed", `The identity provider did not sign you in${shown}. Try again.`, 400);
+      }
+      if (expected === undefined || state === "" || !constantTimeEqual(expected, state)) {
+        return fail("Sign-in was not started here", "This sign-in did not start in this browser, or it took longer than 10 minutes. Start it again.", 400);
+      }
+      if (code === "") return fail("Sign-in was not completed", "The identity provider sent no authorization code. Try again.", 400);
+      try {
+        if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
+          throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+        }
+        if (inSetup) {
+          const setupToken = getUiCookie(c, SETUP_COOKIE_NAME);
+          if (setupToken === undefined) throw new ApiError(401, "missing_auth", "the setup session is missing");
+          await touchSetupSession(deps, setupToken);
+          await verifySetupOwnerOidc(deps, { code, state });
+          return c.redirect("/setup?step=complete", 303);
+        }
+        return signedIn(deps, c, await completeOidcSignIn(deps, { code, state }), null);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return fail("Sign-in failed", loginError(err), errorStatus(err.status === 401 ? new ApiError(400, err.code, err.message) : err));
       }
     })
     .post("/logout", async (c) => {
@@ -105,7 +240,7 @@ export function loginPages(deps: AppDeps) {
     });
 }
 
-/** Sign-in errors in words (SPEC auth error rows). */
+/** Sign-in errors in words (SPEC auth error rows). Never content fetched from a provider. */
 export function loginError(err: ApiError): string {
   // local_login_disabled arrives with the cli_only setting (auth helper); matched as a string until then.
   if ((err.code as string) === "local_login_disabled") {
@@ -124,6 +259,41 @@ export function loginError(err: ApiError): string {
       return "Setup is not complete yet.";
     case "invalid_input":
       return "That email address is not valid.";
+    case "invalid_state":
+      return "This sign-in request is unknown or was already used. Start again.";
+    case "auth_expired":
+      return "This sign-in took longer than 10 minutes. Start again.";
+    case "too_many_pending":
+      return "Too many sign-ins are in progress. Wait a few minutes and try again.";
+    case "oidc_not_configured":
+      return "Sign-in with an identity provider is not configured.";
+    case "oidc_discovery_error":
+      return "Hangar could not reach the identity provider's configuration. Try again later, or tell the owner.";
+    case "token_exchange_error":
+      return "The identity provider did not accept the sign-in code. Start again.";
+    case "missing_id_token":
+    case "id_token_verification_error":
+      return "The identity provider's answer could not be verified, so you were not signed in. Tell the owner.";
+    case "missing_email":
+      return "The identity provider did not give a verified email address for you.";
+    case "decryption_error":
+      return "Hangar cannot read its stored client secret (was master.key replaced?). Tell the owner.";
+    case "session_error":
+    case "store_error":
+      return "Hangar could not create your session. Try again.";
+    case "trusted_proxy_shared_secret_missing":
+    case "trusted_proxy_shared_secret_invalid":
+      return "The proxy's shared secret is missing or wrong, so Hangar does not trust this request.";
+    case "trusted_proxy_identity_missing":
+      return "The proxy did not send your identity header.";
+    case "trusted_proxy_identity_invalid":
+      return "The proxy's identity header does not hold a valid email address.";
+    case "trusted_proxy_peer_not_allowed":
+      return "This request did not come through a trusted proxy.";
+    case "missing_auth":
+    case "invalid_session":
+    case "session_expired":
+      return "The setup session is missing or has expired. Verify a new setup token.";
     default:
       return sentence(err.message);
   }
