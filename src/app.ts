@@ -24,6 +24,7 @@ import { trustedProxyRoutes } from "./http/routes/trusted-proxy.ts";
 import { userRoutes } from "./http/routes/users.ts";
 import { webRoutes } from "./web/index.ts";
 import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
+import { webhooksRoutes } from "./http/routes/webhooks.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -58,6 +59,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     buildsRoutes,
     artifactsRoutes,
     installRoutes,
+    webhooksRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

@@ -35,6 +35,8 @@ export const ERROR_CODES = [
   "size_mismatch", "upload_too_large", "checksum_mismatch", "upload_incomplete", "link_expired",
   "install_base_url_missing", "install_https_required", "unsupported_artifact", "install_metadata_missing",
   "install_not_possible",
+  // webhooks, notifications, credential release (CONTRACT §5, §11, §12)
+  "invalid_signature", "secrets_withheld", "destination_not_allowed",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

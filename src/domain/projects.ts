@@ -1,6 +1,6 @@
 import { asc, eq } from "drizzle-orm";
 import { z } from "zod";
-import { PLATFORMS } from "../db/schema/constants.ts";
+import { PLATFORMS, TRIGGER_EVENTS } from "../db/schema/constants.ts";
 import { pipelines, projects } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
@@ -33,6 +33,15 @@ export const createProjectSchema = z.object({
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+const refGlob = z.string().min(1).max(255);
+
+/** One entry of `config.triggers` (CONTRACT §11); what it means lives in domain/triggers.ts. */
+export const pipelineTriggerSchema = z.object({
+  event: z.enum(TRIGGER_EVENTS),
+  branches: z.array(refGlob).max(100).optional(),
+  tags: z.array(refGlob).max(100).optional(),
+});
+
 /** A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. */
 export const pipelineConfigSchema = z.object({
   platform: z.enum(PLATFORMS),
@@ -45,6 +54,7 @@ export const pipelineConfigSchema = z.object({
     .record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024))
     .optional(),
   timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
+  triggers: z.array(pipelineTriggerSchema).max(50).optional(),
 });
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
 

@@ -6,6 +6,7 @@ import { ApiError } from "../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
 import { stepResultSchema, type BuildRow } from "./builds.ts";
 import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "./projects.ts";
+import { assertCredentialsReleasable } from "./credential-release.ts";
 import { refreshRunnerStatement } from "./runners.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
@@ -202,14 +203,16 @@ export async function checkoutAuth(deps: Pick<AppDeps, "db" | "secrets">, runner
 }
 
 export async function androidSigning(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
-  const { project } = await activeJobProject(deps, runnerId, jobId);
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project);
   const signing = await openAndroidSigning(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no Android signing credentials");
   return signing;
 }
 
 export async function iosSigning(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
-  const { project } = await activeJobProject(deps, runnerId, jobId);
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project);
   const signing = await openIosSigning(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
   return signing;

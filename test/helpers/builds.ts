@@ -45,6 +45,7 @@ export interface PipelineConfigInput {
   artifacts?: string[];
   env?: Record<string, string>;
   timeout_s?: number;
+  triggers?: Array<{ event: string; branches?: string[]; tags?: string[] }>;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON shapes are asserted by the tests

@@ -91,6 +91,7 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "PATCH /v1/runners/:runner_id": { name: "renamed", capabilities: { platforms: ["android"] }, status: "online" },
     "POST /v1/runners/:runner_id/heartbeat": { status: "online" },
     "POST /v1/runners/:runner_id/jobs/:job_id/status": { status: "running", step_results: [{ name: "s", status: "running", started_at: 1 }] },
+    "POST /v1/projects/:project_id/webhooks": { provider: "github", api_url: "https://api.github.com", report_status: true },
     "POST /v1/projects/:project_id/builds": { pipeline_id: w.pipelineId, branch: "main", commit_sha: DEFAULT_SHA, trigger_ref: "refs/x" },
     "POST /v1/runners/:runner_id/jobs/:job_id/artifacts": {
       filename: "fuzz.apk",
@@ -135,6 +136,8 @@ const BODYLESS = new Set([
   "PUT /v1/artifacts/local-upload/:token",
   "POST /v1/artifacts/:artifact_id/download-link",
   "POST /v1/artifacts/:artifact_id/install-link",
+  // Takes a forge's payload, verified before it is read: the fuzz must meet 401 invalid_signature.
+  "POST /v1/hooks/:webhook_id",
 ]);
 
 interface World {
@@ -208,6 +211,8 @@ async function makeWorld(): Promise<World> {
   const iosInstall = await ready.call("POST", `/v1/artifacts/${ipa.body.artifact.id}/install-link`, { token: ownerToken });
   if (iosInstall.status !== 200) throw new Error(`ios install-link: ${iosInstall.text}`);
   const iosToken = pathOf(iosInstall.body.manifest_url).split("/")[3] ?? "";
+  const webhook = await ready.call("POST", `/v1/projects/${project.id}/webhooks`, { token: ownerToken, body: { provider: "github" } });
+  if (webhook.status !== 200) throw new Error(`webhook: ${webhook.text}`);
 
   // The setup world: remote + trusted-proxy, so the local-owner route refuses after validation and no fuzzed
   // body can finish setup (which would turn every setup route into a plain 409).
@@ -233,6 +238,7 @@ async function makeWorld(): Promise<World> {
       job_id: build.id,
       build_id: build.id,
       artifact_id: artifactId,
+      webhook_id: webhook.body.id,
     },
     routeParams: { "POST /v1/builds/:build_id/cancel": { build_id: toCancel.id } },
     pathTokens: {
@@ -566,7 +572,7 @@ describe("fuzzing every route", () => {
 
   // A few groups so a failure names its area and each group stays within the test timeout.
   const groups: Array<[string, (r: Route) => boolean]> = [
-    ["setup, auth and public", (r) => /^\/(healthz|metrics|v1\/(public|setup|auth))/.test(r.path)],
+    ["setup, auth and public", (r) => /^\/(healthz|metrics|v1\/(public|setup|auth|hooks))/.test(r.path)],
     ["users and settings", (r) => /^\/v1\/(users|audit-events|settings)/.test(r.path)],
     ["projects and builds", (r) => /^\/v1\/(projects|builds)/.test(r.path) && !r.path.includes("/artifacts")],
     ["runners", (r) => r.path.startsWith("/v1/runners") && !r.path.includes("/artifacts")],

@@ -27,6 +27,8 @@ export const builds = sqliteTable(
     attemptCount: integer("attempt_count").notNull().default(0),
     leaseExpiresAt: integer("lease_expires_at"),
     cancelRequested: integer("cancel_requested", { mode: "boolean" }).notNull().default(false),
+    /** A pull request from a fork (CONTRACT §11): no signing material and no secret variables are released. */
+    fromFork: integer("from_fork", { mode: "boolean" }).notNull().default(false),
     logBytes: integer("log_bytes").notNull().default(0),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),

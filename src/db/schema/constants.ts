@@ -47,3 +47,24 @@ export type StorageProvider = (typeof STORAGE_PROVIDERS)[number];
 
 export const URL_TOKEN_KINDS = ["download", "upload", "install"] as const;
 export type UrlTokenKind = (typeof URL_TOKEN_KINDS)[number];
+
+export const FORGE_PROVIDERS = ["github", "gitlab", "gitea", "forgejo", "bitbucket"] as const;
+export type ForgeProvider = (typeof FORGE_PROVIDERS)[number];
+
+export const DELIVERY_OUTCOMES = ["built", "ignored", "duplicate", "refused"] as const;
+export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+
+export const TRIGGER_EVENTS = ["push", "tag", "pull_request"] as const;
+export type TriggerEvent = (typeof TRIGGER_EVENTS)[number];
+
+export const NOTIFICATION_KINDS = ["slack", "discord", "teams", "webhook"] as const;
+export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
+
+export const NOTIFICATION_EVENTS = ["started", "succeeded", "failed", "fixed", "canceled", "timed_out", "expired"] as const;
+export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
+
+export const OUTBOX_TARGET_KINDS = ["commit_status", "notification"] as const;
+export type OutboxTargetKind = (typeof OUTBOX_TARGET_KINDS)[number];
+
+export const OUTBOX_STATUSES = ["pending", "delivered", "failed", "superseded", "disabled"] as const;
+export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];

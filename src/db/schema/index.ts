@@ -5,3 +5,4 @@ export * from "./projects.ts";
 export * from "./runners.ts";
 export * from "./builds.ts";
 export * from "./artifacts.ts";
+export * from "./hooks.ts";

@@ -57,6 +57,8 @@ export function jsonBodyCap(maxBytes: number) {
   });
   return createMiddleware<AppEnv>(async (c, next) => {
     if (c.req.path.startsWith("/v1/artifacts/local-upload/")) return next();
+    // Webhook deliveries may be up to 25 MiB; their route reads the body with its own cap.
+    if (c.req.path.startsWith("/v1/hooks/")) return next();
     return limit(c, next);
   });
 }

@@ -1,0 +1,70 @@
+import { Hono } from "hono";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import {
+  createWebhook,
+  createWebhookSchema,
+  deleteWebhook,
+  listWebhookDeliveries,
+  listWebhooks,
+  MAX_WEBHOOK_BODY_BYTES,
+  receiveWebhook,
+  toWebhookJson,
+} from "../../domain/webhooks.ts";
+import { requireUser, ROLES } from "../middleware/auth.ts";
+import { jsonBody } from "../validate.ts";
+
+/**
+ * Reads a request body whole, refusing it (413) as soon as it passes `max` bytes: a declared length is checked
+ * first, and the stream is counted as it arrives, so a body that lies about its length is cut off too.
+ */
+export async function readBodyCapped(req: Request, max: number): Promise<Uint8Array> {
+  const tooLarge = () => new ApiError(413, "payload_too_large", `request body exceeds ${max} bytes`);
+  const declared = Number(req.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > max) throw tooLarge();
+  if (!req.body) return new Uint8Array(0);
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+/** Inbound webhooks (CONTRACT §11): the project's webhook settings for builders, and the public receiver. */
+export function webhooksRoutes(deps: AppDeps) {
+  const builders = requireUser(deps, { roles: ROLES.builders });
+  return new Hono<AppEnv>()
+    .post("/v1/projects/:project_id/webhooks", builders, jsonBody(createWebhookSchema), async (c) =>
+      c.json(await createWebhook(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"), new URL(c.req.url).origin)),
+    )
+    .get("/v1/projects/:project_id/webhooks", builders, async (c) =>
+      c.json((await listWebhooks(deps, c.req.param("project_id"))).map(toWebhookJson)),
+    )
+    .delete("/v1/projects/:project_id/webhooks/:webhook_id", builders, async (c) => {
+      await deleteWebhook(deps, c.get("user"), c.req.param("project_id"), c.req.param("webhook_id"));
+      return c.body(null, 204);
+    })
+    .get("/v1/projects/:project_id/webhooks/:webhook_id/deliveries", builders, async (c) =>
+      c.json(await listWebhookDeliveries(deps, c.req.param("project_id"), c.req.param("webhook_id"))),
+    )
+    // Public: the forge proves itself with the webhook's secret, never with a session.
+    .post("/v1/hooks/:webhook_id", async (c) => {
+      const body = await readBodyCapped(c.req.raw, MAX_WEBHOOK_BODY_BYTES);
+      return c.json(await receiveWebhook(deps, c.req.param("webhook_id"), c.req.raw.headers, body));
+    });
+}
