@@ -6,6 +6,7 @@ import { ApiError } from "../errors.ts";
 import { auditStatementWhen } from "./audit.ts";
 import { isLoopbackHostname, isUnspecifiedAddress } from "./hostnames.ts";
 import { loadInstance, type InstanceRow } from "./instance.ts";
+import { resetRemoteLocalLoginStatement } from "./local-login.ts";
 import { runPreflight } from "./preflight.ts";
 import { revokeAllUserSessionsStatement } from "./sessions.ts";
 import type { UserRow } from "./users.ts";
@@ -85,6 +86,8 @@ export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | 
       sql`changes() = 1`,
     ),
     revokeAllUserSessionsStatement(deps),
+    // Local login answers in remote mode only once the owner turns it back on after this switch (CONTRACT §3).
+    resetRemoteLocalLoginStatement(deps),
   ]);
   const row = updated[0] ?? (await loadInstance(deps));
   return { preferences: toPreferencesJson(row, deps.config.host), sessions_revoked: true };

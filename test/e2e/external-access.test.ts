@@ -159,9 +159,9 @@ describe("trusted-proxy setup and login over a real socket", () => {
 
     const wrong = await http(daemon.url, "POST", "/v1/auth/trusted-proxy/login", { headers: { ...proxy, "X-Hangar-Trusted-Proxy-Secret": `${SECRET}!` } });
     expect([wrong.status, wrong.body.code]).toEqual([401, "trusted_proxy_shared_secret_invalid"]);
-    // Local login stays loopback-only: through the proxy it is refused.
+    // Local login is off in remote mode until the owner turns it back on; through the proxy it is refused.
     const viaProxy = await http(daemon.url, "POST", "/v1/auth/local/login", { body: { email: "owner@example.com" }, headers: proxy });
-    expect([viaProxy.status, viaProxy.body.code]).toEqual([403, "local_login_loopback_required"]);
+    expect([viaProxy.status, viaProxy.body.code]).toEqual([403, "mode_restricted"]);
 
     // Remote mode on 127.0.0.1: the preferences say a restart with another bind address is needed.
     const token = login.body.session_token;

@@ -131,16 +131,19 @@ describe("POST /v1/auth/local/login", () => {
     expect(signIns.some((e) => e.actorUserId === invited.id && (e.details as { method: string }).method === "local")).toBe(true);
   });
 
-  it("answers 403 local_login_loopback_required for a non-loopback peer, in local and in remote mode", async () => {
+  it("answers 403 local_login_loopback_required for a non-loopback peer in local mode; remote mode refuses it first", async () => {
     const t = await makeTestApp();
     await completeLocalSetup(t);
-    for (const runtimeMode of ["local", "remote"] as const) {
-      await setInstance(t, { runtimeMode });
-      const res = await t.call("POST", LOGIN, { body: {}, peer: "192.168.1.20" });
-      expect(res.status).toBe(403);
-      expect(res.body.code).toBe("local_login_loopback_required");
-      // From the machine itself it keeps working after setup, whatever the mode.
-      expect((await t.call("POST", LOGIN, { body: {} })).status).toBe(200);
+    const res = await t.call("POST", LOGIN, { body: {}, peer: "192.168.1.20" });
+    expect(res.status).toBe(403);
+    expect(res.body.code).toBe("local_login_loopback_required");
+    // From the machine itself it keeps working after setup.
+    expect((await t.call("POST", LOGIN, { body: {} })).status).toBe(200);
+    // Remote mode: refused until the owner turns it back on (test/http/local-login-setting.test.ts).
+    await setInstance(t, { runtimeMode: "remote" });
+    for (const peer of ["192.168.1.20", "127.0.0.1"]) {
+      const remote = await t.call("POST", LOGIN, { body: {}, peer });
+      expect([remote.status, remote.body.code], peer).toEqual([403, "mode_restricted"]);
     }
   });
 

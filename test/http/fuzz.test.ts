@@ -69,6 +69,7 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "POST /v1/users/transfer-owner": { email: "nobody@example.com" },
     "PATCH /v1/users/:user_id/role": { role: "qa_viewer" },
     "PUT /v1/settings/preferences": { key_storage_mode: "file", runtime_mode: "local" },
+    "PUT /v1/settings/local-login": { mode: "loopback" },
     "PUT /v1/settings/external-access/network": {
       public_url: "https://ci.example.com",
       artifact_delivery_url: "https://dl.example.com",

@@ -3,7 +3,12 @@ import { isLoopbackAddress, isLoopbackHost, isLoopbackRequest } from "../../src/
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup } from "../helpers/factories.ts";
 
-const FORWARDING = ["Forwarded", "X-Forwarded-For", "X-Real-IP", "CF-Connecting-IP", "True-Client-IP"];
+// CONTRACT §3's whole list, the prefixes with a few members, and the underscore spellings.
+const FORWARDING = [
+  "Forwarded", "Via", "X-Real-IP", "X-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "True-Client-IP", "Fastly-Client-IP",
+  "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Anything",
+  "X-Original-Forwarded-For", "X-Original-Forwarded-Host", "X_Forwarded_For", "X_Real_IP", "x_forwarded_host", "True_Client_IP",
+];
 
 describe("isLoopbackAddress", () => {
   it.each(["127.0.0.1", "127.0.0.2", "127.255.255.254", "::1", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1", "::FFFF:127.10.0.1"])(

@@ -2,8 +2,17 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv } from "../../deps.ts";
 
-/** Headers a proxy adds: their presence means the socket peer is a proxy, not the user. */
-const FORWARDING_HEADERS = ["forwarded", "x-forwarded-for", "x-real-ip", "cf-connecting-ip", "true-client-ip"];
+/** Headers a proxy adds (CONTRACT §3): their presence, with any value, means the socket peer is a proxy, not the user. */
+const PROXY_HEADERS = new Set([
+  "forwarded", "via", "x-real-ip", "x-client-ip", "x-cluster-client-ip", "cf-connecting-ip", "true-client-ip", "fastly-client-ip",
+]);
+const PROXY_HEADER_PREFIXES = ["x-forwarded-", "x-original-forwarded-"];
+
+/** Whether a header name is a proxy's; `X_Forwarded_For` counts too, since some servers fold `_` into `-`. */
+export function isProxyHeader(name: string): boolean {
+  const n = name.toLowerCase().replace(/_/g, "-");
+  return PROXY_HEADERS.has(n) || PROXY_HEADER_PREFIXES.some((p) => n.startsWith(p));
+}
 
 const IPV4_LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
 
@@ -32,7 +41,7 @@ export function isLoopbackHost(host: string | undefined): boolean {
 
 export function isLoopbackRequest(peerAddress: string | undefined, headers: Headers, urlHost: string): boolean {
   if (!isLoopbackAddress(peerAddress)) return false;
-  for (const name of FORWARDING_HEADERS) if (headers.has(name)) return false;
+  for (const name of headers.keys()) if (isProxyHeader(name)) return false;
   return isLoopbackHost(headers.get("host") ?? urlHost);
 }
 

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { RUNTIME_MODES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { assertNetworkChangeAllowed, readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
+import { LOCAL_LOGIN_MODES, readLocalLoginSetting, updateLocalLoginSetting } from "../../domain/local-login.ts";
 import { readPreferences, updatePreferences } from "../../domain/preferences.ts";
 import { runPreflight } from "../../domain/preflight.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
@@ -19,6 +20,8 @@ const networkSchema = z.object({
   artifact_delivery_url: z.string().max(2048).nullable().optional(),
   allowed_origins: z.array(z.string().max(2048)).max(50),
 });
+
+const localLoginSchema = z.object({ mode: z.enum(LOCAL_LOGIN_MODES) });
 
 /** Instance preferences (runtime mode) and External Access network settings and preflight. OIDC is in oidc.ts. */
 export function settingsRoutes(deps: AppDeps) {
@@ -44,5 +47,10 @@ export function settingsRoutes(deps: AppDeps) {
         return c.json({ settings });
       },
     )
-    .get("/v1/settings/external-access/preflight", settingsUser, async (c) => c.json(await runPreflight(deps)));
+    .get("/v1/settings/external-access/preflight", settingsUser, async (c) => c.json(await runPreflight(deps)))
+    // Owner only, read and write: it decides who on this machine can become the owner (CONTRACT §3).
+    .get("/v1/settings/local-login", owner, async (c) => c.json(await readLocalLoginSetting(deps)))
+    .put("/v1/settings/local-login", owner, jsonBody(localLoginSchema), async (c) =>
+      c.json(await updateLocalLoginSetting(deps, c.get("user"), c.req.valid("json").mode)),
+    );
 }
