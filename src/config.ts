@@ -17,6 +17,11 @@ export const ConfigSchema = z.object({
   HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
   HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
   HANGAR_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  HANGAR_DB_SYNCHRONOUS: z
+    .string()
+    .transform((v) => v.toLowerCase())
+    .pipe(z.enum(["normal", "full"]))
+    .default("normal"),
 });
 
 export interface HangarConfig {
@@ -36,6 +41,8 @@ export interface HangarConfig {
   logRequests: boolean;
   /** Bearer token for GET /metrics; without one, only loopback clients in local mode may scrape (CONTRACT §13). */
   metricsToken?: string;
+  /** `PRAGMA synchronous` on the embedded file's connections (docs/decisions.md "synchronous=NORMAL"). */
+  dbSynchronous: "normal" | "full";
 }
 
 export class ConfigError extends Error {}
@@ -69,5 +76,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     maxJsonBytes: 1024 * 1024,
     logRequests: e.HANGAR_LOG_REQUESTS === "1",
     metricsToken: e.HANGAR_METRICS_TOKEN,
+    dbSynchronous: e.HANGAR_DB_SYNCHRONOUS,
   };
 }

@@ -4,7 +4,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createApp } from "../src/app.ts";
-import { loadConfig } from "../src/config.ts";
+import { sql } from "drizzle-orm";
+import { ConfigError, loadConfig } from "../src/config.ts";
+import { openDb } from "../src/db/client.ts";
+import { EmbeddedClient } from "../src/db/embedded.ts";
 import { sha256Hex } from "../src/domain/crypto.ts";
 import { issueBootstrapToken } from "../src/domain/setup.ts";
 import { createNodeDeps, type NodeRuntime } from "../src/runtime/node-deps.ts";
@@ -106,5 +109,87 @@ describe("embedded database", () => {
     // After a checkpoint everything sits in the main file; still nothing.
     await runtime.opened.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
     scan(databaseBytes(dbPath));
+  });
+});
+
+describe("embedded database connections (issue 16)", () => {
+  const synchronousOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) => Number((await run("PRAGMA synchronous")).rows[0]?.[0]);
+
+  it("sets synchronous=NORMAL with WAL on every connection by default, FULL with HANGAR_DB_SYNCHRONOUS=full", async () => {
+    for (const [setting, expected] of [[undefined, 1], ["full", 2], ["NORMAL", 1]] as const) {
+      const dataDir = mkdtempSync(join(tmpdir(), "hangar-db-sync-"));
+      dirs.push(dataDir);
+      const config = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_DB_SYNCHRONOUS: setting });
+      const runtime = await createNodeDeps(config, { log: () => {} });
+      runtimes.push(runtime);
+      const client = runtime.opened.client;
+      // The shared connection, through the client and through drizzle.
+      expect(await synchronousOf((q) => client.execute(q))).toBe(expected);
+      const viaDrizzle = await runtime.deps.db.all<{ synchronous: number }>(sql`PRAGMA synchronous`);
+      expect(viaDrizzle[0]?.synchronous).toBe(expected);
+      expect(String((await client.execute("PRAGMA journal_mode")).rows[0]?.[0]).toLowerCase()).toBe("wal");
+      // The dedicated connection an interactive transaction opens gets the same settings.
+      const tx = await client.transaction("read");
+      try {
+        expect(await synchronousOf((q) => tx.execute(q))).toBe(expected);
+        expect(Number((await tx.execute("PRAGMA busy_timeout")).rows[0]?.[0])).toBeGreaterThanOrEqual(1000);
+      } finally {
+        tx.close();
+      }
+      // A connection opened again after close (the daemon's next start) too.
+      runtime.close();
+      runtimes.splice(runtimes.indexOf(runtime), 1);
+      const again = await openDb(`file:${join(dataDir, "hangar.db")}`, undefined, { synchronous: config.dbSynchronous });
+      try {
+        expect(await synchronousOf((q) => again.client.execute(q))).toBe(expected);
+      } finally {
+        again.close();
+      }
+    }
+    expect(() => loadConfig({ HANGAR_DB_SYNCHRONOUS: "off" })).toThrow(ConfigError);
+  });
+
+  it("leaves no read snapshot open between calls: a TRUNCATE checkpoint from another connection completes", async () => {
+    const { dbPath, runtime, call } = await start();
+    const { token } = await issueBootstrapToken(runtime.deps);
+    expect((await call("POST", "/v1/setup/bootstrap-token/verify", { token })).status).toBe(200);
+    for (let i = 0; i < 20; i++) expect((await call("GET", "/v1/public/setup-status")).status).toBe(200);
+    const other = await openDb(`file:${dbPath}`);
+    try {
+      const result = await other.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
+      // (busy, log frames, checkpointed frames): busy 0 means no connection held a reader on the WAL.
+      expect(Number(result.rows[0]?.[0])).toBe(0);
+    } finally {
+      other.close();
+    }
+    expect(statSync(`${dbPath}-wal`).size).toBe(0);
+  });
+
+  it("keeps a bounded number of prepared statements and answers the same through the cache", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-db-cache-"));
+    dirs.push(dir);
+    const client = new EmbeddedClient(join(dir, "cache.db"), { timeoutMs: 1000, synchronous: "normal", cacheSize: 4 });
+    try {
+      await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, data BLOB)");
+      await client.execute({ sql: "INSERT INTO t (name, data) VALUES (?, ?)", args: ["a", new Uint8Array([1, 2, 3])] });
+      for (let round = 0; round < 3; round++) {
+        for (let i = 0; i < 10; i++) {
+          const r = await client.execute({ sql: `SELECT id, name, data, ${i} AS n FROM t WHERE name = ?`, args: ["a"] });
+          const row = r.rows[0]!;
+          expect([row.id, row.name, row.n, row[0], row[1], row.length]).toEqual([1, "a", i, 1, "a", 4]);
+          expect(Object.keys(row)).toEqual(["id", "name", "data", "n"]);
+          expect([...new Uint8Array(row.data as ArrayBuffer)]).toEqual([1, 2, 3]);
+        }
+        expect(client.cachedStatements).toBeLessThanOrEqual(4);
+      }
+      // A write that returns rows, a failing statement (the cache drops it), and a batch that rolls back whole.
+      const updated = await client.execute({ sql: "UPDATE t SET name = ? WHERE id = 1 RETURNING name", args: ["b"] });
+      expect(updated.rows[0]?.name).toBe("b");
+      await expect(client.execute("INSERT INTO t (id) VALUES (1)")).rejects.toMatchObject({ code: "SQLITE_CONSTRAINT" });
+      await expect(client.batch(["INSERT INTO t (name) VALUES ('c')", "INSERT INTO t (id) VALUES (1)"])).rejects.toMatchObject({ code: "SQLITE_CONSTRAINT", statementIndex: 1 });
+      expect(Number((await client.execute("SELECT count(*) FROM t")).rows[0]?.[0])).toBe(1);
+    } finally {
+      client.close();
+    }
   });
 });

@@ -130,7 +130,7 @@ async function setupTokenCommand(config: HangarConfig, args: string[]): Promise<
   if (!Number.isInteger(ttl) || ttl < 1) return fail("--ttl must be a whole number of seconds, 1 or more");
   const { openDb, migrateDb, systemClock, issueBootstrapToken, prepareDataDir } = await loadDbModules();
   prepareDataDir(config.dataDir);
-  const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
   try {
     await migrateDb(opened.db);
     const { token } = await issueBootstrapToken({ db: opened.db, clock: systemClock }, ttl);
@@ -153,7 +153,7 @@ async function loginCommand(config: HangarConfig, args: string[]): Promise<numbe
     return fail(`no running daemon found for data directory ${config.dataDir} (no daemon.url): start it with \`hangar serve\`, or use --print-token`);
   }
   prepareDataDir(config.dataDir);
-  const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
   try {
     await migrateDb(opened.db);
     const deps = { db: opened.db, clock: systemClock };
@@ -176,7 +176,7 @@ async function loginCommand(config: HangarConfig, args: string[]): Promise<numbe
 async function migrateCommand(config: HangarConfig): Promise<number> {
   const { openDb, migrateDb, prepareDataDir } = await loadDbModules();
   prepareDataDir(config.dataDir);
-  const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
   try {
     await migrateDb(opened.db);
     process.stderr.write("hangar: migrations applied\n");

@@ -1,7 +1,8 @@
-import { createClient, type Client } from "@libsql/client";
-import { drizzle } from "drizzle-orm/libsql";
+import type { Client } from "@libsql/client";
+import * as driverCore from "drizzle-orm/libsql/driver-core";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { EmbeddedClient, type SynchronousLevel } from "./embedded.ts";
 import * as schema from "./schema/index.ts";
 import type { Db } from "./types.ts";
 
@@ -11,19 +12,40 @@ export interface OpenedDb {
   close(): void;
 }
 
-/** Opens the embedded file (WAL, busy timeout) or a libSQL server. Node only. */
-export async function openDb(url: string, authToken?: string): Promise<OpenedDb> {
-  const isFile = url.startsWith("file:");
-  if (isFile) {
-    const path = url.slice("file:".length).replace(/^\/\/(?=\/)/, "");
+export interface OpenDbOptions {
+  /**
+   * `synchronous` for the embedded file: NORMAL by default (with WAL, a commit is durable against a process crash
+   * but the last commits may be lost on power loss; docs/decisions.md), FULL to fsync every commit.
+   */
+  synchronous?: SynchronousLevel;
+}
+
+/**
+ * drizzle's libSQL adapter without its `createClient` shortcut (its `drizzle()` imports all of `@libsql/client`
+ * to offer it, which the embedded file does not need). `construct` is exported by the module, not declared.
+ */
+const construct = (driverCore as unknown as { construct: (client: Client, config: { schema: typeof schema }) => Db }).construct;
+
+/** The busy timeout in ms, so writers from another daemon process wait instead of failing. */
+const BUSY_TIMEOUT_MS = 10_000;
+
+/**
+ * Opens the embedded file (our statement-caching driver over the `libsql` package: WAL, busy timeout,
+ * `synchronous` on every connection) or a libSQL server (`libsql://`, `http(s)://`, `ws(s)://`) through
+ * `@libsql/client`, loaded only then. Node only.
+ */
+export async function openDb(url: string, authToken?: string, options: OpenDbOptions = {}): Promise<OpenedDb> {
+  let client: Client;
+  if (url.startsWith("file:")) {
+    let path = url.slice("file:".length).replace(/^\/\/(?=\/)/, "");
+    // file:///abs and file://localhost/abs name the same absolute path; the query string is not part of it.
+    path = path.replace(/^\/\/localhost(?=\/)/, "").replace(/\?.*$/, "");
     if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    client = new EmbeddedClient(path || ":memory:", { timeoutMs: BUSY_TIMEOUT_MS, synchronous: options.synchronous ?? "normal" });
+  } else {
+    const { createClient } = await import("@libsql/client");
+    client = createClient({ url, authToken, timeout: BUSY_TIMEOUT_MS });
   }
-  // timeout: the busy timeout in ms, so writers from another daemon process wait instead of failing.
-  const client = createClient({ url, authToken, timeout: 10_000 });
-  if (isFile) {
-    // WAL lets readers run beside the single writer; the mode is stored in the file and kept across opens.
-    await client.execute("PRAGMA journal_mode = WAL");
-  }
-  const db = drizzle(client, { schema });
+  const db: Db = construct(client, { schema });
   return { db, client, close: () => client.close() };
 }

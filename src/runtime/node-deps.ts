@@ -63,7 +63,7 @@ export interface NodeRuntime {
 
 /** Opens the database (migrated), the key file and the rest of AppDeps for a Node host. */
 export async function createNodeDeps(config: HangarConfig, overrides: Partial<AppDeps> = {}): Promise<NodeRuntime> {
-  const opened = await openDb(config.databaseUrl, config.databaseAuthToken);
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
   try {
     await migrateDb(opened.db);
     const secrets = await createSecretBox(loadOrCreateMasterKey(config.dataDir));

@@ -1,0 +1,430 @@
+/**
+ * The embedded database driver (Node only): the `libsql` package's synchronous connection behind the
+ * `@libsql/client` `Client` interface, so drizzle's libSQL adapter (and with it the `Db` type every domain
+ * function takes) runs on it unchanged.
+ *
+ * Why not `@libsql/client` for the file: its embedded client prepares every statement afresh and reads the
+ * column metadata twice per call, which cost about ten times the statement itself on the hot paths (issue 16).
+ * Here each distinct SQL text is prepared once and kept in a bounded LRU cache. Every statement is stepped to
+ * its end on every call (`all()` for statements that return rows, `run()` for the others), so no statement is
+ * left half-read and no read snapshot stays open between calls; a statement that failed is dropped from the
+ * cache rather than reused.
+ *
+ * Semantics are those of `@libsql/client`'s embedded client: results are `ResultSet`s whose rows can be read by
+ * index and by column name (only the names are enumerable), blobs come back as `ArrayBuffer`, errors are
+ * `LibsqlError`s (`LibsqlBatchError` inside a batch) wrapping the SQLite error, a batch is one transaction
+ * (`BEGIN DEFERRED` by default), and a statement that returns rows reports `rowsAffected` 0. One difference:
+ * integers come back as JavaScript numbers without the 2^53 range check (Hangar stores no integer that large).
+ *
+ * Every connection (the shared one, and the dedicated one an interactive transaction borrows) gets the same
+ * settings when it opens: busy timeout, WAL, and the `synchronous` level (see docs/decisions.md).
+ */
+import { LibsqlBatchError, LibsqlError } from "@libsql/core/api";
+import type { Client, InArgs, InStatement, InValue, ResultSet, Row, Transaction, TransactionMode } from "@libsql/core/api";
+import Database from "libsql";
+
+export type SynchronousLevel = "normal" | "full";
+
+export interface EmbeddedOptions {
+  /** Busy timeout in ms: a writer in another process is waited for, not failed. */
+  timeoutMs: number;
+  synchronous: SynchronousLevel;
+  /** Distinct SQL texts kept prepared; the least recently used is dropped beyond it. */
+  cacheSize?: number;
+}
+
+type Connection = InstanceType<typeof Database>;
+type Statement = ReturnType<Connection["prepare"]>;
+
+/** The values of one row, kept behind a symbol so only the column names are own enumerable keys. */
+const VALUES = Symbol("values");
+
+/**
+ * What rows of one statement share: a prototype answering `row[i]` and `row.length`, and the column names to
+ * copy onto each row. Building this once per statement (instead of defining every property of every row, as
+ * `@libsql/client` does) is most of the saving on reads.
+ */
+interface RowShape {
+  proto: object;
+  names: string[];
+  indexes: number[];
+}
+
+function rowShape(columns: string[]): RowShape {
+  const proto: Record<PropertyKey, unknown> = {};
+  Object.defineProperty(proto, "length", { value: columns.length });
+  for (let i = 0; i < columns.length; i++) {
+    Object.defineProperty(proto, i, {
+      get(this: { [VALUES]: unknown[] }) {
+        return this[VALUES][i];
+      },
+    });
+  }
+  const names: string[] = [];
+  const indexes: number[] = [];
+  const taken = new Set<string>(["length", ...columns.map((_, i) => String(i))]);
+  // The first column of a name wins, as in @libsql/client.
+  for (let i = 0; i < columns.length; i++) {
+    const name = columns[i]!;
+    if (taken.has(name)) continue;
+    taken.add(name);
+    names.push(name);
+    indexes.push(i);
+  }
+  return { proto, names, indexes };
+}
+
+function makeRow(shape: RowShape, values: unknown[]): Row {
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v instanceof Uint8Array) values[i] = toArrayBuffer(v);
+  }
+  const row = Object.create(shape.proto) as Record<PropertyKey, unknown>;
+  Object.defineProperty(row, VALUES, { value: values });
+  const { names, indexes } = shape;
+  for (let k = 0; k < names.length; k++) row[names[k]!] = values[indexes[k]!];
+  return row as unknown as Row;
+}
+
+function toArrayBuffer(bytes: Uint8Array): ArrayBuffer {
+  const { buffer, byteOffset, byteLength } = bytes;
+  if (byteOffset === 0 && byteLength === buffer.byteLength && buffer instanceof ArrayBuffer) return buffer;
+  return new Uint8Array(bytes).buffer;
+}
+
+function valueToSql(value: InValue): unknown {
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) throw new RangeError("Only finite numbers (not Infinity or NaN) can be passed as arguments");
+    return value;
+  }
+  if (typeof value === "boolean") return value ? 1 : 0;
+  if (value instanceof ArrayBuffer) return Buffer.from(value);
+  if (value instanceof Date) return value.valueOf();
+  if (value === undefined) throw new TypeError("undefined cannot be passed as argument to the database");
+  return value;
+}
+
+function argsToSql(args: InArgs | undefined): unknown[] | Record<string, unknown> {
+  if (args === undefined) return [];
+  if (Array.isArray(args)) {
+    const out = new Array<unknown>(args.length);
+    for (let i = 0; i < args.length; i++) out[i] = valueToSql(args[i]!);
+    return out;
+  }
+  const out: Record<string, unknown> = {};
+  for (const name in args) {
+    const key = name[0] === "@" || name[0] === "$" || name[0] === ":" ? name.substring(1) : name;
+    out[key] = valueToSql(args[name]!);
+  }
+  return out;
+}
+
+class Result implements ResultSet {
+  constructor(
+    public columns: string[],
+    public columnTypes: string[],
+    public rows: Row[],
+    public rowsAffected: number,
+    public lastInsertRowid: bigint | undefined,
+  ) {}
+
+  toJSON() {
+    return {
+      columns: this.columns,
+      columnTypes: this.columnTypes,
+      rows: this.rows.map((row) => Array.prototype.map.call(row, (v) => (typeof v === "bigint" ? `${v}` : v instanceof ArrayBuffer ? Buffer.from(v).toString("base64") : v))),
+      rowsAffected: this.rowsAffected,
+      lastInsertRowid: this.lastInsertRowid !== undefined ? `${this.lastInsertRowid}` : null,
+    };
+  }
+}
+
+interface Cached {
+  stmt: Statement;
+  reader: boolean;
+  columns: string[];
+  columnTypes: string[];
+  shape: RowShape | null;
+}
+
+const SQLITE_CODES: Record<number, string> = {
+  1: "SQLITE_ERROR", 2: "SQLITE_INTERNAL", 3: "SQLITE_PERM", 4: "SQLITE_ABORT", 5: "SQLITE_BUSY", 6: "SQLITE_LOCKED",
+  7: "SQLITE_NOMEM", 8: "SQLITE_READONLY", 9: "SQLITE_INTERRUPT", 10: "SQLITE_IOERR", 11: "SQLITE_CORRUPT",
+  12: "SQLITE_NOTFOUND", 13: "SQLITE_FULL", 14: "SQLITE_CANTOPEN", 15: "SQLITE_PROTOCOL", 16: "SQLITE_EMPTY",
+  17: "SQLITE_SCHEMA", 18: "SQLITE_TOOBIG", 19: "SQLITE_CONSTRAINT", 20: "SQLITE_MISMATCH", 21: "SQLITE_MISUSE",
+  22: "SQLITE_NOLFS", 23: "SQLITE_AUTH", 24: "SQLITE_FORMAT", 25: "SQLITE_RANGE", 26: "SQLITE_NOTADB",
+  27: "SQLITE_NOTICE", 28: "SQLITE_WARNING",
+};
+
+/** The SQLite error as the `LibsqlError` @libsql/client throws (same code, extended code and cause). */
+function mapError(e: unknown): unknown {
+  if (e instanceof Database.SqliteError) {
+    const raw = (e as { rawCode?: number }).rawCode;
+    const code = raw === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[raw & 0xff] ?? `SQLITE_UNKNOWN_${raw & 0xff}`);
+    return new LibsqlError(e.message, code, e.code, raw, e);
+  }
+  return e;
+}
+
+function inBatch(e: unknown, index: number): unknown {
+  if (e instanceof LibsqlBatchError) return e;
+  if (e instanceof LibsqlError) return new LibsqlBatchError(e.message, index, e.code, e.extendedCode, e.rawCode, e.cause instanceof Error ? e.cause : undefined);
+  return e;
+}
+
+const BEGIN: Record<TransactionMode, string> = { write: "BEGIN IMMEDIATE", read: "BEGIN TRANSACTION READONLY", deferred: "BEGIN DEFERRED" };
+
+/** Statements after which cached statements may describe tables that changed. */
+const SCHEMA_CHANGE = /^\s*(?:create|drop|alter)\b/i;
+
+/** One open connection with its statement cache. */
+class CachedConnection {
+  readonly conn: Connection;
+  private readonly cache = new Map<string, Cached>();
+
+  constructor(
+    path: string,
+    options: EmbeddedOptions,
+    private readonly cacheSize: number,
+  ) {
+    this.conn = new Database(path, { timeout: options.timeoutMs });
+    try {
+      // WAL is stored in the file (readers run beside the single writer); `synchronous` and the busy timeout
+      // are per connection, so every connection sets them when it opens.
+      this.conn.exec(`PRAGMA busy_timeout = ${Math.floor(options.timeoutMs)}`);
+      if (path !== ":memory:") this.conn.exec("PRAGMA journal_mode = WAL");
+      this.conn.exec(`PRAGMA synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
+    } catch (e) {
+      this.conn.close();
+      throw mapError(e);
+    }
+  }
+
+  private prepared(sql: string): Cached {
+    const hit = this.cache.get(sql);
+    if (hit) {
+      // Most recently used goes to the end of the Map's order; the first key is the one to drop.
+      this.cache.delete(sql);
+      this.cache.set(sql, hit);
+      return hit;
+    }
+    const stmt = this.conn.prepare(sql);
+    const reader = stmt.reader;
+    let columns: string[] = [];
+    let columnTypes: string[] = [];
+    if (reader) {
+      stmt.raw(true);
+      const defs = stmt.columns();
+      columns = defs.map((d) => d.name);
+      columnTypes = defs.map((d) => d.type ?? "");
+    }
+    const entry: Cached = { stmt, reader, columns, columnTypes, shape: null };
+    this.cache.set(sql, entry);
+    if (this.cache.size > this.cacheSize) this.cache.delete(this.cache.keys().next().value!);
+    return entry;
+  }
+
+  execute(stmt: InStatement | string, args?: InArgs): ResultSet {
+    const sql = typeof stmt === "string" ? stmt : stmt.sql;
+    const values = argsToSql(typeof stmt === "string" ? args : stmt.args);
+    let entry: Cached | undefined;
+    try {
+      entry = this.prepared(sql);
+      if (entry.reader) {
+        // all() steps the statement to its end: nothing stays open after the call.
+        const raw = entry.stmt.all(values) as unknown[][];
+        const shape = (entry.shape ??= rowShape(entry.columns));
+        const rows = new Array<Row>(raw.length);
+        for (let i = 0; i < raw.length; i++) rows[i] = makeRow(shape, raw[i]!);
+        return new Result(entry.columns, entry.columnTypes, rows, 0, undefined);
+      }
+      const info = entry.stmt.run(values);
+      if (SCHEMA_CHANGE.test(sql)) this.cache.clear();
+      return new Result([], [], [], info.changes, BigInt(info.lastInsertRowid));
+    } catch (e) {
+      // A failed statement is not reused: it is re-prepared (and so starts clean) on the next call.
+      this.cache.delete(sql);
+      throw mapError(e);
+    }
+  }
+
+  /** Runs `stmts` between `begin` and COMMIT; anything left open on a failure is rolled back. */
+  transactional(begin: string | null, stmts: Array<InStatement | [string, InArgs?]>): ResultSet[] {
+    if (begin) this.execute(begin);
+    try {
+      const results: ResultSet[] = [];
+      for (let i = 0; i < stmts.length; i++) {
+        const stmt = stmts[i]!;
+        try {
+          if (!this.conn.inTransaction) throw new LibsqlBatchError("The transaction has been rolled back", i, "TRANSACTION_CLOSED");
+          results.push(Array.isArray(stmt) ? this.execute(stmt[0], stmt[1]) : this.execute(stmt));
+        } catch (e) {
+          throw inBatch(e, i);
+        }
+      }
+      if (begin) this.execute("COMMIT");
+      return results;
+    } finally {
+      if (begin && this.conn.open && this.conn.inTransaction) this.rollbackQuietly();
+    }
+  }
+
+  exec(sql: string): void {
+    try {
+      this.conn.exec(sql);
+    } catch (e) {
+      throw mapError(e);
+    } finally {
+      this.cache.clear();
+    }
+  }
+
+  get cachedStatements(): number {
+    return this.cache.size;
+  }
+
+  /** Forgets every prepared statement (after a migration: tables may have changed). */
+  forget(): void {
+    this.cache.clear();
+  }
+
+  rollbackQuietly(): void {
+    try {
+      this.conn.exec("ROLLBACK");
+    } catch {
+      // nothing was open any more
+    }
+  }
+
+  close(): void {
+    this.cache.clear();
+    if (this.conn.open) this.conn.close();
+  }
+}
+
+/** An interactive transaction on a connection of its own, so the shared connection's callers never join it. */
+class EmbeddedTransaction implements Transaction {
+  private conn: CachedConnection | null;
+
+  constructor(conn: CachedConnection) {
+    this.conn = conn;
+  }
+
+  private live(): CachedConnection {
+    if (!this.conn || !this.conn.conn.open || !this.conn.conn.inTransaction) throw new LibsqlError("The transaction is closed", "TRANSACTION_CLOSED");
+    return this.conn;
+  }
+
+  async execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
+    return this.live().execute(stmt, args);
+  }
+  async batch(stmts: Array<InStatement | [string, InArgs?]>): Promise<ResultSet[]> {
+    return this.live().transactional(null, stmts);
+  }
+  async executeMultiple(sql: string): Promise<void> {
+    this.live().exec(sql);
+  }
+  async commit(): Promise<void> {
+    try {
+      this.live().execute("COMMIT");
+    } finally {
+      this.close();
+    }
+  }
+  async rollback(): Promise<void> {
+    if (this.conn?.conn.open && this.conn.conn.inTransaction) this.conn.rollbackQuietly();
+    this.close();
+  }
+  close(): void {
+    const conn = this.conn;
+    this.conn = null;
+    if (!conn) return;
+    if (conn.conn.open && conn.conn.inTransaction) conn.rollbackQuietly();
+    conn.close();
+  }
+  get closed(): boolean {
+    return !this.conn || !this.conn.conn.open || !this.conn.conn.inTransaction;
+  }
+}
+
+/** The embedded file (or `:memory:`) as a `Client`. */
+export class EmbeddedClient implements Client {
+  closed = false;
+  protocol = "file";
+  private main: CachedConnection;
+  private readonly cacheSize: number;
+
+  constructor(
+    private readonly path: string,
+    private readonly options: EmbeddedOptions,
+  ) {
+    this.cacheSize = options.cacheSize ?? 256;
+    this.main = new CachedConnection(path, options, this.cacheSize);
+  }
+
+  private open(): CachedConnection {
+    if (this.closed) throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
+    return this.main;
+  }
+
+  async execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
+    return this.open().execute(stmt, args);
+  }
+
+  async batch(stmts: Array<InStatement | [string, InArgs?]>, mode: TransactionMode = "deferred"): Promise<ResultSet[]> {
+    return this.open().transactional(BEGIN[mode], stmts);
+  }
+
+  async migrate(stmts: InStatement[]): Promise<ResultSet[]> {
+    const conn = this.open();
+    conn.execute("PRAGMA foreign_keys=off");
+    try {
+      return conn.transactional(BEGIN.deferred, stmts);
+    } finally {
+      conn.forget();
+      conn.execute("PRAGMA foreign_keys=on");
+    }
+  }
+
+  async transaction(mode: TransactionMode = "write"): Promise<Transaction> {
+    this.open();
+    if (this.path === ":memory:") throw new LibsqlError("An in-memory database has a single connection; use batch()", "TRANSACTION_ACTIVE");
+    const conn = new CachedConnection(this.path, this.options, 16);
+    try {
+      conn.execute(BEGIN[mode]);
+    } catch (e) {
+      conn.close();
+      throw e;
+    }
+    return new EmbeddedTransaction(conn);
+  }
+
+  async executeMultiple(sql: string): Promise<void> {
+    const conn = this.open();
+    try {
+      conn.exec(sql);
+    } finally {
+      if (conn.conn.open && conn.conn.inTransaction) conn.rollbackQuietly();
+    }
+  }
+
+  async sync(): Promise<never> {
+    throw new LibsqlError("sync() is for embedded replicas, which Hangar does not use", "SYNC_NOT_SUPPORTED");
+  }
+
+  /** How many statements the shared connection holds prepared (bounded by `cacheSize`). */
+  get cachedStatements(): number {
+    return this.main.cachedStatements;
+  }
+
+  reconnect(): void {
+    this.main.close();
+    this.main = new CachedConnection(this.path, this.options, this.cacheSize);
+    this.closed = false;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.main.close();
+  }
+}
