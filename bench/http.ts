@@ -1,15 +1,18 @@
-// `npm run bench:http`: GET /v1/users/me with a valid session on the real daemon, beside a bare
-// @hono/node-server app answering the same JSON with no database or auth (the floor of what Node + Hono can
-// do on this machine), in the same run, same load: autocannon, 32 connections over loopback. Then cold start:
-// spawn `node bin/hangar.mjs serve` → the listening line, median of 5.
+// `npm run bench:http`: GET /v1/users/me with a valid session on the real daemon, beside a bare node:http
+// server answering the same bytes (status, headers, body) with no framework, database or auth (the floor of
+// what Node can do on this machine), in the same run, same load: autocannon, 32 connections over loopback.
+// Then cold start: spawn `node bin/hangar.mjs serve` → the listening line, median of 5, against the bare
+// server's; and the daemon's idle RSS.
+//
+// BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures).
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
+const ROOT = process.env.BENCH_ROOT ?? fileURLToPath(new URL("..", import.meta.url));
 const BIN = join(ROOT, "bin", "hangar.mjs");
 const CONNECTIONS = 32;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -72,17 +75,24 @@ async function completeSetup(base: string, env: Record<string, string>): Promise
   return (await post(base, "/v1/auth/local/login", {})).session_token as string;
 }
 
+// The bare server answers every request with the bytes Hangar sent for GET /v1/users/me: same status line,
+// same headers (Date, Connection and Keep-Alive are Node's own in both), same body.
 const BARE_SERVER = `
-import { serve } from "@hono/node-server";
-import { Hono } from "hono";
-const body = JSON.parse(process.env.BENCH_BODY);
-const app = new Hono().get("/v1/users/me", (c) => {
-  c.header("Cache-Control", "no-store");
-  return c.json(body);
+import { createServer } from "node:http";
+const { headers, body } = JSON.parse(process.env.BENCH_RESPONSE);
+const s = createServer((req, res) => {
+  res.writeHead(200, headers);
+  res.end(body);
 });
-const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, (info) => console.log("bare listening on http://127.0.0.1:" + info.port));
+s.listen(0, "127.0.0.1", () => console.log("bare listening on http://127.0.0.1:" + s.address().port));
 process.on("SIGTERM", () => s.close(() => process.exit(0)));
 `;
+
+/** The daemon's resident set, from /proc (Linux). */
+function rssMiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
 
 interface Figures {
   rps: number;
@@ -141,8 +151,16 @@ async function main(): Promise<void> {
     const meRes = await fetch(`${daemon.url}/v1/users/me`, { headers: { authorization: `Bearer ${session}` } });
     const me = await meRes.text();
     if (!meRes.ok) throw new Error(`users/me: ${meRes.status} ${me}`);
+    const sentHeaders: Record<string, string> = {};
+    meRes.headers.forEach((value, name) => {
+      if (!["date", "connection", "keep-alive", "transfer-encoding"].includes(name)) sentHeaders[name] = value;
+    });
+    const BARE_ENV = { BENCH_RESPONSE: JSON.stringify({ headers: sentHeaders, body: me }) };
+    // Idle RSS: the daemon after setup and one request, left alone for 3 s.
+    await new Promise((r) => setTimeout(r, 3000));
+    const idleRss = rssMiB(daemon.proc.pid!);
 
-    const bare = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], { BENCH_BODY: me }, /bare listening on (http:\/\/\S+)/);
+    const bare = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], BARE_ENV, /bare listening on (http:\/\/\S+)/);
     children.push(bare.proc);
 
     // The same daemon, database and session, with the per-request log line off, to show what logging costs.
@@ -155,13 +173,14 @@ async function main(): Promise<void> {
       { url: `${quiet.url}/v1/users/me`, token: session },
     ])) as [Figures, Figures, Figures];
     await stop(bare.proc);
+    const loadedRss = rssMiB(daemon.proc.pid!);
     await stop(daemon.proc);
     await stop(quiet.proc);
 
-    console.log(`bare @hono/node-server (same JSON)   ${fmt(bareFigures)}`);
+    console.log(`bare node:http (same bytes)         ${fmt(bareFigures)}`);
     console.log(`hangar GET /v1/users/me             ${fmt(hangarFigures)}`);
     console.log(`hangar, request log off             ${fmt(quietFigures)}`);
-    console.log(`ratio hangar / bare: ${(hangarFigures.rps / bareFigures.rps).toFixed(3)} (request log off: ${(quietFigures.rps / bareFigures.rps).toFixed(3)})`);
+    console.log(`ratio hangar / bare (target >= 0.25): ${(hangarFigures.rps / bareFigures.rps).toFixed(3)} (request log off: ${(quietFigures.rps / bareFigures.rps).toFixed(3)})`);
 
     // Cold start: process spawn → listening line, on the set-up data directory and on a fresh one.
     const existing: number[] = [];
@@ -178,16 +197,17 @@ async function main(): Promise<void> {
     }
     const bareStarts: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const b = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], { BENCH_BODY: me }, /bare listening on (http:\/\/\S+)/);
+      const b = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], BARE_ENV, /bare listening on (http:\/\/\S+)/);
       bareStarts.push(b.readyMs);
       await stop(b.proc);
     }
     const ms = (v: number[]) => `${median(v).toFixed(0)} ms (runs: ${v.map((x) => x.toFixed(0)).join(", ")})`;
     console.log(`cold start, existing data dir: median ${ms(existing)}`);
     console.log(`cold start, fresh data dir:    median ${ms(fresh)}`);
-    console.log(`bare @hono/node-server start:  median ${ms(bareStarts)}`);
+    console.log(`bare node:http server start:   median ${ms(bareStarts)}`);
     console.log(`load average at the end: ${loadavg()[0]!.toFixed(1)}`);
-    console.log(`cold start ratio hangar / bare: ${(median(existing) / median(bareStarts)).toFixed(2)}`);
+    console.log(`cold start ratio hangar / bare: ${(median(existing) / median(bareStarts)).toFixed(2)} (target <= 2)`);
+    console.log(`daemon RSS: idle ${idleRss.toFixed(1)} MiB (target <= 70), after the load ${loadedRss.toFixed(1)} MiB`);
   } finally {
     for (const c of children) await stop(c);
     rmSync(dataDir, { recursive: true, force: true });
