@@ -2,6 +2,7 @@ import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../deps.ts";
 import { assetRoutes } from "./assets.ts";
 import { renderErrorPage } from "./errors.tsx";
+import { installPages } from "./pages/install.tsx";
 import { loginPages } from "./pages/login.tsx";
 import { setupPages } from "./pages/setup.tsx";
 
@@ -12,7 +13,7 @@ import { setupPages } from "./pages/setup.tsx";
 export function webRoutes(deps: AppDeps) {
   const app = new Hono<AppEnv>();
   app.route("/", assetRoutes());
-  for (const pages of [loginPages, setupPages]) {
+  for (const pages of [loginPages, setupPages, installPages]) {
     app.route("/", pages(deps));
   }
   // Errors of a page render as a page (a JSON body would be no use to a browser).

@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { installArtifactRedirect, installDownload, installManifest } from "../../domain/install.ts";
-import { byteResponse } from "./artifacts.ts";
+import { installArtifactRedirect, installDownload, installIcon, installManifest } from "../../domain/install.ts";
+import { byteResponse, pngResponse } from "./artifacts.ts";
 
 /** Installer paths (SPEC: no version prefix, token in the path). Nothing here may be cached. */
 export function installRoutes(deps: AppDeps) {
@@ -15,6 +15,8 @@ export function installRoutes(deps: AppDeps) {
       c.header("cache-control", "no-store");
       return c.redirect(location, 302);
     })
+    // The install page's icon: public like the page, for as long as its session lives.
+    .get("/install/icon/:token", async (c) => pngResponse(await installIcon(deps, { token: c.req.param("token") })))
     .get("/install/download/:token", async (c) => {
       const result = await installDownload(deps, { token: c.req.param("token"), range: c.req.header("range") });
       c.header("cache-control", "no-store");
