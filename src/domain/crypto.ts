@@ -35,6 +35,18 @@ export function randomToken(): string {
   return bytesToBase64Url(randomBytes(32));
 }
 
+/**
+ * Bearer-token prefixes (CONTRACT §3): a leaked token says what it is, and no token starts with `-` (which
+ * command-line parsers take for an option). URL-path tokens (download, upload, install, login links) have none.
+ */
+export const TOKEN_PREFIXES = { userSession: "hgu_", setupSession: "hgs_", runner: "hgr_", webhookSecret: "hgw_" } as const;
+export type TokenPrefix = (typeof TOKEN_PREFIXES)[keyof typeof TOKEN_PREFIXES];
+
+/** A bearer token: its prefix, then 32 random bytes base64url. It is hashed whole, prefix included. */
+export function prefixedToken(prefix: TokenPrefix): string {
+  return `${prefix}${randomToken()}`;
+}
+
 /** The bootstrap token: 64 hex characters (SPEC limits). */
 export function randomHexToken(): string {
   return bytesToHex(randomBytes(32));

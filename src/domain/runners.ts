@@ -5,7 +5,7 @@ import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { auditStatement } from "./audit.ts";
 import { ACTIVE_STATUSES } from "./build-machine.ts";
-import { randomToken, sha256Hex } from "./crypto.ts";
+import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "./crypto.ts";
 import type { RunnerRow } from "./runner-auth.ts";
 import type { UserRow } from "./users.ts";
 
@@ -52,7 +52,7 @@ export async function registerRunner(
   actor: UserRow,
   input: z.infer<typeof registerRunnerSchema>,
 ): Promise<{ runner: RunnerRow; token: string }> {
-  const token = randomToken();
+  const token = prefixedToken(TOKEN_PREFIXES.runner);
   const now = deps.clock.now();
   const runner: RunnerRow = {
     id: crypto.randomUUID(),

@@ -4,7 +4,7 @@ import { localLoginCodes, setupSessions, userSessions, users } from "../db/schem
 import type { AppDeps } from "../deps.ts";
 import type { Db } from "../db/types.ts";
 import { ApiError } from "../errors.ts";
-import { randomToken, sha256Hex } from "./crypto.ts";
+import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "./crypto.ts";
 import type { UserRow } from "./users.ts";
 
 export const SETUP_SESSION_TTL_S = 30 * 60;
@@ -14,7 +14,7 @@ type DbDeps = Pick<AppDeps, "db" | "clock">;
 
 /** A setup session: only the SHA-256 of the token is stored (Lucia). */
 export async function createSetupSession(deps: DbDeps): Promise<{ token: string; expiresAt: number }> {
-  const token = randomToken();
+  const token = prefixedToken(TOKEN_PREFIXES.setupSession);
   const now = deps.clock.now();
   const expiresAt = now + SETUP_SESSION_TTL_S;
   await deps.db.insert(setupSessions).values({ id: crypto.randomUUID(), tokenHash: await sha256Hex(token), expiresAt, createdAt: now });
@@ -55,7 +55,7 @@ export async function createUserSession(
   userId: string,
   authMethod: AuthMethod,
 ): Promise<{ token: string; expiresAt: number }> {
-  const token = randomToken();
+  const token = prefixedToken(TOKEN_PREFIXES.userSession);
   const now = deps.clock.now();
   const expiresAt = now + USER_SESSION_TTL_S;
   const inserted = await deps.db.run(sql`INSERT INTO ${userSessions} (id, token_hash, user_id, auth_method, expires_at, created_at)

@@ -94,7 +94,7 @@ describe("hangar runner register and --help", () => {
     const lines = reg.stdout.split("\n").filter(Boolean);
     expect(lines).toHaveLength(2);
     expect(lines[0]).toMatch(/^HANGAR_RUNNER_ID=[\w-]+$/);
-    expect(lines[1]).toMatch(/^HANGAR_RUNNER_TOKEN=[A-Za-z0-9_-]{43}$/);
+    expect(lines[1]).toMatch(/^HANGAR_RUNNER_TOKEN=hgr_[A-Za-z0-9_-]{43}$/);
     const id = lines[0]!.split("=")[1];
     const listed = await d.api.call("GET", "/v1/runners", { token: d.ownerToken });
     const mine = (listed.body as Array<{ id: string; name: string; capabilities: { platforms: string[] } }>).find((r) => r.id === id);

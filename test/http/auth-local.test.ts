@@ -46,7 +46,7 @@ describe("POST /v1/auth/local/login", () => {
     const res = await t.call("POST", LOGIN, { body: { email: "owner@example.com" } });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      session_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+      session_token: expect.stringMatching(/^hgu_[A-Za-z0-9_-]{43}$/),
       expires_at: t.clock.now() + DAY,
       user: { user_id: owner.id, email: "owner@example.com", display_name: "owner", role: "owner", avatar_url: null, oidc_subject: null },
     });

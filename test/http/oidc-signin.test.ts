@@ -70,7 +70,7 @@ describe("GET /v1/auth/oidc/start and POST /v1/auth/oidc/callback", () => {
     const res = await signInWithOidc(t, idp, "dev-sub");
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      session_token: expect.stringMatching(/^[\w-]{43}$/),
+      session_token: expect.stringMatching(/^hgu_[\w-]{43}$/),
       expires_at: t.clock.now() + 86_400,
       user: {
         user_id: invited.id,

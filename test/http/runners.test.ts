@@ -25,7 +25,7 @@ describe("runner registration and listing", () => {
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ name: "mac-mini", status: "online", capabilities: { platforms: ["ios"], xcode: "16.2" } });
     expect(typeof res.body.id).toBe("string");
-    expect(res.body.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(res.body.token).toMatch(/^hgr_[A-Za-z0-9_-]{43}$/);
     expect(typeof res.body.created_at).toBe("number");
     const row = await t.deps.db.select().from(runners).where(eq(runners.id, res.body.id)).get();
     expect(row?.tokenHash).toBe(await sha256Hex(res.body.token));

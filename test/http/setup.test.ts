@@ -88,7 +88,7 @@ describe("POST /v1/setup/bootstrap-token/verify", () => {
     const { token } = await issueBootstrapToken(t.deps);
     const res = await t.call("POST", VERIFY, { body: { token: token.toUpperCase() } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ session_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/), expires_at: t.clock.now() + 1800 });
+    expect(res.body).toEqual({ session_token: expect.stringMatching(/^hgs_[A-Za-z0-9_-]{43}$/), expires_at: t.clock.now() + 1800 });
   });
 
   it("answers 410 token_consumed for a token already used", async () => {

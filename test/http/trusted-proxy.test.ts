@@ -270,7 +270,7 @@ describe("POST /v1/auth/trusted-proxy/login", () => {
     const res = await t.call("POST", LOGIN, { peer: "fd00:1::42", headers: proxyHeaders("DEV@example.com") });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
-      session_token: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
+      session_token: expect.stringMatching(/^hgu_[A-Za-z0-9_-]{43}$/),
       expires_at: t.clock.now() + 24 * 60 * 60,
       user: { user_id: dev.id, email: "dev@example.com", display_name: "dev", role: "developer", avatar_url: null, oidc_subject: null },
     });

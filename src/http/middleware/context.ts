@@ -16,7 +16,10 @@ export function redactPath(path: string): string {
 
 /** Paths whose URL carries a token: never leak it through a Referer header. */
 function carriesToken(path: string): boolean {
-  return path.startsWith("/install/") || path.startsWith("/v1/artifacts/download/") || path.startsWith("/v1/artifacts/local-upload/");
+  return (
+    path.startsWith("/install/") || path.startsWith("/v1/artifacts/download/") || path.startsWith("/v1/artifacts/local-upload/") ||
+    path.startsWith("/login/local/")
+  );
 }
 
 /** Request id, one JSON log line per request, and the response headers every answer carries (CONTRACT §2). */
