@@ -268,7 +268,7 @@ export function Flash(props: { flash: FlashMessage | null | undefined }) {
   if (!props.flash) return null;
   return (
     <div class={`flash flash-${props.flash.kind}`} role={props.flash.kind === "error" ? "alert" : "status"}>
-      {props.flash.text}
+      {neutralise(props.flash.text)}
     </div>
   );
 }

@@ -4,7 +4,11 @@ import { assetRoutes } from "./assets.ts";
 import { renderErrorPage } from "./errors.tsx";
 import { installPages } from "./pages/install.tsx";
 import { loginPages } from "./pages/login.tsx";
+import { auditPages } from "./pages/audit.tsx";
+import { runnersPages } from "./pages/runners.tsx";
+import { settingsPages } from "./pages/settings.tsx";
 import { setupPages } from "./pages/setup.tsx";
+import { usersPages } from "./pages/users.tsx";
 
 /**
  * The web UI (CONTRACT §10): server-rendered pages that call the domain directly, mounted by createApp beside
@@ -13,7 +17,17 @@ import { setupPages } from "./pages/setup.tsx";
 export function webRoutes(deps: AppDeps) {
   const app = new Hono<AppEnv>();
   app.route("/", assetRoutes());
-  for (const pages of [loginPages, setupPages, installPages]) {
+  // One page group per line: keep both sides on a conflict.
+  const groups = [
+    loginPages,
+    setupPages,
+    installPages,
+    usersPages,
+    runnersPages,
+    settingsPages,
+    auditPages,
+  ];
+  for (const pages of groups) {
     app.route("/", pages(deps));
   }
   // Errors of a page render as a page (a JSON body would be no use to a browser).

@@ -1,0 +1,151 @@
+import { Hono } from "hono";
+import type { Child } from "hono/jsx";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { readNetworkSettings } from "../../domain/network-settings.ts";
+import { listRunners, registerRunner, type RunnerCapabilities } from "../../domain/runners.ts";
+import type { RunnerRow } from "../../domain/runner-auth.ts";
+import { ROLES } from "../../http/middleware/auth.ts";
+import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section, StatusBadge, Table, Time } from "../components.tsx";
+import { sentence } from "../errors.tsx";
+import { Layout, type PageCtx } from "../layout.tsx";
+import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+
+const PLATFORM_CHOICES = [
+  { value: "ios", label: "iOS" },
+  { value: "macos", label: "macOS" },
+  { value: "android", label: "Android" },
+] as const;
+
+/** What a freshly registered runner needs, shown once: its id and token, and commands that use them. */
+interface Registered {
+  runner: RunnerRow;
+  token: string;
+  daemonUrl: string;
+}
+
+/**
+ * SLOT for the "runners" helper: the standalone-runner commands (`curl -fsSLO <daemon>/runner/hangar-runner.mjs
+ * && node hangar-runner.mjs …`) shown beside the clone-based ones after a registration. Return null to show none.
+ */
+export function standaloneRunnerCommands(_registered: Registered): Child {
+  return null;
+}
+
+/**
+ * SLOT for the "runners" helper: per-runner actions (remove, rotate token) in the list's last column, as POST
+ * forms to routes of this file. The viewer is an owner or admin (this page is for them only).
+ */
+export function runnerActions(_runner: RunnerRow): Child {
+  return null;
+}
+
+function shellQuote(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function RegisteredPanel(props: { registered: Registered }) {
+  const { runner, token, daemonUrl } = props.registered;
+  const env = `HANGAR_URL=${daemonUrl}\nHANGAR_RUNNER_ID=${runner.id}\nHANGAR_RUNNER_TOKEN=${token}`;
+  const start = `(umask 077; cat > ~/.hangar-runner.env <<'EOF'\n${env}\nEOF\n)\nset -a; . ~/.hangar-runner.env; set +a\nnpx hangar runner --url ${shellQuote(daemonUrl)}`;
+  return (
+    <section class="card" id="registered" aria-labelledby="registered-title">
+      <h2 id="registered-title">
+        Runner <Name value={runner.name ?? runner.id} /> is registered
+      </h2>
+      <div class="flash flash-info" role="status">
+        Copy the token now: it is shown only this once. Hangar keeps only its hash.
+      </div>
+      <CopyField id="runner-token" label="Runner token" value={token} />
+      <CopyField id="runner-env" label="Environment file (keep it private)" value={env} multiline />
+      <CopyField id="runner-start" label="Start it from a clone of Hangar" value={start} multiline />
+      {standaloneRunnerCommands(props.registered)}
+    </section>
+  );
+}
+
+function platformsOf(r: RunnerRow): string[] {
+  const caps = r.capabilities as RunnerCapabilities | null;
+  return Array.isArray(caps?.platforms) ? caps.platforms.map(String) : [];
+}
+
+function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: Registered; error?: string | null; name?: string }) {
+  const slotted = props.runners.map((r) => runnerActions(r));
+  const hasActions = slotted.some((a) => a !== null);
+  return (
+    <Layout ctx={props.ctx} title="Runners">
+      <h1>Runners</h1>
+      {props.registered ? <RegisteredPanel registered={props.registered} /> : null}
+      <Section title="Register a runner" id="register" description="A runner is a machine that builds: a Mac for iOS and macOS, any machine with the Android SDK for Android.">
+        <PostForm action="/runners/register">
+          <Field label="Name" name="name" value={props.name} error={props.error} placeholder="mac-mini-1" hint="Optional; shown in lists and build pages." />
+          <fieldset class="field">
+            <legend>Platforms it builds</legend>
+            {PLATFORM_CHOICES.map((p) => (
+              <Checkbox label={p.label} name="platforms" value={p.value} />
+            ))}
+          </fieldset>
+          <Button>Register</Button>
+        </PostForm>
+      </Section>
+      <Section title="Registered runners" id="list">
+        {props.runners.length === 0 ? (
+          <EmptyState title="No runners yet">Register one above, then start it on the build machine.</EmptyState>
+        ) : (
+          <Table headers={["Runner", "Status", "Platforms", "Last heartbeat", "Registered", ...(hasActions ? ["Actions"] : [])]} id="runners-table">
+            {props.runners.map((r, i) => (
+              <tr data-runner={r.id}>
+                <td>
+                  <Name value={r.name} fallback="(unnamed)" />
+                  <div class="hint mono">{r.id}</div>
+                </td>
+                <td>
+                  <StatusBadge status={r.status} />
+                </td>
+                <td>{platformsOf(r).length > 0 ? platformsOf(r).map((p, j) => <>{j > 0 ? ", " : ""}<Name value={p} /></>) : <span class="muted">none</span>}</td>
+                <td>
+                  <Time at={r.lastHeartbeatAt} now={props.ctx.now} />
+                </td>
+                <td>
+                  <Time at={r.createdAt} now={props.ctx.now} />
+                </td>
+                {hasActions ? <td>{slotted[i]}</td> : null}
+              </tr>
+            ))}
+          </Table>
+        )}
+      </Section>
+    </Layout>
+  );
+}
+
+/** The URL runners should use: the External Access public URL when set, else the one this page was opened on. */
+async function daemonUrlFor(deps: AppDeps, requestUrl: string): Promise<string> {
+  return (await readNetworkSettings(deps)).public_url ?? new URL(requestUrl).origin;
+}
+
+/** /runners (owner and admins): list, register with a shown-once token and copyable commands. */
+export function runnersPages(deps: AppDeps) {
+  const managers = requireBrowserUser(deps, { roles: ROLES.managers });
+  return new Hono<AppEnv>()
+    .get("/runners", managers, async (c) => renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} />))
+    .post("/runners/register", managers, async (c) => {
+      const form = await c.req.parseBody({ all: true });
+      const name = typeof form.name === "string" ? form.name.trim() : "";
+      const raw = form.platforms;
+      const chosen = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).filter((p): p is string => typeof p === "string");
+      const platforms = PLATFORM_CHOICES.map((p) => p.value).filter((p) => chosen.includes(p));
+      if (name.length > 100) {
+        return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error="A name has at most 100 characters." name={name} />, 400);
+      }
+      try {
+        const { runner, token } = await registerRunner(deps, c.get("user"), { ...(name ? { name } : {}), capabilities: { platforms } });
+        const registered = { runner, token, daemonUrl: await daemonUrlFor(deps, c.req.url) };
+        // Rendered, not redirected: the token exists only in this answer (no-store, like every page).
+        return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} registered={registered} />);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error={sentence(err.message)} name={name} />, 400);
+      }
+    });
+}

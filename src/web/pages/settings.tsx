@@ -1,0 +1,314 @@
+import { Hono, type Context } from "hono";
+import type { Child } from "hono/jsx";
+import type { StorageProvider } from "../../db/schema/constants.ts";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { readArtifactStorageSettings, updateArtifactStorageSettings } from "../../domain/artifact-storage-update.ts";
+import { readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
+import { configureOidcSettings, readOidcSettings, standardCallbackUri } from "../../domain/oidc.ts";
+import { readPreferences, updatePreferences } from "../../domain/preferences.ts";
+import { runPreflight, type Preflight } from "../../domain/preflight.ts";
+import { ROLES } from "../../http/middleware/auth.ts";
+import { Button, Checkbox, CopyField, Field, PostForm, RadioGroup, Section, TextArea } from "../components.tsx";
+import { sentence } from "../errors.tsx";
+import { setFlash } from "../flash.ts";
+import { Layout, type PageCtx } from "../layout.tsx";
+import { clearSessionCookie, pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+
+type SectionId = "mode" | "network" | "oidc" | "storage" | "local-login";
+
+interface SettingsData {
+  preferences: Awaited<ReturnType<typeof readPreferences>>["preferences"];
+  preflight: Preflight;
+  network: Awaited<ReturnType<typeof readNetworkSettings>>;
+  oidc: { issuer_url: string; client_id: string; has_client_secret: boolean } | null;
+  callbackUri: string;
+  storage: Awaited<ReturnType<typeof readArtifactStorageSettings>>;
+}
+
+/** A refused form: the section it belongs to, the words to show, and the values to put back. */
+interface FormProblem {
+  section: SectionId;
+  message: string;
+  values: Record<string, string>;
+}
+
+/**
+ * SLOT for the local-login setting (`loopback` | `cli_only`, owner only, CONTRACT §3): filled when its domain
+ * functions land. Return null to show nothing.
+ */
+export function localLoginSection(_ctx: PageCtx, _problem: FormProblem | null): Child {
+  return null;
+}
+
+function Problem(props: { problem: FormProblem | null; section: SectionId }) {
+  if (!props.problem || props.problem.section !== props.section) return null;
+  return (
+    <div class="flash flash-error" role="alert" id={`${props.section}-error`}>
+      {props.problem.message}
+    </div>
+  );
+}
+
+function Checklist(props: { preflight: Preflight }) {
+  return (
+    <ul class="checklist" id="preflight">
+      {props.preflight.checks.map((check) => (
+        <li class={check.ok ? "pass" : "fail"} data-check={check.id}>
+          <span class="mark" aria-hidden="true">
+            {check.ok ? "✓" : "✗"}
+          </span>
+          <span>
+            <strong>{check.label}</strong>
+            <span class="visually-hidden">{check.ok ? " (passed)" : " (failed)"}</span>
+            <span class="hint">{sentence(check.message)}</span>
+          </span>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormProblem | null }) {
+  const { data } = props;
+  const isOwner = props.ctx.user?.role === "owner";
+  const problem = props.problem ?? null;
+  const v = (section: SectionId, key: string, fallback: string | null | undefined) =>
+    problem?.section === section && key in problem.values ? problem.values[key] : (fallback ?? "");
+  const remote = data.preferences.runtime_mode === "remote";
+  const s3 = data.storage.s3;
+  return (
+    <Layout ctx={props.ctx} title="Settings">
+      <h1>Settings</h1>
+
+      <Section title="External Access" id="mode" description="Let your team reach Hangar from other machines, through your HTTPS proxy.">
+        <Problem problem={problem} section="mode" />
+        <p>
+          Hangar is in <strong id="runtime-mode">{remote ? "remote mode (External Access on)" : "local mode (this machine only)"}</strong>.
+          {data.preferences.restart_required ? " Restart the daemon with HANGAR_HOST=0.0.0.0 (or the proxy-facing address): it still listens on loopback only." : ""}
+        </p>
+        <h3>Preflight</h3>
+        <Checklist preflight={data.preflight} />
+        {isOwner ? (
+          <form method="post" action="/settings/mode" class="actions" data-confirm="Changing the mode signs everyone out, you included. Continue?">
+            <input type="hidden" name="runtime_mode" value={remote ? "local" : "remote"} />
+            <Button variant={remote ? "secondary" : "primary"}>{remote ? "Switch back to local mode" : "Switch External Access on"}</Button>
+            <span class="hint">Everyone is signed out, you included.</span>
+          </form>
+        ) : (
+          <p class="hint">Only the owner can switch External Access.</p>
+        )}
+      </Section>
+
+      {isOwner ? (
+        <Section title="Network" id="network" description="Where people and devices reach Hangar when External Access is on.">
+          <Problem problem={problem} section="network" />
+          <PostForm action="/settings/network">
+            <Field label="Public URL" name="public_url" type="url" value={v("network", "public_url", data.network.public_url)} placeholder="https://ci.example.com" hint="The HTTPS address of your proxy in front of Hangar." />
+            <TextArea label="Allowed origins" name="allowed_origins" value={v("network", "allowed_origins", data.network.allowed_origins.join("\n"))} hint="One per line; must include the public URL's origin." />
+            <Field label="Artifact delivery URL" name="artifact_delivery_url" type="url" value={v("network", "artifact_delivery_url", data.network.artifact_delivery_url)} hint="Optional HTTPS address for installer downloads; the public URL otherwise." />
+            <Button>Save network settings</Button>
+          </PostForm>
+        </Section>
+      ) : null}
+
+      {isOwner ? (
+        <Section title="Sign-in with OIDC" id="oidc" description="Your identity provider, for signing in from other machines.">
+          <Problem problem={problem} section="oidc" />
+          <CopyField id="oidc-redirect" label="Redirect URI to register at the provider" value={data.callbackUri} />
+          <PostForm action="/settings/oidc">
+            <Field label="Issuer URL" name="issuer_url" type="url" value={v("oidc", "issuer_url", data.oidc?.issuer_url)} placeholder="https://accounts.example.com" />
+            <Field label="Client ID" name="client_id" value={v("oidc", "client_id", data.oidc?.client_id)} autocomplete="off" />
+            <Field label="Client secret" name="client_secret" type="password" autocomplete="off" hint={data.oidc?.has_client_secret ? "A secret is stored; leave empty to keep it." : "Optional for public clients. Stored encrypted."} />
+            <Button>Save and check the provider</Button>
+          </PostForm>
+        </Section>
+      ) : null}
+
+      <Section title="Artifact storage" id="storage" description="Where build artifacts are kept. Artifacts stored earlier stay readable where they were written.">
+        <Problem problem={problem} section="storage" />
+        <PostForm action="/settings/storage">
+          <RadioGroup
+            legend="Provider"
+            name="provider"
+            value={v("storage", "provider", data.storage.provider)}
+            options={[
+              { value: "local", label: "This machine's disk" },
+              { value: "s3", label: "S3 or an S3-compatible store" },
+              { value: "r2", label: "Cloudflare R2" },
+            ]}
+          />
+          <Field label="Local directory" name="base_dir" value={v("storage", "base_dir", data.storage.local.base_dir)} hint="An absolute path the daemon can write (local disk)." />
+          <div class="grid2">
+            <Field label="Endpoint" name="endpoint" type="url" value={v("storage", "endpoint", s3.endpoint)} placeholder="https://s3.eu-west-1.amazonaws.com" />
+            <Field label="Region" name="region" value={v("storage", "region", s3.region)} placeholder="eu-west-1 (auto for R2)" />
+            <Field label="Bucket" name="bucket" value={v("storage", "bucket", s3.bucket)} />
+            <Field label="Key prefix" name="prefix" value={v("storage", "prefix", s3.prefix)} placeholder="hangar/" />
+            <Field label="Access key ID" name="access_key_id" value={v("storage", "access_key_id", s3.access_key_id)} autocomplete="off" />
+            <Field label="Secret access key" name="secret_access_key" type="password" autocomplete="off" hint={s3.has_secret_access_key ? "A key is stored; leave empty to keep it." : undefined} />
+          </div>
+          <Checkbox label="Path-style URLs (MinIO and most self-hosted stores)" name="force_path_style" checked={v("storage", "force_path_style", s3.force_path_style ? "1" : "") === "1"} />
+          <Button>Save storage</Button>
+        </PostForm>
+      </Section>
+
+      {isOwner ? localLoginSection(props.ctx, problem) : null}
+    </Layout>
+  );
+}
+
+/** Settings errors of the spec, in words. */
+export function settingsError(err: ApiError): string {
+  switch (err.code) {
+    case "external_access_public_url_missing":
+      return "Set a public URL first (an https address that is not this machine's loopback).";
+    case "external_access_https_required":
+      return "The public URL must start with https://.";
+    case "external_access_origin_not_allowed":
+      return "Allowed origins must include the public URL's origin (scheme, host and port).";
+    case "external_access_auth_missing":
+      return "Configure sign-in with OIDC (below) before switching External Access on.";
+    case "external_access_preflight_failed":
+      return "The preflight has failing checks: fix them first.";
+    case "artifact_delivery_https_required":
+      return "The artifact delivery URL must start with https://.";
+    case "artifact_delivery_public_url_required":
+      return "The artifact delivery URL must be reachable from devices, not a loopback address.";
+    case "artifact_delivery_url_invalid":
+      return "The artifact delivery URL is not a valid URL (no query or fragment).";
+    case "external_access_owner_required":
+      return "Only the owner can change this.";
+    case "external_access_loopback_required":
+      return "In local mode the network settings can only be changed on the machine Hangar runs on.";
+    case "insufficient_role":
+      return "Your role cannot change settings.";
+    case "oidc_discovery_failed":
+      return "Hangar could not read the provider's discovery document at <issuer>/.well-known/openid-configuration. Check the issuer URL.";
+    case "invalid_local_base_dir":
+      return "The local directory must be an absolute path the daemon can write to.";
+    case "invalid_s3_bucket":
+      return "The bucket name does not follow the S3 naming rules (3–63 lower-case letters, digits, dots and hyphens).";
+    case "invalid_s3_endpoint":
+      return "The endpoint must be an absolute https URL.";
+    case "missing_s3_credentials":
+      return "Enter both the access key ID and the secret access key.";
+    case "invalid_state":
+      return "Setup is not complete yet.";
+    case "unsupported_key_storage_mode":
+      return "Only file key storage is supported.";
+    default:
+      return sentence(err.message);
+  }
+}
+
+async function loadSettings(deps: AppDeps, requestUrl: string): Promise<SettingsData> {
+  const oidc = await readOidcSettings(deps);
+  return {
+    preferences: (await readPreferences(deps)).preferences,
+    preflight: await runPreflight(deps),
+    network: await readNetworkSettings(deps),
+    oidc: oidc ? { issuer_url: oidc.issuer_url, client_id: oidc.client_id, has_client_secret: oidc.client_secret_sealed !== null } : null,
+    callbackUri: await standardCallbackUri(deps, new URL(requestUrl).origin),
+    storage: await readArtifactStorageSettings(deps),
+  };
+}
+
+function strings(form: Record<string, unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(form)) if (typeof val === "string") out[k] = val;
+  return out;
+}
+
+const lines = (text: string | undefined) => (text ?? "").split(/[\s,]+/).filter((s) => s !== "");
+const orNull = (text: string | undefined) => (text === undefined || text.trim() === "" ? null : text.trim());
+
+/** /settings (owner and admins; owner-only sections hidden from admins): External Access, network, OIDC, storage. */
+export function settingsPages(deps: AppDeps) {
+  const managers = requireBrowserUser(deps, { roles: ROLES.managers });
+  const owner = requireBrowserUser(deps, { roles: ROLES.owner });
+
+  /** Runs a settings change; a refusal re-renders the page with the section's error and the values sent. */
+  const change = (section: SectionId, run: (c: Context<AppEnv>, form: Record<string, string>) => Promise<string>) => async (c: Context<AppEnv>) => {
+    const form = strings(await c.req.parseBody());
+    try {
+      const message = await run(c, form);
+      setFlash(c, "ok", message);
+      return c.redirect(`/settings#${section}`, 303);
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      const { secret_access_key: _s, client_secret: _c, ...values } = form;
+      const problem = { section, message: settingsError(err), values };
+      return renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={problem} />, err.status === 403 ? 403 : 400);
+    }
+  };
+
+  return new Hono<AppEnv>()
+    .get("/settings", managers, async (c) => renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} />))
+    .post("/settings/mode", owner, async (c) => {
+      const form = strings(await c.req.parseBody());
+      const target = form.runtime_mode === "remote" ? "remote" : "local";
+      try {
+        const result = await updatePreferences(deps, c.get("user"), { runtime_mode: target });
+        if (!result.sessions_revoked) {
+          setFlash(c, "info", "Nothing changed.");
+          return c.redirect("/settings", 303);
+        }
+        // Every session went with the switch, this browser's too.
+        clearSessionCookie(c);
+        setFlash(c, "ok", target === "remote" ? "External Access is on. Everyone was signed out: sign in again." : "Hangar is back in local mode. Everyone was signed out.");
+        return c.redirect("/login", 303);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        const problem = { section: "mode" as const, message: settingsError(err), values: {} };
+        return renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={problem} />, 400);
+      }
+    })
+    .post(
+      "/settings/network",
+      owner,
+      change("network", async (c, form) => {
+        await updateNetworkSettings(deps, c.get("user"), {
+          public_url: form.public_url ?? "",
+          artifact_delivery_url: orNull(form.artifact_delivery_url),
+          allowed_origins: lines(form.allowed_origins),
+          isLoopback: c.get("isLoopback"),
+        });
+        return "Network settings saved.";
+      }),
+    )
+    .post(
+      "/settings/oidc",
+      owner,
+      change("oidc", async (c, form) => {
+        const issuer = (form.issuer_url ?? "").trim();
+        const clientId = (form.client_id ?? "").trim();
+        if (issuer === "" || clientId === "") throw new ApiError(400, "invalid_input", "enter the issuer URL and the client ID");
+        const secret = form.client_secret ?? "";
+        const saved = await configureOidcSettings(deps, c.get("user"), { issuer_url: issuer, client_id: clientId, ...(secret !== "" ? { client_secret: secret } : {}) });
+        return `The provider ${saved.discovered_issuer} answered; sign-in with OIDC is configured.`;
+      }),
+    )
+    .post(
+      "/settings/storage",
+      managers,
+      change("storage", async (c, form) => {
+        const provider = (["local", "s3", "r2"] as const).find((p) => p === form.provider);
+        if (!provider) throw new ApiError(400, "invalid_input", "choose a storage provider");
+        const secret = form.secret_access_key ?? "";
+        await updateArtifactStorageSettings(deps, c.get("user"), {
+          provider: provider as StorageProvider,
+          local: { base_dir: orNull(form.base_dir) },
+          s3: {
+            endpoint: orNull(form.endpoint),
+            region: orNull(form.region),
+            bucket: orNull(form.bucket),
+            prefix: orNull(form.prefix),
+            access_key_id: orNull(form.access_key_id),
+            force_path_style: form.force_path_style === "1",
+            ...(secret !== "" ? { secret_access_key: secret } : {}),
+          },
+        });
+        return "Artifact storage saved.";
+      }),
+    );
+}
