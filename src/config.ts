@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseOutboundAllow, type OutboundAllowList } from "./domain/outbound.ts";
 
 const seconds = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 
@@ -22,6 +23,11 @@ export const ConfigSchema = z.object({
     .transform((v) => v.toLowerCase())
     .pipe(z.enum(["normal", "full"]))
     .default("normal"),
+  // Comma-separated CIDRs the outbound guard lets through (CONTRACT §12); empty refuses every private address.
+  HANGAR_OUTBOUND_ALLOW: z.string().default(""),
+  HANGAR_ALLOW_LOCAL_REPOS: z.enum(["0", "1"]).default("0"),
+  HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
 });
 
 export interface HangarConfig {
@@ -43,6 +49,14 @@ export interface HangarConfig {
   metricsToken?: string;
   /** `PRAGMA synchronous` on the embedded file's connections (docs/decisions.md "synchronous=NORMAL"). */
   dbSynchronous: "normal" | "full";
+  /** HANGAR_OUTBOUND_ALLOW, parsed: addresses the outbound guard lets through although private or loopback. */
+  outboundAllow: OutboundAllowList;
+  /** Local paths and file:// repositories in remote mode too (HANGAR_ALLOW_LOCAL_REPOS=1). */
+  allowLocalRepos: boolean;
+  /** A build's stored log stops here with one truncation line (CONTRACT §6). */
+  maxLogBytes: number;
+  /** How long after a build became final its runner may still send log chunks. */
+  logGraceS: number;
 }
 
 export class ConfigError extends Error {}
@@ -60,6 +74,12 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     throw new ConfigError(`invalid configuration: ${detail}`);
   }
   const e = parsed.data;
+  let outboundAllow: OutboundAllowList;
+  try {
+    outboundAllow = parseOutboundAllow(e.HANGAR_OUTBOUND_ALLOW);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
   const dataDir = e.HANGAR_DATA_DIR.replace(/\/+$/, "") || "/";
   return {
     host: e.HANGAR_HOST,
@@ -77,5 +97,9 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     logRequests: e.HANGAR_LOG_REQUESTS === "1",
     metricsToken: e.HANGAR_METRICS_TOKEN,
     dbSynchronous: e.HANGAR_DB_SYNCHRONOUS,
+    outboundAllow,
+    allowLocalRepos: e.HANGAR_ALLOW_LOCAL_REPOS === "1",
+    maxLogBytes: e.HANGAR_MAX_LOG_BYTES,
+    logGraceS: e.HANGAR_LOG_GRACE_S,
   };
 }

@@ -33,8 +33,18 @@ export interface AppDeps {
   log: Logger;
   /** Whether a directory exists (created if missing) and is writable: artifact-storage validation; absent on Workers. */
   checkWritableDir?: (path: string) => Promise<boolean>;
-  /** Outbound HTTP (OIDC discovery, token exchange, S3). Injected so a host can route or restrict it. */
+  /**
+   * Outbound HTTP through the outbound guard (CONTRACT §12; src/domain/outbound.ts): refuses loopback, private,
+   * link-local… destinations unless HANGAR_OUTBOUND_ALLOW lists them (throws DestinationNotAllowedError), never
+   * follows a redirect, and has a deadline and an answer cap. Node: src/runtime/outbound.ts.
+   */
   fetch: typeof fetch;
+  /**
+   * Checks a destination URL now, resolving its name where the host can (Node), for settings saved and
+   * targets created: throws DestinationNotAllowedError; `listed` = every address is in HANGAR_OUTBOUND_ALLOW
+   * (plain http is allowed there only). Absent: IP literals and localhost only (src/domain/outbound.ts).
+   */
+  checkDestination?: (url: string) => Promise<{ listed: boolean }>;
   /** `git ls-remote` for branch resolution (Node: the real git binary, src/runtime/git.ts). */
   git: GitClient;
   /** Wakes this process's long-polling claims when a build is queued; other daemons poll the database. */

@@ -31,6 +31,8 @@ export const ERROR_CODES = [
   // projects, runners, builds
   "branch_not_found", "source_unreachable", "invalid_transition", "build_canceled", "log_offset_mismatch",
   "no_credentials", "job_not_active", "invalid_runner_token", "runner_mismatch",
+  // outbound guard (CONTRACT §12)
+  "destination_not_allowed", "source_not_allowed",
   // artifacts
   "size_mismatch", "upload_too_large", "checksum_mismatch", "upload_incomplete", "link_expired",
   "install_base_url_missing", "install_https_required", "unsupported_artifact", "install_metadata_missing",

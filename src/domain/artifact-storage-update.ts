@@ -8,10 +8,10 @@ import {
 } from "./artifact-storage-settings.ts";
 import { auditStatement } from "./audit.ts";
 import { readSetting, writeSettingStatement } from "./instance.ts";
-import { isThisMachineOnlyHostname } from "./hostnames.ts";
+import { checkDestinationNow, DestinationNotAllowedError } from "./outbound.ts";
 import type { UserRow } from "./users.ts";
 
-type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "checkWritableDir">;
+type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "checkWritableDir" | "checkDestination">;
 
 const EMPTY_S3: StoredArtifactStorageSettings["s3"] = {
   endpoint: null,
@@ -54,13 +54,12 @@ export function isValidBucketName(name: string): boolean {
   return !/(?:-s3alias|--ol-s3|\.mrap|--x-s3|--table-s3)$/.test(name);
 }
 
-/** An absolute http(s) endpoint; plain http only for a loopback host (a local S3 server in development). */
+/** An absolute http(s) endpoint without credentials, query or fragment (the http rule is checked with the guard). */
 export function parseS3Endpoint(text: string): string | null {
   if (!URL.canParse(text)) return null;
   const url = new URL(text);
   if (url.username || url.password || url.search || url.hash || !url.hostname) return null;
-  if (url.protocol === "https:") return url.href.replace(/\/+$/, "");
-  if (url.protocol === "http:" && isThisMachineOnlyHostname(url.hostname)) return url.href.replace(/\/+$/, "");
+  if (url.protocol === "https:" || url.protocol === "http:") return url.href.replace(/\/+$/, "");
   return null;
 }
 
@@ -146,7 +145,19 @@ export async function updateArtifactStorageSettings(deps: Deps, actor: Pick<User
       throw new ApiError(400, "invalid_s3_bucket", "s3.bucket must follow the S3 bucket naming rules (3-63 lower-case letters, digits, dots, hyphens)");
     }
     const endpoint = doc.s3.endpoint ? parseS3Endpoint(doc.s3.endpoint) : null;
-    if (!endpoint) throw new ApiError(400, "invalid_s3_endpoint", "s3.endpoint must be an absolute https URL (http only for a loopback host)");
+    const httpsOnly = "s3.endpoint must be an absolute https URL (plain http only for a destination in HANGAR_OUTBOUND_ALLOW)";
+    if (!endpoint) throw new ApiError(400, "invalid_s3_endpoint", httpsOnly);
+    // The outbound guard (CONTRACT §4, §12): a loopback or private endpoint is refused when saved, not only when used.
+    const isHttp = endpoint.startsWith("http:");
+    try {
+      const { listed } = await checkDestinationNow(deps, endpoint);
+      if (isHttp && !listed) throw new ApiError(400, "invalid_s3_endpoint", httpsOnly);
+    } catch (err) {
+      if (err instanceof DestinationNotAllowedError) {
+        throw isHttp ? new ApiError(400, "invalid_s3_endpoint", httpsOnly) : new ApiError(400, "destination_not_allowed", `s3.endpoint: ${err.message}`);
+      }
+      throw err;
+    }
     doc.s3.endpoint = endpoint;
     if (!doc.s3.access_key_id || !doc.s3.secret_access_key_sealed) {
       throw new ApiError(400, "missing_s3_credentials", "s3.access_key_id and s3.secret_access_key are both required");

@@ -7,7 +7,7 @@ import { ApiError } from "../errors.ts";
 import { auditStatement, auditStatementWhen } from "./audit.ts";
 import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "./crypto.ts";
-import { resolveBranch } from "./git.ts";
+import { assertRepoAllowed, resolveBranch } from "./git.ts";
 import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig } from "./projects.ts";
 import { refreshRunnerStatement } from "./runners.ts";
 import type { UserRow } from "./users.ts";
@@ -103,6 +103,7 @@ export async function triggerBuild(
   const pipeline = await getPipeline(deps, projectId, input.pipeline_id);
   const config = pipeline.config as PipelineConfig;
   const branch = input.branch ?? project.defaultBranch;
+  await assertRepoAllowed(deps, project.repoUrl);
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
 

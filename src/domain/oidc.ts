@@ -7,7 +7,7 @@ import type { AppDeps } from "../deps.ts";
 import { ApiError, describeError } from "../errors.ts";
 import { auditStatement, recordAudit } from "./audit.ts";
 import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
-import { isLoopbackHostname } from "./hostnames.ts";
+import { checkDestinationNow, checkUrlWithoutDns, DestinationNotAllowedError, findDestinationNotAllowed, type OutboundAllowList } from "./outbound.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
 import { readNetworkSettings } from "./network-settings.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
@@ -20,7 +20,7 @@ import { newOwnerValues, signIn, type UserRow } from "./users.ts";
  * jose checks the ID token. Pending requests live in the database so a restart or a second daemon can finish them.
  */
 
-type Deps = Pick<AppDeps, "db" | "clock" | "secrets" | "fetch" | "log">;
+type Deps = Pick<AppDeps, "db" | "clock" | "secrets" | "fetch" | "log" | "config" | "checkDestination">;
 
 /** Key of the OIDC document in instance_settings. */
 export const OIDC_SETTING = "oidc";
@@ -76,10 +76,19 @@ class DiscoveryFailure extends Error {}
 // ---------------------------------------------------------------------------------------------------------------
 // URLs and bounded fetches
 
-/** Loopback hosts may use plain http (development); everything else must be https (CONTRACT §3). */
-function isAllowedProviderUrl(url: URL): boolean {
+/**
+ * https, or plain http to an address HANGAR_OUTBOUND_ALLOW lists (a development provider; CONTRACT §3). This
+ * sync form knows literals and localhost; the configured issuer's name is also resolved (prepareSettings).
+ */
+function isAllowedProviderUrl(url: URL, allow: OutboundAllowList): boolean {
   if (url.username || url.password) return false;
-  return url.protocol === "https:" || (url.protocol === "http:" && isLoopbackHostname(url.hostname));
+  if (url.protocol === "https:") return true;
+  if (url.protocol !== "http:") return false;
+  try {
+    return checkUrlWithoutDns(url, allow).listed;
+  } catch {
+    return false;
+  }
 }
 
 /** The configured issuer URL, or 400 invalid_input saying why it is refused. */
@@ -93,7 +102,7 @@ export function checkIssuerUrl(raw: string): string {
     throw refuse("issuer_url must be an absolute URL");
   }
   if (url.protocol !== "https:" && url.protocol !== "http:") throw refuse("issuer_url must be an https URL");
-  if (!isAllowedProviderUrl(url)) throw refuse("issuer_url must use https (plain http is accepted only for loopback hosts)");
+  if (url.username || url.password) throw refuse("issuer_url must not carry credentials");
   if (url.search || url.hash) throw refuse("issuer_url must not have a query or fragment");
   return issuer;
 }
@@ -163,12 +172,14 @@ function failureReason(err: unknown): string {
 // Discovery
 
 /** `{issuer}/.well-known/openid-configuration`, checked field by field; throws DiscoveryFailure with a reason. */
-async function discover(deps: Pick<AppDeps, "fetch">, issuerUrl: string): Promise<DiscoveryDocument> {
+async function discover(deps: Pick<AppDeps, "fetch" | "config">, issuerUrl: string): Promise<DiscoveryDocument> {
   const url = `${issuerUrl.replace(/\/+$/, "")}/.well-known/openid-configuration`;
   let doc: unknown;
   try {
     doc = await fetchJson(deps, url);
   } catch (err) {
+    const refused = findDestinationNotAllowed(err);
+    if (refused) throw refused;
     throw new DiscoveryFailure(`the discovery document at ${url} cannot be read: ${failureReason(err)}`);
   }
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new DiscoveryFailure("the discovery document is not a JSON object");
@@ -186,7 +197,7 @@ async function discover(deps: Pick<AppDeps, "fetch">, issuerUrl: string): Promis
     } catch {
       throw new DiscoveryFailure(`the discovery document's ${name} is not a URL`);
     }
-    if (!isAllowedProviderUrl(parsed)) throw new DiscoveryFailure(`the discovery document's ${name} must use https`);
+    if (!isAllowedProviderUrl(parsed, deps.config.outboundAllow)) throw new DiscoveryFailure(`the discovery document's ${name} must use https`);
     return value;
   };
   const algs = d.id_token_signing_alg_values_supported;
@@ -206,6 +217,7 @@ async function discoverForFlow(deps: Deps, issuerUrl: string): Promise<Discovery
     return await discover(deps, issuerUrl);
   } catch (err) {
     if (err instanceof DiscoveryFailure) throw new ApiError(502, "oidc_discovery_error", err.message);
+    if (err instanceof DestinationNotAllowedError) throw new ApiError(502, "oidc_discovery_error", err.message);
     throw err;
   }
 }
@@ -223,10 +235,25 @@ async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<S
   const issuerUrl = checkIssuerUrl(input.issuer_url);
   const clientId = input.client_id.trim();
   if (!clientId) throw new ApiError(400, "invalid_input", "client_id must not be empty", [{ path: "client_id", message: "must not be empty" }]);
+  // The outbound guard first (CONTRACT §12): a refused place is named, and never fetched.
+  // Plain http is a development convenience for allowed destinations only; anything else is an input error.
+  const isHttp = new URL(issuerUrl).protocol === "http:";
+  const httpRefused = () => {
+    const message = "issuer_url must use https (plain http is accepted only for destinations in HANGAR_OUTBOUND_ALLOW)";
+    return new ApiError(400, "invalid_input", message, [{ path: "issuer_url", message }]);
+  };
+  try {
+    const { listed } = await checkDestinationNow(deps, issuerUrl);
+    if (isHttp && !listed) throw httpRefused();
+  } catch (err) {
+    if (err instanceof DestinationNotAllowedError) throw isHttp ? httpRefused() : new ApiError(400, "destination_not_allowed", `issuer_url: ${err.message}`);
+    throw err;
+  }
   let doc: DiscoveryDocument;
   try {
     doc = await discover(deps, issuerUrl);
   } catch (err) {
+    if (err instanceof DestinationNotAllowedError) throw new ApiError(400, "destination_not_allowed", `issuer_url: ${err.message}`);
     if (err instanceof DiscoveryFailure) throw new ApiError(400, "oidc_discovery_failed", err.message);
     throw err;
   }

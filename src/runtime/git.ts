@@ -1,31 +1,47 @@
 import { execFile } from "node:child_process";
-import type { GitClient, GitCredentials } from "../domain/git.ts";
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { classifyRepoUrl, type GitClient, type GitCredentials, type LsRemoteResult } from "../domain/git.ts";
+import { checkResolved, checkUrlWithoutDns, EMPTY_ALLOW_LIST, findDestinationNotAllowed, parseIpLiteral, type OutboundAllowList } from "../domain/outbound.ts";
 
 const LS_REMOTE_TIMEOUT_MS = 15_000;
 
 /**
- * Environment for one git call. Credentials travel as an `http.<origin>/.extraHeader` set through
- * GIT_CONFIG_COUNT variables: never on the command line (visible in `ps`), in the URL (echoed in errors) or in
- * a log. Redirects are not followed: git matches that key once, against the URL it was given, and then sends
- * the header with every request, to wherever a redirect moved the repository too.
+ * Environment for one git call, built from nothing but PATH: the daemon's own HOME, ~/.gitconfig, system
+ * config, credential helpers, SSH keys and proxy variables must never lend a user's repo_url their powers
+ * (CONTRACT §12). HOME is a fresh empty directory, global and system config are /dev/null.
+ *
+ * Credentials travel as an `http.<origin>/.extraHeader` set through GIT_CONFIG_COUNT variables: never on the
+ * command line (visible in `ps`), in the URL (echoed in errors) or in a log. Redirects are not followed: git
+ * matches that key once, against the URL it was given, and then sends the header with every request, to
+ * wherever a redirect moved the repository too. `pin` fixes the host's address for curl (`http.curloptResolve`),
+ * so git connects to the address the guard checked, with no second DNS answer to rebind to.
  */
-function gitEnv(url: string, credentials?: GitCredentials): NodeJS.ProcessEnv {
+function gitEnv(home: string, url: string, protocols: string, credentials?: GitCredentials, pin?: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH,
-    HOME: process.env.HOME,
+    HOME: home,
+    XDG_CONFIG_HOME: home,
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_SYSTEM: "/dev/null",
+    GIT_CONFIG_GLOBAL: "/dev/null",
     // Never wait for a password prompt; a missing credential is a failure, not a hang.
     GIT_TERMINAL_PROMPT: "0",
     GIT_ASKPASS: "",
     SSH_ASKPASS: "",
-    GIT_SSH_COMMAND: "ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new",
-    // No ext:: or fd:: transports: a repo URL must never run a command on this machine.
-    GIT_ALLOW_PROTOCOL: "file:git:http:https:ssh",
-    GIT_CONFIG_NOSYSTEM: "1",
+    // Only the transports this call needs: never ssh (the daemon user's keys), ext:: or fd:: (commands).
+    GIT_ALLOW_PROTOCOL: protocols,
     LC_ALL: "C",
   };
-  const config: Array<[string, string]> = [["http.followRedirects", "false"]];
+  const config: Array<[string, string]> = [
+    ["http.followRedirects", "false"],
+    // An empty value resets the helper list: no credential store of anyone's is consulted.
+    ["credential.helper", ""],
+  ];
+  if (pin) config.push(["http.curloptResolve", pin]);
   const origin = URL.canParse(url) ? new URL(url) : null;
-  // Only http(s) URLs carry the header (ssh and scp-like URLs have their own authentication).
   if (credentials && origin && (origin.protocol === "http:" || origin.protocol === "https:")) {
     const basic = Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64");
     config.push([`http.${origin.protocol}//${origin.host}/.extraHeader`, `Authorization: Basic ${basic}`]);
@@ -38,29 +54,86 @@ function gitEnv(url: string, credentials?: GitCredentials): NodeJS.ProcessEnv {
   return env;
 }
 
-/** `git ls-remote` with a timeout; the output names the ref's commit or nothing when the ref is missing. */
-export function createNodeGitClient(options: { timeoutMs?: number } = {}): GitClient {
+function lookupAll(hostname: string): Promise<LookupAddress[]> {
+  return new Promise((resolve, reject) => dnsLookup(hostname, { all: true, verbatim: true }, (err, list) => (err ? reject(err) : resolve(list))));
+}
+
+type Target = { ok: true; url: string; protocols: string; pin?: string } | { ok: false; result: LsRemoteResult };
+
+/** What git may be pointed at for this URL: the guard's check of an http(s) host, and its pinned addresses. */
+async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Target> {
+  const kind = classifyRepoUrl(url);
+  // Whether a local repository may be read at all is the domain's decision (local mode or the env switch).
+  if (kind === "local") return { ok: true, url, protocols: "file" };
+  if (kind !== "http") {
+    return { ok: false, result: { ok: false, reason: "not allowed", notAllowed: "the daemon resolves branches over http(s) only (ssh would use the daemon user's keys); use the repository's https URL or pass commit_sha" } };
+  }
+  // The WHATWG parser normalises every IPv4 spelling (2130706433, 0x7f.1, 127.1) to what curl would connect to.
+  const parsed = new URL(url);
+  try {
+    const { literal } = checkUrlWithoutDns(parsed, allow);
+    if (literal) {
+      // localhost is pinned to 127.0.0.1, so no resolver (and no ::1 the allow list may not hold) decides.
+      const pin = parseIpLiteral(parsed.hostname) ? undefined : `${parsed.hostname}:${parsed.port || (parsed.protocol === "https:" ? "443" : "80")}:127.0.0.1`;
+      return { ok: true, url: parsed.href, protocols: "http:https", pin };
+    }
+    let addresses: LookupAddress[];
+    try {
+      addresses = await lookupAll(parsed.hostname);
+    } catch {
+      return { ok: false, result: { ok: false, reason: "the repository's host name does not resolve" } };
+    }
+    const { usable } = checkResolved(parsed.hostname, addresses.map((a) => a.address), allow);
+    const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
+    const pinned = usable.map((a) => (a.includes(":") ? `[${a}]` : a)).join(",");
+    return { ok: true, url: parsed.href, protocols: "http:https", pin: `${parsed.hostname}:${port}:${pinned}` };
+  } catch (err) {
+    const refused = findDestinationNotAllowed(err);
+    if (!refused) throw err;
+    return { ok: false, result: { ok: false, reason: "not allowed", notAllowed: refused.message } };
+  }
+}
+
+/**
+ * `git ls-remote` with a timeout, through the outbound guard; the output names the ref's commit or nothing when
+ * the ref is missing. `allow` is HANGAR_OUTBOUND_ALLOW (empty: only public addresses).
+ */
+export function createNodeGitClient(options: { timeoutMs?: number; allow?: OutboundAllowList } = {}): GitClient {
+  const allow = options.allow ?? EMPTY_ALLOW_LIST;
   return {
-    lsRemote(url, ref, credentials) {
-      return new Promise((resolve) => {
-        // `--` keeps a hostile URL from being read as an option.
-        execFile(
-          "git",
-          ["ls-remote", "--", url, ref],
-          { env: gitEnv(url, credentials), timeout: options.timeoutMs ?? LS_REMOTE_TIMEOUT_MS, maxBuffer: 1024 * 1024, killSignal: "SIGKILL" },
-          (err, stdout) => {
-            if (err) {
-              // The message is ours, not git's stderr, which may echo the URL.
-              const timedOut = (err as { killed?: boolean }).killed === true;
-              resolve({ ok: false, reason: timedOut ? "timed out" : "git ls-remote failed" });
-              return;
-            }
-            const line = stdout.split("\n").find((l) => l.endsWith(`\t${ref}`));
-            const sha = line?.split("\t")[0] ?? null;
-            resolve({ ok: true, sha: sha && /^[0-9a-f]{40,64}$/.test(sha) ? sha : null });
-          },
-        );
-      });
+    async lsRemote(url, ref, credentials) {
+      const target = await prepareTarget(url, allow);
+      if (!target.ok) return target.result;
+      const home = mkdtempSync(join(tmpdir(), "hangar-git-home-"));
+      try {
+        return await new Promise<LsRemoteResult>((resolve) => {
+          // `--` keeps a hostile URL from being read as an option.
+          execFile(
+            "git",
+            ["ls-remote", "--", target.url, ref],
+            {
+              env: gitEnv(home, target.url, target.protocols, credentials, target.pin),
+              cwd: home,
+              timeout: options.timeoutMs ?? LS_REMOTE_TIMEOUT_MS,
+              maxBuffer: 1024 * 1024,
+              killSignal: "SIGKILL",
+            },
+            (err, stdout) => {
+              if (err) {
+                // The message is ours, not git's stderr, which may echo the URL.
+                const timedOut = (err as { killed?: boolean }).killed === true;
+                resolve({ ok: false, reason: timedOut ? "timed out" : "git ls-remote failed" });
+                return;
+              }
+              const line = stdout.split("\n").find((l) => l.endsWith(`\t${ref}`));
+              const sha = line?.split("\t")[0] ?? null;
+              resolve({ ok: true, sha: sha && /^[0-9a-f]{40,64}$/.test(sha) ? sha : null });
+            },
+          );
+        });
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
     },
   };
 }

@@ -11,6 +11,7 @@ import { loadInstance } from "../domain/instance.ts";
 import { openNodeArtifactStore } from "../storage/node-stores.ts";
 import { JobSignal } from "../domain/job-signal.ts";
 import { createNodeGitClient } from "./git.ts";
+import { createNodeOutbound } from "./outbound.ts";
 import { checkWritableDir } from "./writable-dir.ts";
 import { nodeProcessMetrics } from "./process-metrics.ts";
 
@@ -64,6 +65,7 @@ export interface NodeRuntime {
 /** Opens the database (migrated), the key file and the rest of AppDeps for a Node host. */
 export async function createNodeDeps(config: HangarConfig, overrides: Partial<AppDeps> = {}): Promise<NodeRuntime> {
   const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
+  const outbound = createNodeOutbound(config.outboundAllow);
   try {
     await migrateDb(opened.db);
     const secrets = await createSecretBox(loadOrCreateMasterKey(config.dataDir));
@@ -75,17 +77,26 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       getPeerAddress: nodePeerAddress,
       log: stderrLogger,
       checkWritableDir,
-      fetch: globalThis.fetch.bind(globalThis),
-      git: createNodeGitClient(),
+      fetch: outbound.fetch,
+      checkDestination: async (url) => ({ listed: (await outbound.resolve(url)).listed }),
+      git: createNodeGitClient({ allow: config.outboundAllow }),
       jobSignal: new JobSignal(),
-      openArtifactStore: (target) => openNodeArtifactStore(target, deps.fetch, deps.clock),
+      openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
       processMetrics: nodeProcessMetrics,
       ...overrides,
     };
     await loadInstance(deps);
-    return { deps, opened, close: () => opened.close() };
+    return {
+      deps,
+      opened,
+      close: () => {
+        opened.close();
+        void outbound.close();
+      },
+    };
   } catch (err) {
     opened.close();
+    void outbound.close();
     throw err;
   }
 }

@@ -14,6 +14,7 @@ import { systemClock, type AppDeps, type AppEnv } from "../deps.ts";
 import { base64UrlToBytes, createSecretBox } from "../domain/crypto.ts";
 import type { GitClient } from "../domain/git.ts";
 import { JobSignal } from "../domain/job-signal.ts";
+import { createGuardedFetch } from "../domain/outbound.ts";
 import { runMaintenance } from "../domain/maintenance.ts";
 import { ApiError } from "../errors.ts";
 import { createS3Store } from "../storage/s3.ts";
@@ -66,10 +67,11 @@ async function build(env: WorkerEnv): Promise<Built> {
     // No socket on Workers: nothing is loopback, so local login and local-mode writes are refused (CONTRACT §3).
     getPeerAddress: () => undefined,
     log: (record) => console.log(JSON.stringify(record)),
-    fetch: globalThis.fetch.bind(globalThis),
+    // The guard without DNS (Workers has none to consult): literals, localhost, scheme, redirects, limits.
+    fetch: createGuardedFetch(globalThis.fetch.bind(globalThis), config.outboundAllow),
     git: unavailableGit,
     jobSignal: new JobSignal(),
-    openArtifactStore: (target) => openWorkerArtifactStore(target, deps.fetch),
+    openArtifactStore: (target) => openWorkerArtifactStore(target, createGuardedFetch(globalThis.fetch.bind(globalThis), config.outboundAllow, { timeoutMs: null, maxResponseBytes: null })),
   };
   return { app: createApp(deps), deps };
 }

@@ -12,8 +12,12 @@ import { createSecretBox, randomBytes } from "../../src/domain/crypto.ts";
 import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { JobSignal } from "../../src/domain/job-signal.ts";
 import { createNodeGitClient } from "../../src/runtime/git.ts";
+import { createNodeOutbound } from "../../src/runtime/outbound.ts";
 import { checkWritableDir } from "../../src/runtime/writable-dir.ts";
 import { ManualClock } from "./clock.ts";
+
+/** HANGAR_OUTBOUND_ALLOW for tests: the loopback services they start (OIDC, s3rver, git over HTTP). */
+export const TEST_OUTBOUND_ALLOW = "127.0.0.1/32,::1/128";
 
 /** What a test passes as Hono's env: the TCP peer address the app should see. */
 export interface TestEnv {
@@ -59,7 +63,10 @@ export async function makeTestApp(
 ): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-test-"));
   const dbPath = join(dataDir, "hangar.db");
-  const config: HangarConfig = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", ...options.config });
+  // The real outbound guard, with loopback allowed: the tests' OIDC providers, S3 servers and git servers listen
+  // on 127.0.0.1 (a test that checks refusals passes its own HANGAR_OUTBOUND_ALLOW).
+  const config: HangarConfig = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_OUTBOUND_ALLOW: TEST_OUTBOUND_ALLOW, ...options.config });
+  const outbound = createNodeOutbound(config.outboundAllow);
   const opened = await openDb(`file:${dbPath}`);
   await migrateDb(opened.db);
   const clock = new ManualClock();
@@ -72,10 +79,11 @@ export async function makeTestApp(
     getPeerAddress: (c: Context) => (c.env as TestEnv | undefined)?.peerAddress,
     log: (record) => logs.push(record),
     checkWritableDir,
-    fetch: globalThis.fetch.bind(globalThis),
-    git: createNodeGitClient(),
+    fetch: outbound.fetch,
+    checkDestination: async (url) => ({ listed: (await outbound.resolve(url)).listed }),
+    git: createNodeGitClient({ allow: config.outboundAllow }),
     jobSignal: new JobSignal(),
-    openArtifactStore: (target) => openNodeArtifactStore(target, deps.fetch, deps.clock),
+    openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
     ...options.deps,
   };
   const app = createApp(deps);
@@ -84,6 +92,7 @@ export async function makeTestApp(
     if (closed) return;
     closed = true;
     opened.close();
+    void outbound.close();
     rmSync(dataDir, { recursive: true, force: true });
   };
   afterAll(close);

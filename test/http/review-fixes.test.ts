@@ -13,6 +13,7 @@ import { deleteOrphanArtifacts } from "../../src/domain/artifacts.ts";
 import { parseBinaryPlist } from "../../src/domain/ipa-metadata.ts";
 import { createLocalDiskStore } from "../../src/storage/local-disk.ts";
 import { createNodeGitClient } from "../../src/runtime/git.ts";
+import { parseOutboundAllow } from "../../src/domain/outbound.ts";
 import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { createS3Store } from "../../src/storage/s3.ts";
 import { makeTestApp } from "../helpers/app.ts";
@@ -361,7 +362,7 @@ describe("git ls-remote with source credentials", () => {
     const redirecting = await loopbackServer((req, res) => res.writeHead(302, { location: `${elsewhere.url}${req.url}` }).end());
     try {
       // The redirect target is an open, working repository: a followed redirect would succeed (and leak).
-      const result = await createNodeGitClient().lsRemote(`${redirecting.url}/repo`, "refs/heads/main", { username: "bot", password: "s3cr3t-token" });
+      const result = await createNodeGitClient({ allow: parseOutboundAllow("127.0.0.1/32") }).lsRemote(`${redirecting.url}/repo`, "refs/heads/main", { username: "bot", password: "s3cr3t-token" });
       expect(result.ok).toBe(false);
       expect(redirecting.hits[0]?.headers.authorization).toBe(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
       expect(elsewhere.hits.map((h) => h.headers.authorization ?? "")).not.toContain(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);

@@ -1,0 +1,103 @@
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import type { LookupFunction } from "node:net";
+import { Agent, fetch as undiciFetch } from "undici";
+import {
+  checkResolved,
+  checkUrlWithoutDns,
+  createGuardedFetch,
+  DEFAULT_OUTBOUND_LIMITS,
+  DestinationNotAllowedError,
+  type OutboundAllowList,
+  type OutboundLimits,
+} from "../domain/outbound.ts";
+
+/**
+ * The Node half of the outbound guard (CONTRACT §12): every name is resolved by the connection itself and each
+ * address checked before the socket opens, so there is no window between "checked" and "connected" for a DNS
+ * rebinding answer to slip into. IP literals never reach a lookup; the core wrapper checks them first.
+ */
+export interface NodeOutbound {
+  /** Guarded fetch with the default deadline (10 s) and answer cap (8 MiB): OIDC, statuses, notifications. */
+  fetch: typeof fetch;
+  /** Guarded fetch without the deadline and cap, for the S3 store (it sets its own, and streams artifacts). */
+  streamingFetch: typeof fetch;
+  /**
+   * Resolves a URL's host and checks it now: the addresses to connect to (pinned by git) and whether they are
+   * all in HANGAR_OUTBOUND_ALLOW. Throws DestinationNotAllowedError. A name that does not resolve answers no
+   * addresses (the request itself will fail later; that is not a refusal).
+   */
+  resolve(url: string): Promise<{ addresses: string[]; listed: boolean }>;
+  close(): Promise<void>;
+}
+
+/** A `lookup` for net/tls.connect that answers only addresses the guard lets through. */
+export function guardedLookup(allow: OutboundAllowList): LookupFunction {
+  return (hostname, options, callback) => {
+    dnsLookup(hostname, { family: options.family, hints: options.hints, all: true, verbatim: true }, (err, addresses: LookupAddress[]) => {
+      if (err) return callback(err, "", 0);
+      let usable: string[];
+      try {
+        ({ usable } = checkResolved(hostname, addresses.map((a) => a.address), allow));
+      } catch (refusal) {
+        return callback(refusal as NodeJS.ErrnoException, "", 0);
+      }
+      const list = addresses.filter((a) => usable.includes(a.address));
+      // Node asks for all addresses when it races IPv4 and IPv6 (autoSelectFamily), else for one.
+      if (options.all) (callback as unknown as (e: null, list: LookupAddress[]) => void)(null, list);
+      else callback(null, list[0]!.address, list[0]!.family);
+    });
+  };
+}
+
+const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+
+export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLimits = DEFAULT_OUTBOUND_LIMITS): NodeOutbound {
+  // No proxy from the environment, no connection to an unchecked address: the Agent's sockets all go through
+  // guardedLookup. undici 7's own fetch, so the dispatcher's version matches the fetch that drives it.
+  const agent = new Agent({ connect: { lookup: guardedLookup(allow), timeout: 10_000 } });
+
+  const base = async (input: Request | string | URL, init?: RequestInit): Promise<Response> => {
+    const request = new Request(input, init);
+    // Bodies the daemon sends are small forms and JSON; buffering keeps Content-Length (no chunked upload).
+    const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
+    const res = await undiciFetch(request.url, {
+      method: request.method,
+      headers: [...request.headers],
+      body,
+      redirect: "manual",
+      signal: request.signal,
+      dispatcher: agent,
+    });
+    // A global Response, so callers (and jose) see the runtime's own classes.
+    return new Response(NULL_BODY_STATUSES.has(res.status) ? null : (res.body as ReadableStream<Uint8Array> | null), {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers as unknown as Headers,
+    });
+  };
+  const baseFetch = base as typeof fetch;
+
+  return {
+    fetch: createGuardedFetch(baseFetch, allow, limits),
+    streamingFetch: createGuardedFetch(baseFetch, allow, { timeoutMs: null, maxResponseBytes: null }),
+    async resolve(url) {
+      const checked = checkUrlWithoutDns(url, allow);
+      const hostname = new URL(url).hostname;
+      if (checked.literal) {
+        const bare = hostname.replace(/^\[|\]$/g, "");
+        return { addresses: hostname.toLowerCase().replace(/\.$/, "").endsWith("localhost") ? ["127.0.0.1"] : [bare], listed: checked.listed };
+      }
+      let addresses: LookupAddress[];
+      try {
+        addresses = await new Promise((resolve, reject) => dnsLookup(hostname, { all: true, verbatim: true }, (err, list) => (err ? reject(err) : resolve(list))));
+      } catch {
+        return { addresses: [], listed: false };
+      }
+      const { usable, listed } = checkResolved(hostname, addresses.map((a) => a.address), allow);
+      return { addresses: usable, listed };
+    },
+    close: () => agent.close(),
+  };
+}
+
+export { DestinationNotAllowedError };
