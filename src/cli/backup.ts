@@ -65,11 +65,10 @@ function prepareEmptyDir(dir: string, what: string): void {
 async function inspect(opened: OpenedDb): Promise<{ counts: Record<string, number>; integrity: string }> {
   const integrityRows = await opened.db.all<{ integrity_check: string }>(sql`PRAGMA integrity_check`);
   const integrity = integrityRows.map((r) => r.integrity_check).join("; ");
-  const tables = await opened.db.all<{ name: string }>(
-    sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\_\_%' ESCAPE '\\' ORDER BY name`,
-  );
+  const tables = await opened.db.all<{ name: string }>(sql`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`);
   const counts: Record<string, number> = {};
-  for (const { name } of tables) {
+  // SQLite's own tables and drizzle's migration journal are not Hangar's data.
+  for (const { name } of tables.filter((t) => !t.name.startsWith("sqlite_") && !t.name.startsWith("__"))) {
     const [row] = await opened.db.all<{ n: number }>(sql.raw(`SELECT count(*) AS n FROM "${name.replace(/"/g, '""')}"`));
     counts[name] = Number(row?.n ?? 0);
   }

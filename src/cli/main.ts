@@ -1,6 +1,9 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { ConfigError, loadConfig, type HangarConfig } from "../config.ts";
 import { ApiError } from "../errors.ts";
-import { parseOptions } from "./options.ts";
+import { BackupError } from "./backup.ts";
+import { parseOptions, type OptionsConfig, type ParsedOptions } from "./options.ts";
 
 // The daemon, database and setup modules are imported inside each command: `hangar runner` and `--help`
 // then start without loading the whole server (about a second through tsx).
@@ -14,7 +17,12 @@ Commands:
   login [--email E] [--print-token]
                         sign in from this machine: a one-time browser link, or a session token
   migrate               apply database migrations and exit
+  backup --out DIR      copy the database, key file (and --with-artifacts) while the daemon runs
+  restore --from DIR    put a backup into an empty data directory (daemon stopped)
+  service --systemd|--launchd
+                        print a service unit that starts this installation at boot
   runner                run the reference build runner (\`hangar runner --help\`)
+  --version             print the version
 
 Environment: HANGAR_HOST, HANGAR_PORT, HANGAR_DATA_DIR, HANGAR_DATABASE_URL, HANGAR_DATABASE_AUTH_TOKEN,
 HANGAR_RUNNER_OFFLINE_AFTER_S, HANGAR_JOB_LEASE_S, HANGAR_QUEUE_TTL_S, HANGAR_BUILD_TIMEOUT_S,
@@ -48,11 +56,83 @@ works once, within 5 minutes; the running daemon's address comes from <data dir>
 
 Applies the migrations in drizzle/ to HANGAR_DATABASE_URL (default file:<HANGAR_DATA_DIR>/hangar.db) and exits.
 `,
+  backup: `Usage: hangar backup --out DIR [--with-artifacts]
+
+Takes a consistent snapshot of the embedded database while the daemon runs (VACUUM INTO), checks it with
+PRAGMA integrity_check, and writes to DIR (created; it must be new or empty): hangar.db, master.key (0600) and
+manifest.json (row counts and SHA-256 checksums). --with-artifacts also copies the local artifacts the snapshot
+lists into DIR/artifacts/. Prints a JSON summary on stdout and progress on stderr.
+  --out DIR          where the backup goes (outside the data directory)
+  --with-artifacts   copy local-disk artifacts too (S3/R2 artifacts stay in their bucket)
+`,
+  restore: `Usage: hangar restore --from DIR
+
+Checks a backup's checksums and puts it into the data directory HANGAR_DATA_DIR names, which must be empty or
+absent. Run it with the daemon stopped, then start the daemon on that directory.
+  --from DIR         a directory written by hangar backup
+`,
+  service: `Usage: hangar service --systemd|--launchd [--environment-file FILE]
+
+Prints a service unit for this installation on stdout: systemd (Linux) or launchd (macOS). The unit runs
+node directly on bin/hangar.mjs serve (so the stop signal reaches the daemon), restarts it on failure, and
+reads HANGAR_* settings from an environment file (default: hangar.env in the project root).
+  --systemd | --launchd   which kind of unit
+  --environment-file FILE the environment file the unit reads
+`,
 };
 
 function fail(message: string): number {
   process.stderr.write(`hangar: ${message}\n`);
   return 1;
+}
+
+/** A usage error (CONTRACT §13): the message and the command's usage on stderr, exit code 2. */
+function usageError(message: string, usage: string): number {
+  process.stderr.write(`hangar: ${message}\n\n${usage}`);
+  return 2;
+}
+
+/** Options each command accepts: anything else is refused (`serve --port 9000` used to start on 8080). */
+const COMMAND_OPTIONS = {
+  serve: {},
+  "setup-token": { ttl: { type: "string" } },
+  login: { email: { type: "string" }, "print-token": { type: "boolean" } },
+  migrate: {},
+  backup: { out: { type: "string" }, "with-artifacts": { type: "boolean" } },
+  restore: { from: { type: "string" } },
+  service: { systemd: { type: "boolean" }, launchd: { type: "boolean" }, "environment-file": { type: "string" } },
+} as const satisfies Record<string, OptionsConfig>;
+
+type CommandName = keyof typeof COMMAND_OPTIONS;
+
+/** This installation's root and package.json, found upward from this module (src/cli/ from source, dist/ bundled). */
+function findPackage(): { root: string; version: string } | undefined {
+  for (const relative of ["../../", "../"]) {
+    try {
+      const root = fileURLToPath(new URL(relative, import.meta.url));
+      const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8")) as { name?: string; version?: string };
+      if (pkg.name === "hangar" && pkg.version) return { root, version: pkg.version };
+    } catch {
+      // not at this level; try the next
+    }
+  }
+  return undefined;
+}
+
+export function hangarVersion(): string {
+  return findPackage()?.version ?? "unknown";
+}
+
+/** Errors from the file system or the database that a user can act on: one line, never a stack trace. */
+function operationalMessage(err: unknown): string | undefined {
+  if (err instanceof ConfigError || err instanceof ApiError || err instanceof BackupError) return err.message;
+  if (!(err instanceof Error)) return undefined;
+  if (err.name === "ListenError") return err.message;
+  const e = err as NodeJS.ErrnoException;
+  if (typeof e.code === "string" && /^E[A-Z]+$/.test(e.code)) return `${e.code}: ${e.message.replace(/^E[A-Z]+: /, "")}`;
+  // libSQL reports a database it cannot open or use with a SQLITE_* code.
+  if (typeof e.code === "string" && e.code.startsWith("SQLITE_")) return `the database cannot be used (${e.code}): ${e.message}`;
+  return undefined;
 }
 
 /** The `hangar` dispatcher; returns the exit code (undefined while a long-running command keeps going). */
@@ -62,37 +142,65 @@ export async function main(argv: string[]): Promise<number | undefined> {
   // logs and the audit trail. The runner is left alone: its build steps inherit its umask, and what a build
   // writes is the pipeline's business.
   if (command !== "runner") process.umask(0o077);
-  if (!command || command === "--help" || command === "-h" || command === "help") {
+  if (command === "--help" || command === "-h" || command === "help") {
     process.stdout.write(USAGE);
-    return command ? 0 : 1;
+    return 0;
   }
+  if (command === "--version" || command === "-V" || command === "version") {
+    process.stdout.write(`hangar ${hangarVersion()}\n`);
+    return 0;
+  }
+  if (!command) return usageError("no command given", USAGE);
   if (command === "runner") {
     const { runnerMain } = await import("./runner/main.ts");
     return runnerMain(rest);
   }
-  const help = COMMAND_HELP[command];
-  if (!help) return fail(`unknown command '${command}'\n\n${USAGE}`);
+  if (!Object.hasOwn(COMMAND_OPTIONS, command)) return usageError(`unknown command '${command}'`, USAGE);
+  const name = command as CommandName;
+  const help = COMMAND_HELP[name] ?? USAGE;
   if (rest.includes("--help") || rest.includes("-h")) {
     process.stdout.write(help);
     return 0;
   }
+  const parsed = parseOptions(rest, COMMAND_OPTIONS[name]);
+  if (typeof parsed === "string") return usageError(parsed, help);
   try {
-    const config = loadConfig(process.env);
-    switch (command) {
+    switch (name) {
       case "serve":
-        return await serveCommand(config);
-      case "setup-token":
-        return await setupTokenCommand(config, rest);
+        return await serveCommand(loadConfig(process.env));
+      case "setup-token": {
+        const { ttl } = parsed as ParsedOptions<(typeof COMMAND_OPTIONS)["setup-token"]>;
+        const seconds = ttl === undefined ? DEFAULT_BOOTSTRAP_TTL_S : Number(ttl);
+        if (!/^\d+$/.test(ttl ?? "1") || !Number.isSafeInteger(seconds) || seconds < 1) {
+          return usageError("--ttl must be a whole number of seconds, 1 or more", help);
+        }
+        return await setupTokenCommand(loadConfig(process.env), seconds);
+      }
       case "login":
-        return await loginCommand(config, rest);
+        return await loginCommand(loadConfig(process.env), rest);
       case "migrate":
-        return await migrateCommand(config);
+        return await migrateCommand(loadConfig(process.env));
+      case "backup": {
+        const o = parsed as ParsedOptions<(typeof COMMAND_OPTIONS)["backup"]>;
+        if (!o.out) return usageError("--out DIR is required", help);
+        return await backupCommand(loadConfig(process.env), o.out, o["with-artifacts"] === true);
+      }
+      case "restore": {
+        const o = parsed as ParsedOptions<(typeof COMMAND_OPTIONS)["restore"]>;
+        if (!o.from) return usageError("--from DIR is required", help);
+        return await restoreCommand(loadConfig(process.env), o.from);
+      }
+      case "service": {
+        const o = parsed as ParsedOptions<(typeof COMMAND_OPTIONS)["service"]>;
+        if (o.systemd === o.launchd) return usageError("give exactly one of --systemd or --launchd", help);
+        return await serviceCommand(o.systemd ? "systemd" : "launchd", o["environment-file"]);
+      }
     }
   } catch (err) {
-    if (err instanceof ConfigError || err instanceof ApiError || (err instanceof Error && err.name === "ListenError")) return fail(err.message);
+    const message = operationalMessage(err);
+    if (message !== undefined) return fail(message);
     throw err;
   }
-  return 1;
 }
 
 async function serveCommand(config: HangarConfig): Promise<undefined> {
@@ -118,16 +226,7 @@ function describeStore(config: HangarConfig): string {
   return `data directory ${config.dataDir}, database ${db}`;
 }
 
-function usageError(message: string, help: string): number {
-  process.stderr.write(`hangar: ${message}\n\n${help}`);
-  return 2;
-}
-
-async function setupTokenCommand(config: HangarConfig, args: string[]): Promise<number> {
-  const values = parseOptions(args, { ttl: { type: "string" } });
-  if (typeof values === "string") return usageError(values, COMMAND_HELP["setup-token"] ?? USAGE);
-  const ttl = values.ttl === undefined ? DEFAULT_BOOTSTRAP_TTL_S : Number(values.ttl);
-  if (!Number.isInteger(ttl) || ttl < 1) return fail("--ttl must be a whole number of seconds, 1 or more");
+async function setupTokenCommand(config: HangarConfig, ttl: number): Promise<number> {
   const { openDb, migrateDb, systemClock, issueBootstrapToken, prepareDataDir } = await loadDbModules();
   prepareDataDir(config.dataDir);
   const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
@@ -195,4 +294,27 @@ async function loadDbModules() {
     import("../runtime/data-dir.ts"),
   ]);
   return { openDb, migrateDb, systemClock, issueBootstrapToken, prepareDataDir, readDaemonUrl };
+}
+
+async function backupCommand(config: HangarConfig, out: string, withArtifacts: boolean): Promise<number> {
+  const [{ runBackup }, { openDb }] = await Promise.all([import("./backup.ts"), import("../db/client.ts")]);
+  const manifest = await runBackup(config, { out, withArtifacts, version: hangarVersion() }, { openDb }, (line) => process.stderr.write(`${line}\n`));
+  const bytes = manifest.files.reduce((n, f) => n + f.bytes, 0);
+  process.stdout.write(`${JSON.stringify({ out, files: manifest.files.length, bytes, counts: manifest.counts })}\n`);
+  return 0;
+}
+
+async function restoreCommand(config: HangarConfig, from: string): Promise<number> {
+  const [{ runRestore }, { openDb }] = await Promise.all([import("./backup.ts"), import("../db/client.ts")]);
+  await runRestore(config, { from }, { openDb }, (line) => process.stderr.write(`${line}\n`));
+  return 0;
+}
+
+async function serviceCommand(kind: "systemd" | "launchd", envFile: string | undefined): Promise<number> {
+  const { defaultServiceSettings, launchdPlist, systemdUnit } = await import("./service.ts");
+  const root = findPackage()?.root;
+  if (!root) return fail("cannot find this installation's package.json");
+  const settings = defaultServiceSettings(root, envFile);
+  process.stdout.write(kind === "systemd" ? systemdUnit(settings) : launchdPlist(settings));
+  return 0;
 }

@@ -88,10 +88,10 @@ describe("the hangar command", () => {
     }
 
     const unknown = await runCli(["frobnicate"], env);
-    expect(unknown.code).toBe(1);
+    expect(unknown.code).toBe(2);
     expect(unknown.stderr).toContain("unknown command");
     const badTtl = await runCli(["setup-token", "--ttl", "soon"], env);
-    expect(badTtl.code).toBe(1);
+    expect(badTtl.code).toBe(2);
   });
 });
 
