@@ -210,4 +210,33 @@ describe("install page over HTTP", () => {
     expect(r.text).toContain('id="wrong-device"');
     expect(r.text).toContain("This build is for iPhone and iPad");
   });
+
+  it("signed in: POST /artifacts/{id}/install-link answers the page URL and a QR code; refusals are pages in words; the icon needs a session", async () => {
+    await iosLink(ipaId);
+    const made = await page(t, "POST", `/artifacts/${ipaId}/install-link`, { session: w.ownerToken });
+    expect(made.status).toBe(200);
+    const pageUrl = /value="(https:\/\/ci\.example\.com\/install\/[A-Za-z0-9_-]{43})"/.exec(made.text)?.[1];
+    expect(pageUrl).toBeDefined();
+    expect(made.text).toContain("<svg");
+    expect(made.text).toContain(`href="${pageUrl}"`);
+    // The page it names is live.
+    expect((await page(t, "GET", pathOf(pageUrl!))).status).toBe(200);
+
+    // A cross-site form cannot make one.
+    const forged = await page(t, "POST", `/artifacts/${ipaId}/install-link`, { session: w.ownerToken, origin: "https://evil.example" });
+    expect(forged.status).toBe(403);
+
+    const store = await uploadArtifact(t, w, "Store.ipa", makeIpaArchive({ info: DEMO_INFO, profile: makeProfile({ kind: "app_store" }) }));
+    const refused = await page(t, "POST", `/artifacts/${store.id}/install-link`, { session: w.ownerToken });
+    expect(refused.status).toBe(400);
+    expect(refused.headers.get("content-type")).toContain("text/html");
+    expect(refused.text).toContain("signed for the App Store");
+
+    const icon = await page(t, "GET", `/artifacts/${ipaId}/icon`, { session: w.ownerToken });
+    expect(icon.status).toBe(200);
+    expect(icon.headers.get("content-type")).toBe("image/png");
+    const anonymous = await page(t, "GET", `/artifacts/${ipaId}/icon`);
+    expect(anonymous.status).toBe(303);
+    expect(anonymous.location).toMatch(/^\/login/);
+  });
 });

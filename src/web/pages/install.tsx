@@ -8,11 +8,13 @@ import { toSvgSource } from "lean-qr/extras/svg";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { AppMetadata, AppSigning } from "../../domain/app-metadata.ts";
-import { installPage, type InstallPageData } from "../../domain/install.ts";
-import { Name } from "../components.tsx";
+import { createInstallLink, installPage, type InstallPageData } from "../../domain/install.ts";
+import { artifactIcon, getArtifact } from "../../domain/artifacts.ts";
+import { ROLES } from "../../http/middleware/auth.ts";
+import { CopyField, Name, PostForm } from "../components.tsx";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { formatBytes, isoTime, neutralise } from "../text.ts";
-import { pageContext, renderPage } from "../session.tsx";
+import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 
 type Device = "ios" | "android" | "desktop";
 
@@ -61,6 +63,7 @@ const STYLE = `
 .install .qr figcaption{font-size:.875rem;color:var(--muted);margin-top:.4rem}
 .install .warn{background:var(--wait-bg);color:var(--wait);border:1px solid var(--wait);border-radius:8px;padding:.6rem .8rem;text-align:left}
 .install details{margin-top:1rem}
+.install .copy-field{text-align:left}
 `;
 
 function Head(props: { ctx: PageCtx }) {
@@ -242,8 +245,73 @@ function ExpiredPage(props: { ctx: PageCtx; expired: boolean }) {
   );
 }
 
+type ArtifactJson = Awaited<ReturnType<typeof getArtifact>>;
+
+/**
+ * For the build page: an artifact's icon and, for an .ipa or .apk, the "Install link" button (a POST to
+ * /artifacts/{id}/install-link, which answers with the page URL and its QR code).
+ */
+export function ArtifactInstall(props: { artifact: Pick<ArtifactJson, "id" | "filename" | "app"> }) {
+  const { artifact } = props;
+  const installable = /\.(ipa|apk)$/i.test(artifact.filename);
+  return (
+    <span class="artifact-install">
+      {artifact.app?.has_icon ? <img class="artifact-icon" src={`/artifacts/${artifact.id}/icon`} alt="" width={32} height={32} /> : null}
+      {installable ? (
+        <PostForm action={`/artifacts/${artifact.id}/install-link`} class="inline-form">
+          <button type="submit" class="btn btn-secondary">
+            Install link
+          </button>
+        </PostForm>
+      ) : null}
+    </span>
+  );
+}
+
+/** The answer to "Install link": the page URL to send, its QR code, and when it expires. */
+function InstallLinkPage(props: { ctx: PageCtx; artifact: ArtifactJson; link: { page_url: string; expires_at: number; platform: string }; buildId: string }) {
+  const { ctx, artifact, link } = props;
+  const name = artifact.app?.name ?? artifact.install_metadata?.title ?? artifact.filename;
+  return (
+    <Layout ctx={ctx} title="Install link" narrow head={<Head ctx={ctx} />}>
+      <section class="card install" id="install-link">
+        {artifact.app?.has_icon ? <img class="app-icon" src={`/artifacts/${artifact.id}/icon`} alt="" width={96} height={96} /> : null}
+        <h1>
+          Install link for <Name value={name} />
+        </h1>
+        <p class="muted">
+          Send this link to a tester, or let them scan the code with their {link.platform === "ios" ? "iPhone" : "phone"}. It{" "}
+          {expiresIn(link.expires_at, ctx.now)}.
+        </p>
+        <CopyField id="page-url" label="Install page" value={link.page_url} />
+        <Qr url={link.page_url} caption="Scan with the phone's camera to open the install page." />
+        <p class="actions">
+          <a class="btn btn-primary" href={link.page_url}>
+            Open the install page
+          </a>
+          <a class="btn btn-secondary" href={`/builds/${props.buildId}`}>
+            Back to the build
+          </a>
+        </p>
+      </section>
+    </Layout>
+  );
+}
+
 export function installPages(deps: AppDeps) {
   return new Hono<AppEnv>()
+    // The icon for signed-in pages (the /v1/ twin takes a Bearer token, never the cookie).
+    .get("/artifacts/:artifact_id/icon", requireBrowserUser(deps, { roles: ROLES.everyone }), async (c) => {
+      const png = await artifactIcon(deps, c.req.param("artifact_id"));
+      return new Response(png, { headers: { "content-type": "image/png", "content-length": String(png.length), "cache-control": "private, max-age=300", "x-content-type-options": "nosniff" } });
+    })
+    .post("/artifacts/:artifact_id/install-link", requireBrowserUser(deps, { roles: ROLES.everyone }), async (c) => {
+      const artifactId = c.req.param("artifact_id");
+      const artifact = await getArtifact(deps, artifactId);
+      // 412/422 (no delivery URL, App Store signing, an expired profile) render as a page in words (web onError).
+      const link = await createInstallLink(deps, { artifactId });
+      return renderPage(c, <InstallLinkPage ctx={pageContext(c, deps)} artifact={artifact} link={link} buildId={artifact.build_id} />);
+    })
     .get("/install/:token", async (c) => {
       const token = c.req.param("token");
       const ctx = pageContext(c, deps);
