@@ -25,6 +25,7 @@ import { userRoutes } from "./http/routes/users.ts";
 import { webRoutes } from "./web/index.ts";
 import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 import { webhooksRoutes } from "./http/routes/webhooks.ts";
+import { notificationsRoutes } from "./http/routes/notifications.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -60,6 +61,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     artifactsRoutes,
     installRoutes,
     webhooksRoutes,
+    notificationsRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

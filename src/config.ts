@@ -15,6 +15,8 @@ export const ConfigSchema = z.object({
   HANGAR_QUEUE_TTL_S: seconds(86_400),
   HANGAR_BUILD_TIMEOUT_S: seconds(3_600),
   HANGAR_SWEEP_INTERVAL_MS: z.coerce.number().int().min(10).default(5_000),
+  HANGAR_OUTBOX_RETRY_BASE_MS: z.coerce.number().int().min(1).default(30_000),
+  HANGAR_OUTBOX_POLL_MS: z.coerce.number().int().min(5).default(1_000),
   HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
   HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
   HANGAR_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
@@ -41,6 +43,10 @@ export interface HangarConfig {
   queueTtlS: number;
   buildTimeoutS: number;
   sweepIntervalMs: number;
+  /** First retry delay of an outbox delivery; each further one doubles it, ±20 % (CONTRACT §12). */
+  outboxRetryBaseMs: number;
+  /** How often an idle daemon looks for due outbox deliveries. */
+  outboxPollMs: number;
   maxUploadBytes: number;
   /** Largest JSON body accepted (CONTRACT §1). */
   maxJsonBytes: number;
@@ -92,6 +98,8 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     queueTtlS: e.HANGAR_QUEUE_TTL_S,
     buildTimeoutS: e.HANGAR_BUILD_TIMEOUT_S,
     sweepIntervalMs: e.HANGAR_SWEEP_INTERVAL_MS,
+    outboxRetryBaseMs: e.HANGAR_OUTBOX_RETRY_BASE_MS,
+    outboxPollMs: e.HANGAR_OUTBOX_POLL_MS,
     maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,
     maxJsonBytes: 1024 * 1024,
     logRequests: e.HANGAR_LOG_REQUESTS === "1",

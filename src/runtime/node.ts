@@ -7,6 +7,7 @@ import { loadInstance } from "../domain/instance.ts";
 import { runMaintenance } from "../domain/maintenance.ts";
 import { answerClientErrorsWithJson, requestErrorResponse, setServerTimeouts } from "./http-server.ts";
 import { createNodeDeps } from "./node-deps.ts";
+import { startOutboxLoop } from "./outbox-loop.ts";
 import { prepareDataDir, removeDaemonUrl, writeDaemonUrl } from "./data-dir.ts";
 import { defaultLocalBaseDir, readActiveStorageSettings } from "../domain/artifact-storage-settings.ts";
 import { describeError } from "../errors.ts";
@@ -61,6 +62,7 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
     });
   }, config.sweepIntervalMs);
   timer.unref();
+  const outboxLoop = startOutboxLoop(deps);
 
   // For `hangar login`, which finds the daemon through the data directory whatever port it chose (CONTRACT §3).
   const localUrl = writeDaemonUrl(config.dataDir, url);
@@ -92,6 +94,7 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
         });
         if ("closeIdleConnections" in server) server.closeIdleConnections();
       });
+      await outboxLoop.stop();
       runtime.close();
     })();
     return stopping;

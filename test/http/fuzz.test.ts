@@ -92,6 +92,7 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "PATCH /v1/runners/:runner_id": { name: "renamed", capabilities: { platforms: ["android"] }, status: "online" },
     "POST /v1/runners/:runner_id/heartbeat": { status: "online" },
     "POST /v1/runners/:runner_id/jobs/:job_id/status": { status: "running", step_results: [{ name: "s", status: "running", started_at: 1 }] },
+    "POST /v1/projects/:project_id/notifications": { kind: "webhook", url: "https://hooks.example.com/hangar", on: ["failed", "fixed"], branches: ["main"] },
     "POST /v1/projects/:project_id/webhooks": { provider: "github", api_url: "https://api.github.com", report_status: true },
     "POST /v1/projects/:project_id/builds": { pipeline_id: w.pipelineId, branch: "main", commit_sha: DEFAULT_SHA, trigger_ref: "refs/x" },
     "POST /v1/runners/:runner_id/jobs/:job_id/artifacts": {
@@ -139,6 +140,7 @@ const BODYLESS = new Set([
   "POST /v1/artifacts/:artifact_id/install-link",
   // Takes a forge's payload, verified before it is read: the fuzz must meet 401 invalid_signature.
   "POST /v1/hooks/:webhook_id",
+  "POST /v1/projects/:project_id/notifications/:notification_id/test",
 ]);
 
 interface World {
@@ -214,6 +216,12 @@ async function makeWorld(): Promise<World> {
   const iosToken = pathOf(iosInstall.body.manifest_url).split("/")[3] ?? "";
   const webhook = await ready.call("POST", `/v1/projects/${project.id}/webhooks`, { token: ownerToken, body: { provider: "github" } });
   if (webhook.status !== 200) throw new Error(`webhook: ${webhook.text}`);
+  // Its test sends go to the discard port on loopback: refused at once, never off the machine.
+  const notification = await ready.call("POST", `/v1/projects/${project.id}/notifications`, {
+    token: ownerToken,
+    body: { kind: "slack", url: "http://127.0.0.1:9/hangar", on: ["failed"] },
+  });
+  if (notification.status !== 200) throw new Error(`notification: ${notification.text}`);
 
   // The setup world: remote + trusted-proxy, so the local-owner route refuses after validation and no fuzzed
   // body can finish setup (which would turn every setup route into a plain 409).
@@ -240,6 +248,7 @@ async function makeWorld(): Promise<World> {
       build_id: build.id,
       artifact_id: artifactId,
       webhook_id: webhook.body.id,
+      notification_id: notification.body.id,
     },
     routeParams: { "POST /v1/builds/:build_id/cancel": { build_id: toCancel.id } },
     pathTokens: {
