@@ -10,6 +10,7 @@ import { constantTimeEqual, randomToken, sha256Hex } from "./crypto.ts";
 import { checkDestinationNow, checkUrlWithoutDns, DestinationNotAllowedError, findDestinationNotAllowed, type OutboundAllowList } from "./outbound.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "./instance.ts";
 import { readNetworkSettings } from "./network-settings.ts";
+import type { OidcClient } from "./oidc-client.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
 import { newOwnerValues, signIn, type UserRow } from "./users.ts";
 
@@ -30,6 +31,8 @@ export const MAX_DISCOVERY_BYTES = 256 * 1024;
 export const TOKEN_EXCHANGE_TIMEOUT_MS = 10_000;
 export const PENDING_TTL_S = 10 * 60;
 export const MAX_PENDING = 1000;
+/** Pending starts per client (CONTRACT §3), so that no one client can exhaust the 1000. */
+export const MAX_PENDING_PER_CLIENT = 20;
 /** Expired rows stay this long so a late callback hears auth_expired rather than invalid_state. */
 export const EXPIRED_PENDING_GRACE_S = 60 * 60;
 /** Tolerated clock difference with the provider for exp and iat. */
@@ -45,6 +48,8 @@ export interface StoredOidcSettings {
   discovered_issuer: string;
   client_id: string;
   client_secret_sealed: string | null;
+  /** Accept ID tokens whose email_verified is absent or false (CONTRACT §3); off unless the owner says so. */
+  trust_unverified_email?: boolean;
   configured_at: number;
 }
 
@@ -53,6 +58,8 @@ export interface OidcConfigureInput {
   client_id: string;
   /** Omitted keeps the stored secret when issuer and client are unchanged; null removes it. */
   client_secret?: string | null;
+  /** Omitted keeps the stored choice when issuer and client are unchanged, else false. */
+  trust_unverified_email?: boolean;
 }
 
 interface DiscoveryDocument {
@@ -66,6 +73,8 @@ interface DiscoveryDocument {
 
 export interface OidcIdentity {
   email: string;
+  /** The ID token's `iss`: with `subject`, the identity a user is bound to at its first OIDC sign-in. */
+  issuer: string;
   subject: string;
   name: string | null;
   picture: string | null;
@@ -185,7 +194,8 @@ async function discover(deps: Pick<AppDeps, "fetch" | "config">, issuerUrl: stri
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new DiscoveryFailure("the discovery document is not a JSON object");
   const d = doc as Record<string, unknown>;
   if (typeof d.issuer !== "string" || !sameIssuer(d.issuer, issuerUrl)) {
-    throw new DiscoveryFailure(`the discovered issuer ${JSON.stringify(d.issuer)} is not the configured issuer ${issuerUrl}`);
+    // The provider's value is not repeated: error messages never echo fetched content (CONTRACT §3).
+    throw new DiscoveryFailure(`the discovery document's issuer is not the configured issuer ${issuerUrl}`);
   }
   const endpoint = (name: string, required: boolean): string | undefined => {
     const value = d[name];
@@ -257,6 +267,9 @@ async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<S
     if (err instanceof DiscoveryFailure) throw new ApiError(400, "oidc_discovery_failed", err.message);
     throw err;
   }
+  const previous = await readOidcSettings(deps);
+  const sameClient = previous !== null && previous.client_id === clientId && sameIssuer(previous.issuer_url, issuerUrl);
+  const trustUnverifiedEmail = input.trust_unverified_email ?? (sameClient && previous?.trust_unverified_email === true);
   let sealed: string | null = null;
   if (typeof input.client_secret === "string") {
     try {
@@ -266,10 +279,16 @@ async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<S
     }
   } else if (input.client_secret === undefined) {
     // A secret is write-only: re-saving the same provider and client without it keeps the stored one.
-    const previous = await readOidcSettings(deps);
-    if (previous && previous.client_id === clientId && sameIssuer(previous.issuer_url, issuerUrl)) sealed = previous.client_secret_sealed;
+    if (sameClient && previous) sealed = previous.client_secret_sealed;
   }
-  return { issuer_url: issuerUrl, discovered_issuer: doc.issuer, client_id: clientId, client_secret_sealed: sealed, configured_at: deps.clock.now() };
+  return {
+    issuer_url: issuerUrl,
+    discovered_issuer: doc.issuer,
+    client_id: clientId,
+    client_secret_sealed: sealed,
+    trust_unverified_email: trustUnverifiedEmail,
+    configured_at: deps.clock.now(),
+  };
 }
 
 /** POST /v1/setup/oidc/configure: bootstrap_pending or idp_configured → idp_configured. */
@@ -308,7 +327,12 @@ export async function configureOidcSettings(deps: Deps, actor: Pick<UserRow, "id
     writeSettingStatement(deps, OIDC_SETTING, settings),
     auditStatement(deps, { action: "settings.oidc_configured", actor, targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } }),
   ]);
-  return { discovered_issuer: settings.discovered_issuer, has_client_secret: settings.client_secret_sealed !== null, configured_at: settings.configured_at };
+  return {
+    discovered_issuer: settings.discovered_issuer,
+    has_client_secret: settings.client_secret_sealed !== null,
+    trust_unverified_email: settings.trust_unverified_email === true,
+    configured_at: settings.configured_at,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -332,6 +356,18 @@ function tooManyPending(): ApiError {
   return new ApiError(429, "too_many_pending", `more than ${MAX_PENDING} sign-ins are pending; try again in a few minutes`);
 }
 
+function tooManyPendingForClient(): ApiError {
+  return new ApiError(429, "too_many_pending", `${MAX_PENDING_PER_CLIENT} sign-ins from this address are pending already; finish one or try again in a few minutes`);
+}
+
+/** In local mode only this machine may use OIDC sign-in: on a 0.0.0.0 bind it would otherwise run over plain HTTP. */
+async function assertOidcClientAllowed(deps: Pick<AppDeps, "db" | "clock">, client: OidcClient): Promise<void> {
+  const inst = await loadInstance(deps);
+  if (inst.runtimeMode === "local" && !client.isLoopback) {
+    throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in is only available from this machine");
+  }
+}
+
 /** A database failure around pending requests is the spec's 500 store_error; its details go to the log only. */
 function storeError(deps: Deps, err: unknown): ApiError {
   deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc pending request store failed", error: describeError(err) });
@@ -352,16 +388,22 @@ const loginNotConfigured = () => new ApiError(500, "oidc_not_configured", "OIDC 
  * SHA-256 (the verifier sealed), for 10 minutes. The insert itself checks the limit, so concurrent starts never
  * push the table past 1000 live rows.
  */
-async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: StoredOidcSettings, redirectUri: string) {
+async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: StoredOidcSettings, redirectUri: string, clientKey: string | null) {
   const now = deps.clock.now();
   const live = gt(oidcPendingRequests.expiresAt, now);
   let pending: number;
+  let pendingForClient = 0;
   try {
     pending = (await deps.db.select({ n: count() }).from(oidcPendingRequests).where(live).get())?.n ?? 0;
+    if (clientKey !== null) {
+      pendingForClient =
+        (await deps.db.select({ n: count() }).from(oidcPendingRequests).where(and(eq(oidcPendingRequests.client, clientKey), live)).get())?.n ?? 0;
+    }
   } catch (err) {
     throw storeError(deps, err);
   }
   // Checked before discovery too, so a flood of starts does not turn into a flood of requests to the provider.
+  if (pendingForClient >= MAX_PENDING_PER_CLIENT) throw tooManyPendingForClient();
   if (pending >= MAX_PENDING) throw tooManyPending();
   const doc = await discoverForFlow(deps, settings.issuer_url);
 
@@ -384,14 +426,17 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
     inserted = await deps.db
       .insert(oidcPendingRequests)
       .select(
-        sql`select ${stateHash}, ${purpose}, ${sealedVerifier}, ${nonce}, ${redirectUri}, ${now}, ${now + PENDING_TTL_S}, ${null}
-            where (select count(*) from ${oidcPendingRequests} where ${oidcPendingRequests.expiresAt} > ${now}) < ${MAX_PENDING}`,
+        sql`select ${stateHash}, ${purpose}, ${sealedVerifier}, ${nonce}, ${redirectUri}, ${now}, ${now + PENDING_TTL_S}, ${clientKey}
+            where (select count(*) from ${oidcPendingRequests} where ${oidcPendingRequests.expiresAt} > ${now}) < ${MAX_PENDING}
+              and (select count(*) from ${oidcPendingRequests}
+                   where ${oidcPendingRequests.client} = ${clientKey} and ${oidcPendingRequests.expiresAt} > ${now}) < ${MAX_PENDING_PER_CLIENT}`,
       )
       .returning({ stateHash: oidcPendingRequests.stateHash });
   } catch (err) {
     throw storeError(deps, err);
   }
-  if (inserted.length === 0) throw tooManyPending();
+  // The conditional insert decides under concurrency; the counts above only tell which limit it was.
+  if (inserted.length === 0) throw pendingForClient + 1 >= MAX_PENDING_PER_CLIENT ? tooManyPendingForClient() : tooManyPending();
   return { authorization_url: url.href, state };
 }
 
@@ -399,7 +444,8 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
 export async function startSetupOwnerOidc(deps: Deps, input: { redirect_uri: string }) {
   assertSetupOperation(await loadInstance(deps), "verify_oidc_owner");
   const settings = await loadConfigured(deps, setupNotConfigured);
-  return startAuthorization(deps, "setup_owner", settings, checkRedirectUri(input.redirect_uri));
+  // Behind a setup session: only the global limit applies.
+  return startAuthorization(deps, "setup_owner", settings, checkRedirectUri(input.redirect_uri), null);
 }
 
 /**
@@ -411,11 +457,12 @@ export async function standardCallbackUri(deps: Pick<AppDeps, "db">, requestOrig
   return `${base.replace(/\/+$/, "")}/auth/oidc/callback`;
 }
 
-/** GET /v1/auth/oidc/start (the instance is ready: requireReady ran). */
-export async function startOidcSignIn(deps: Deps, input: { redirect_uri?: string; requestOrigin: string }) {
+/** GET /v1/auth/oidc/start (the instance is ready: requireReady ran). Loopback only in local mode; capped per client. */
+export async function startOidcSignIn(deps: Deps, input: { redirect_uri?: string; requestOrigin: string; client: OidcClient }) {
+  await assertOidcClientAllowed(deps, input.client);
   const settings = await loadConfigured(deps, loginNotConfigured);
   const redirectUri = input.redirect_uri ?? (await standardCallbackUri(deps, input.requestOrigin));
-  return startAuthorization(deps, "login", settings, checkRedirectUri(redirectUri));
+  return startAuthorization(deps, "login", settings, checkRedirectUri(redirectUri), input.client.key);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -525,8 +572,7 @@ async function verifyIdToken(deps: Deps, input: { idToken: string; doc: Discover
       requiredClaims: ["sub", "exp", "iat"],
     }));
   } catch (err) {
-    const reason = err instanceof Error ? err.message : "invalid token";
-    throw new ApiError(502, "id_token_verification_error", `the ID token failed verification: ${reason}`);
+    throw new ApiError(502, "id_token_verification_error", `the ID token failed verification: ${verificationReason(err)}`);
   }
   if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== clientId) {
     throw new ApiError(502, "id_token_verification_error", "the ID token has several audiences and no azp naming this client");
@@ -541,6 +587,36 @@ async function verifyIdToken(deps: Deps, input: { idToken: string; doc: Discover
   return payload;
 }
 
+/**
+ * Why jose refused a token, in our words: its messages can carry content from the provider (a JWKS answer, a
+ * header), and error messages never echo that (CONTRACT §3). The claim name is jose's own, from our checks.
+ */
+function verificationReason(err: unknown): string {
+  const e = err as { code?: unknown; claim?: unknown; name?: unknown };
+  switch (e?.code) {
+    case "ERR_JWT_EXPIRED":
+      return "the token has expired";
+    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
+      return typeof e.claim === "string" && /^[a-z_]{1,20}$/.test(e.claim) ? `its "${e.claim}" claim is not valid` : "a claim is not valid";
+    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
+      return "the signature does not match";
+    case "ERR_JOSE_ALG_NOT_ALLOWED":
+      return "it is signed with an algorithm that is not allowed";
+    case "ERR_JWKS_NO_MATCHING_KEY":
+    case "ERR_JWKS_MULTIPLE_MATCHING_KEYS":
+      return "no single key of the provider's key set matches it";
+    case "ERR_JWKS_TIMEOUT":
+      return `the provider's key set did not answer within ${DISCOVERY_TIMEOUT_MS / 1000} s`;
+    case "ERR_JWKS_INVALID":
+      return "the provider's key set is not valid";
+    case "ERR_JWS_INVALID":
+    case "ERR_JWT_INVALID":
+      return "it is not a well-formed signed JWT";
+    default:
+      return "it could not be verified";
+  }
+}
+
 const EMAIL = /^[^\s@]+@[^\s@]+$/;
 
 function claimString(claims: Record<string, unknown>, name: string, max: number): string | null {
@@ -552,7 +628,13 @@ function claimString(claims: Record<string, unknown>, name: string, max: number)
  * The email, name and picture of the signed-in account. Providers that follow OIDC Core §5.4 strictly put scope
  * claims only in userinfo; those are read from there, for the same subject only.
  */
-async function identityFrom(deps: Deps, payload: JWTPayload, doc: DiscoveryDocument, accessToken: unknown): Promise<OidcIdentity> {
+async function identityFrom(
+  deps: Deps,
+  payload: JWTPayload,
+  doc: DiscoveryDocument,
+  accessToken: unknown,
+  trustUnverifiedEmail: boolean,
+): Promise<OidcIdentity> {
   let claims: Record<string, unknown> = payload;
   if (claimString(claims, "email", 320) === null && doc.userinfo_endpoint && typeof accessToken === "string") {
     try {
@@ -566,13 +648,16 @@ async function identityFrom(deps: Deps, payload: JWTPayload, doc: DiscoveryDocum
   }
   const email = claimString(claims, "email", 320);
   if (!email || !EMAIL.test(email)) throw new ApiError(502, "missing_email", "the provider did not return an email address for this account");
-  // An address the provider itself says is unverified must not match an invited user.
-  if (claims.email_verified === false || claims.email_verified === "false") {
-    throw new ApiError(502, "missing_email", "the provider says this account's email address is not verified");
+  // Users are found by email: an address the provider does not vouch for must not match one (CONTRACT §3).
+  // Absent counts as unverified, unless the owner trusts this provider's addresses.
+  const verified = claims.email_verified === true || claims.email_verified === "true";
+  if (!verified && !trustUnverifiedEmail) {
+    throw new ApiError(502, "missing_email", "the provider does not say this account's email address is verified (set trust_unverified_email to accept it)");
   }
   const picture = claimString(claims, "picture", 2048);
   return {
     email,
+    issuer: String(payload.iss),
     subject: String(payload.sub),
     name: claimString(claims, "name", 200),
     picture: picture && /^https?:\/\//i.test(picture) ? picture : null,
@@ -611,23 +696,38 @@ async function finishAuthorization(deps: Deps, purpose: OidcPurpose, input: { co
     throw new ApiError(502, "missing_id_token", "the provider answered without an ID token");
   }
   const payload = await verifyIdToken(deps, { idToken: tokens.id_token, doc, clientId: settings.client_id, secret, nonce: row.nonce });
-  return identityFrom(deps, payload, doc, tokens.access_token);
+  return identityFrom(deps, payload, doc, tokens.access_token, settings.trust_unverified_email === true);
 }
 
 /** POST /v1/setup/owner/verify-oidc: idp_configured → owner_created, the owner with email and OIDC subject. */
 export async function verifySetupOwnerOidc(deps: Deps, input: { code: string; state: string }) {
   const next = assertSetupOperation(await loadInstance(deps), "verify_oidc_owner");
   const identity = await finishAuthorization(deps, "setup_owner", input, setupNotConfigured);
-  const owner = newOwnerValues(deps, identity.email, { oidcSubject: identity.subject, ...(identity.name ? { displayName: identity.name } : {}) });
+  const owner = newOwnerValues(deps, identity.email, {
+    oidcSubject: identity.subject,
+    oidcIssuer: identity.issuer,
+    ...(identity.name ? { displayName: identity.name } : {}),
+  });
   const created = await createOwner(deps, "verify_oidc_owner", next, owner);
   return { state: created.state, owner_email: created.owner_email, oidc_subject: identity.subject };
 }
 
-/** POST /v1/auth/oidc/callback: an invited or active user signs in (the first sign-in activates an invited one). */
-export async function completeOidcSignIn(deps: Deps, input: { code: string; state: string }) {
+/**
+ * POST /v1/auth/oidc/callback: an invited or active user signs in (the first sign-in activates an invited one and
+ * binds the user to the token's (iss, sub)). Loopback only in local mode.
+ */
+export async function completeOidcSignIn(deps: Deps, input: { code: string; state: string; client: OidcClient }) {
+  await assertOidcClientAllowed(deps, input.client);
   const identity = await finishAuthorization(deps, "login", input, loginNotConfigured);
   try {
-    return await signIn(deps, { email: identity.email, method: "oidc", oidcSubject: identity.subject, displayName: identity.name, avatarUrl: identity.picture });
+    return await signIn(deps, {
+      email: identity.email,
+      method: "oidc",
+      oidcSubject: identity.subject,
+      oidcIssuer: identity.issuer,
+      displayName: identity.name,
+      avatarUrl: identity.picture,
+    });
   } catch (err) {
     if (err instanceof ApiError) throw err;
     deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc session creation failed", error: describeError(err) });

@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, ne, sql } from "drizzle-orm";
+import { and, asc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
 import type { AuthMethod, UserRole } from "../db/schema/constants.ts";
 import { instance, userSessions, users } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
@@ -73,6 +73,8 @@ export interface SignInIdentity {
   email: string;
   method: AuthMethod;
   oidcSubject?: string;
+  /** With `oidcSubject`: the identity the user is bound to at its first OIDC sign-in (CONTRACT §3). */
+  oidcIssuer?: string;
   displayName?: string | null;
   avatarUrl?: string | null;
   /** How a local sign-in arrived, for the audit trail: the HTTP endpoint (none), `cli` or `cli_link` (`hangar login`). */
@@ -89,12 +91,22 @@ export async function signIn(deps: DbDeps, identity: SignInIdentity) {
   const now = deps.clock.now();
   const changes: Partial<UserRow> = { updatedAt: now };
   if (user.status === "invited") changes.status = "active";
-  if (identity.oidcSubject) changes.oidcSubject = identity.oidcSubject;
+  // Bound to (iss, sub) at the first OIDC sign-in: another account at the provider that claims the same email
+  // (a recycled address, a second tenant) is refused. Disabling the user clears the binding.
+  let binding: SQL | undefined;
+  if (identity.oidcSubject) {
+    if (!matchesBinding(user, identity)) throw new ApiError(403, "user_not_found", "this email belongs to another account at the identity provider");
+    changes.oidcSubject = identity.oidcSubject;
+    if (identity.oidcIssuer) changes.oidcIssuer = identity.oidcIssuer;
+    // Re-checked in the update, so two first sign-ins of different accounts racing cannot both bind.
+    binding = sql`(${users.oidcSubject} is null or (${users.oidcSubject} = ${identity.oidcSubject}
+      and (${users.oidcIssuer} is null or ${users.oidcIssuer} = ${identity.oidcIssuer ?? null})))`;
+  }
   if (identity.displayName) changes.displayName = identity.displayName;
   if (identity.avatarUrl) changes.avatarUrl = identity.avatarUrl;
   // Conditional on not disabled, so a disable racing this sign-in wins.
   const [updated] = await deps.db.batch([
-    deps.db.update(users).set(changes).where(and(eq(users.id, user.id), ne(users.status, "disabled"))).returning(),
+    deps.db.update(users).set(changes).where(and(eq(users.id, user.id), ne(users.status, "disabled"), binding)).returning(),
     auditStatement(deps, {
       action: "auth.sign_in",
       actor: { id: user.id, email: user.email },
@@ -118,6 +130,13 @@ export async function signIn(deps: DbDeps, identity: SignInIdentity) {
       oidc_subject: signedIn.oidcSubject,
     },
   };
+}
+
+/** Whether an OIDC identity may sign in as `user`: unbound yet, or bound to the same subject (and issuer, once known). */
+function matchesBinding(user: UserRow, identity: SignInIdentity): boolean {
+  if (user.oidcSubject === null) return true;
+  if (user.oidcSubject !== identity.oidcSubject) return false;
+  return user.oidcIssuer === null || identity.oidcIssuer === undefined || user.oidcIssuer === identity.oidcIssuer;
 }
 
 type Actor = Pick<UserRow, "id" | "email" | "role">;
@@ -176,7 +195,12 @@ export async function disableUser(deps: DbDeps, actor: Actor, userId: string): P
   const target = await loadTarget(deps, userId);
   if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
   const [updated] = await deps.db.batch([
-    deps.db.update(users).set({ status: "disabled", updatedAt: deps.clock.now() }).where(and(eq(users.id, userId), ne(users.role, "owner"))).returning(),
+    // The OIDC binding goes too: enabling the user again lets its next OIDC sign-in bind afresh (CONTRACT §3).
+    deps.db
+      .update(users)
+      .set({ status: "disabled", oidcSubject: null, oidcIssuer: null, updatedAt: deps.clock.now() })
+      .where(and(eq(users.id, userId), ne(users.role, "owner")))
+      .returning(),
     revokeUserSessionsStatement(deps, userId),
     auditStatementWhen(
       deps,

@@ -42,7 +42,7 @@ describe("PUT /v1/settings/external-access/oidc", () => {
     const { t, ownerToken } = await readyLocal();
     const res = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ discovered_issuer: idp.issuer, has_client_secret: true, configured_at: t.clock.now() });
+    expect(res.body).toEqual({ discovered_issuer: idp.issuer, has_client_secret: true, trust_unverified_email: false, configured_at: t.clock.now() });
     expect(res.text).not.toContain(TEST_CLIENT_SECRET);
     expect(await storedSecret(t)).toBe(TEST_CLIENT_SECRET);
     const signIn = await signInWithOidc(t, idp, "owner-sub");
@@ -57,7 +57,7 @@ describe("PUT /v1/settings/external-access/oidc", () => {
     await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
     t.clock.advance(10);
     const same = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID } });
-    expect(same.body).toEqual({ discovered_issuer: idp.issuer, has_client_secret: true, configured_at: t.clock.now() });
+    expect(same.body).toEqual({ discovered_issuer: idp.issuer, has_client_secret: true, trust_unverified_email: false, configured_at: t.clock.now() });
     expect(await storedSecret(t)).toBe(TEST_CLIENT_SECRET);
     const cleared = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: null } });
     expect(cleared.body.has_client_secret).toBe(false);

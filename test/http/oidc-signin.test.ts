@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { instanceSettings, oidcPendingRequests, users } from "../../src/db/schema/index.ts";
 import { runMaintenance } from "../../src/domain/maintenance.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
-import { completeLocalSetup, sessionFor } from "../helpers/factories.ts";
+import { completeLocalSetup, sessionFor, setInstance } from "../helpers/factories.ts";
 import {
   completeOidcSetup,
   signInWithOidc,
@@ -44,6 +44,11 @@ async function invite(t: TestApp, ownerToken: string, email: string, role = "dev
 
 async function start(t: TestApp, redirectUri: string | null = TEST_REDIRECT_URI) {
   return t.call("GET", redirectUri === null ? "/v1/auth/oidc/start" : `/v1/auth/oidc/start?redirect_uri=${encodeURIComponent(redirectUri)}`);
+}
+
+/** A start from another address (remote mode: local mode answers only this machine). */
+async function startFrom(t: TestApp, peer: string) {
+  return t.call("GET", `/v1/auth/oidc/start?redirect_uri=${encodeURIComponent(TEST_REDIRECT_URI)}`, { peer });
 }
 
 describe("OIDC sign-in before setup is ready", () => {
@@ -257,19 +262,21 @@ describe("OIDC callback errors", () => {
 describe("pending request limit", () => {
   it("keeps at most 1000 pending requests: the 1001st start answers 429 too_many_pending, expired ones stop counting", async () => {
     const { t, ownerToken } = await readyApp();
-    // The forge's discovery document is the cheapest to serve: 1000 real starts, twenty at a time.
+    // The forge's discovery document is the cheapest to serve: 1000 real starts, twenty at a time, each batch from
+    // its own address (remote mode: at most 20 pending per client, test/http/oidc-hardening.test.ts).
     await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: forge.issuer, client_id: TEST_CLIENT_ID } });
+    await setInstance(t, { runtimeMode: "remote" });
     for (let i = 0; i < 50; i++) {
-      const batch = await Promise.all(Array.from({ length: 20 }, () => start(t)));
+      const batch = await Promise.all(Array.from({ length: 20 }, () => startFrom(t, `10.0.${i}.1`)));
       for (const res of batch) expect(res.status).toBe(200);
     }
-    const over = await start(t);
+    const over = await startFrom(t, "10.1.0.1");
     expect([over.status, over.body.code]).toEqual([429, "too_many_pending"]);
     // Expired requests stop counting at once, before maintenance deletes them.
     expect((await t.deps.db.select({ n: sql<number>`count(*)` }).from(oidcPendingRequests).get())?.n).toBe(1000);
     t.clock.advance(600);
-    expect((await start(t)).status).toBe(200);
-  }, 60_000);
+    expect((await startFrom(t, "10.1.0.1")).status).toBe(200);
+  }, 120_000);
 
   it("never goes past 1000 under concurrent starts (the limit is checked by the insert itself)", async () => {
     const { t } = await readyApp();
@@ -284,7 +291,8 @@ describe("pending request limit", () => {
       expiresAt: now + 600,
     }));
     for (let i = 0; i < rows.length; i += 100) await t.deps.db.insert(oidcPendingRequests).values(rows.slice(i, i + 100));
-    const results = await Promise.all(Array.from({ length: 30 }, () => start(t)));
+    await setInstance(t, { runtimeMode: "remote" });
+    const results = await Promise.all(Array.from({ length: 30 }, (_, i) => startFrom(t, `10.2.0.${i + 1}`)));
     expect(results.filter((r) => r.status === 200)).toHaveLength(10);
     for (const r of results.filter((r) => r.status !== 200)) expect([r.status, r.body.code]).toEqual([429, "too_many_pending"]);
     expect((await t.deps.db.select({ n: sql<number>`count(*)` }).from(oidcPendingRequests).get())?.n).toBe(1000);

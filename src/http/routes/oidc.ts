@@ -10,6 +10,7 @@ import {
   verifySetupOwnerOidc,
 } from "../../domain/oidc.ts";
 import { requireSetupSession, requireUser, ROLES } from "../middleware/auth.ts";
+import { oidcClientOf } from "../oidc-client.ts";
 import { requireReady } from "../middleware/ready.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 
@@ -18,6 +19,7 @@ const configureSchema = z.object({
   issuer_url: z.string().min(1).max(2048),
   client_id: z.string().min(1).max(512),
   client_secret: z.string().min(1).max(4096).optional(),
+  trust_unverified_email: z.boolean().optional(),
 });
 
 const settingsSchema = configureSchema.extend({ client_secret: z.string().min(1).max(4096).nullable().optional() });
@@ -43,9 +45,17 @@ export function oidcRoutes(deps: AppDeps) {
       return c.json({ ...result, session_expires_at: c.get("setupSessionExpiresAt") });
     })
     .get("/v1/auth/oidc/start", ready, queryParams(startQuerySchema), async (c) =>
-      c.json(await startOidcSignIn(deps, { redirect_uri: c.req.valid("query").redirect_uri, requestOrigin: new URL(c.req.url).origin })),
+      c.json(
+        await startOidcSignIn(deps, {
+          redirect_uri: c.req.valid("query").redirect_uri,
+          requestOrigin: new URL(c.req.url).origin,
+          client: await oidcClientOf(deps, c),
+        }),
+      ),
     )
-    .post("/v1/auth/oidc/callback", ready, jsonBody(callbackSchema), async (c) => c.json(await completeOidcSignIn(deps, c.req.valid("json"))))
+    .post("/v1/auth/oidc/callback", ready, jsonBody(callbackSchema), async (c) =>
+      c.json(await completeOidcSignIn(deps, { ...c.req.valid("json"), client: await oidcClientOf(deps, c) })),
+    )
     .put(
       "/v1/settings/external-access/oidc",
       requireUser(deps, { roles: ROLES.owner, code: "external_access_owner_required" }),

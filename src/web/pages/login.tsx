@@ -8,6 +8,7 @@ import { localLogin } from "../../domain/local-login.ts";
 import { completeOidcSignIn, readOidcSettings, startOidcSignIn, verifySetupOwnerOidc } from "../../domain/oidc.ts";
 import { revokeSessionStatement, touchSetupSession } from "../../domain/sessions.ts";
 import { trustedProxyLogin } from "../../domain/trusted-proxy.ts";
+import { oidcClientOf } from "../../http/oidc-client.ts";
 import { Button, Field, PostForm } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
@@ -184,7 +185,7 @@ export function loginPages(deps: AppDeps) {
         if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
           throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
         }
-        const started = await startOidcSignIn(deps, { requestOrigin: new URL(c.req.url).origin });
+        const started = await startOidcSignIn(deps, { requestOrigin: new URL(c.req.url).origin, client: await oidcClientOf(deps, c) });
         setUiCookie(c, OIDC_STATE_COOKIE_NAME, started.state, OIDC_STATE_TTL_S);
         return c.redirect(started.authorization_url, 303);
       } catch (err) {
@@ -225,7 +226,7 @@ export function loginPages(deps: AppDeps) {
           await verifySetupOwnerOidc(deps, { code, state });
           return c.redirect("/setup?step=complete", 303);
         }
-        return signedIn(deps, c, await completeOidcSignIn(deps, { code, state }), null);
+        return signedIn(deps, c, await completeOidcSignIn(deps, { code, state, client: await oidcClientOf(deps, c) }), null);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         return fail("Sign-in failed", loginError(err), errorStatus(err.status === 401 ? new ApiError(400, err.code, err.message) : err));
