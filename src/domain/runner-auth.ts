@@ -15,30 +15,20 @@ function prepareRunnerLookup(db: Db) {
 const runnerLookups = new WeakMap<Db, ReturnType<typeof prepareRunnerLookup>>();
 
 /**
- * Token hash → runner id, remembered for a minute per database handle. A runner's token never changes and
- * runners are never deleted, so a remembered answer cannot go stale in a way that matters; everything else the
- * runner's calls need (status, capabilities) is read fresh by the statements themselves. Only ids that matched
- * are remembered, so an unknown token always reaches the database.
+ * The id of the runner owning a token; the hot path of every runner call (claims above all). Nothing is
+ * remembered between calls: a removed runner or a rotated token must fail at once on every daemon sharing the
+ * database (CONTRACT §6, no positive cache window), and the lookup is one indexed read of a prepared statement.
  */
-const RUNNER_ID_CACHE_MS = 60_000;
-const RUNNER_ID_CACHE_MAX = 10_000;
-const runnerIdCaches = new WeakMap<Db, Map<string, { runnerId: string; until: number }>>();
-
-/** The id of the runner owning a token; the hot path of every runner call (claims above all). */
 export async function authenticateRunnerId(deps: Pick<AppDeps, "db">, token: string): Promise<string> {
-  const tokenHash = await sha256Hex(token);
-  let cache = runnerIdCaches.get(deps.db);
-  if (!cache) {
-    cache = new Map();
-    runnerIdCaches.set(deps.db, cache);
-  }
-  const now = performance.now();
-  const hit = cache.get(tokenHash);
-  if (hit && hit.until > now) return hit.runnerId;
-  const runner = await lookupRunner(deps, tokenHash);
-  if (cache.size >= RUNNER_ID_CACHE_MAX) cache.clear();
-  cache.set(tokenHash, { runnerId: runner.id, until: now + RUNNER_ID_CACHE_MS });
-  return runner.id;
+  return (await lookupRunner(deps, await sha256Hex(token))).id;
+}
+
+/** The runner owning a token, or null (for routes that also take a user session). */
+export async function findRunnerByToken(deps: Pick<AppDeps, "db">, token: string): Promise<RunnerRow | null> {
+  return lookupRunner(deps, await sha256Hex(token)).catch((err: unknown) => {
+    if (err instanceof ApiError && err.code === "invalid_runner_token") return null;
+    throw err;
+  });
 }
 
 /** The runner owning a token hash. Lookup is by SHA-256, so the comparison never touches the plaintext. */

@@ -11,12 +11,17 @@ import type { UserRow } from "./users.ts";
 
 type DbDeps = Pick<AppDeps, "db" | "clock">;
 
+/** Platforms a runner can build for (CONTRACT §6): `any` is a pipeline's wildcard, never a capability. */
+export const RUNNER_PLATFORMS = ["ios", "android", "macos"] as const;
+
 /** `platforms` drives the claim; other capability keys are kept as given (SPEC: not shown). */
 export const capabilitiesSchema = z.looseObject({
   platforms: z
-    .array(z.string().regex(/^[a-z0-9_-]{1,32}$/, "lowercase platform names such as ios, android, macos"))
+    .array(z.enum(RUNNER_PLATFORMS, { error: "a platform is one of ios, android, macos" }))
     .max(16)
-    .default([]),
+    .default([])
+    // A repeated platform means nothing more; keep the list a set so narrowing compares cleanly.
+    .transform((list) => [...new Set(list)]),
 });
 export type RunnerCapabilities = z.infer<typeof capabilitiesSchema>;
 
@@ -110,16 +115,105 @@ export function refreshRunnerStatement(
     .where(eq(runners.id, runnerId));
 }
 
-export async function updateRunner(deps: DbDeps, runnerId: string, input: z.infer<typeof patchRunnerSchema>): Promise<RunnerRow> {
+/**
+ * Who is changing a runner: the runner itself (its token) may only narrow its platforms, so a stolen token cannot
+ * widen a runner to claim another platform's jobs and their signing keys; an owner or admin may set any.
+ */
+export type RunnerEditor = { kind: "runner" } | { kind: "user"; user: UserRow };
+
+export async function updateRunner(
+  deps: DbDeps,
+  runnerId: string,
+  input: z.infer<typeof patchRunnerSchema>,
+  editor: RunnerEditor = { kind: "runner" },
+): Promise<RunnerRow> {
+  const current = await getRunner(deps, runnerId);
   const now = deps.clock.now();
   const fields: Partial<RunnerRow> = { updatedAt: now };
   if (input.name !== undefined) fields.name = input.name;
-  if (input.capabilities !== undefined) fields.capabilities = input.capabilities;
-  await deps.db.batch([
-    deps.db.update(runners).set(fields).where(eq(runners.id, runnerId)),
-    refreshRunnerStatement(deps, runnerId, { heartbeat: true, requested: input.status }),
+  let guard: SQL | undefined;
+  if (input.capabilities !== undefined) {
+    const had = (current.capabilities as RunnerCapabilities).platforms ?? [];
+    const wanted = input.capabilities.platforms;
+    if (editor.kind === "runner") {
+      const widened = wanted.filter((p) => !had.includes(p));
+      if (widened.length > 0) {
+        throw new ApiError(403, "forbidden", `a runner may only narrow its platforms; ${widened.join(", ")} needs an owner or admin`);
+      }
+      // The check above read the row; the UPDATE only lands while the capabilities are still what was read, so a
+      // concurrent narrowing by an admin cannot be undone by a stale runner write.
+      guard = sql`${runners.capabilities} = ${JSON.stringify(current.capabilities)}`;
+    }
+    fields.capabilities = input.capabilities;
+  }
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(runners)
+      .set(fields)
+      .where(guard ? and(eq(runners.id, runnerId), guard) : eq(runners.id, runnerId))
+      .returning({ id: runners.id }),
+    // A user's edit is not a sign of life from the runner.
+    refreshRunnerStatement(deps, runnerId, { heartbeat: editor.kind === "runner", requested: input.status }),
+    auditStatement(deps, {
+      action: "runner.update",
+      actor: editor.kind === "user" ? editor.user : null,
+      targetType: "runner",
+      targetId: runnerId,
+      details: {
+        by: editor.kind,
+        ...(input.capabilities ? { platforms: input.capabilities.platforms } : {}),
+        ...(input.status ? { status: input.status } : {}),
+      },
+    }),
   ]);
+  if (updated.length === 0) throw new ApiError(409, "invalid_transition", "the runner changed meanwhile; read it and try again");
   return getRunner(deps, runnerId);
+}
+
+/**
+ * Removes a runner (CONTRACT §6). One batch: its assigned build goes back to the queue, a running one fails with
+ * `runner_removed`, the row goes (so its token fails on the next lookup of every daemon), and the audit event.
+ */
+export async function removeRunner(deps: DbDeps & Pick<AppDeps, "jobSignal">, actor: UserRow, runnerId: string): Promise<void> {
+  const runner = await getRunner(deps, runnerId);
+  const now = deps.clock.now();
+  await deps.db.batch([
+    deps.db
+      .update(builds)
+      .set({ status: "queued", runnerId: null, leaseExpiresAt: null, updatedAt: now })
+      .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "assigned"))),
+    deps.db
+      .update(builds)
+      .set({ status: "failed", failureReason: "runner_removed", exitCode: null, finishedAt: now, updatedAt: now })
+      .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "running"))),
+    deps.db.delete(runners).where(eq(runners.id, runnerId)),
+    auditStatement(deps, {
+      action: "runner.remove",
+      actor,
+      targetType: "runner",
+      targetId: runnerId,
+      details: { name: runner.name, registered_by: runner.registeredBy },
+    }),
+  ]);
+  // A build back in the queue wakes the runners long-polling this process (others find it by polling).
+  deps.jobSignal.notify();
+}
+
+/** A fresh token for a runner; the old one fails on the next call to any daemon. Only the hash is kept. */
+export async function rotateRunnerToken(deps: DbDeps, actor: UserRow, runnerId: string): Promise<string> {
+  await getRunner(deps, runnerId);
+  const token = randomToken();
+  const now = deps.clock.now();
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(runners)
+      .set({ tokenHash: await sha256Hex(token), updatedAt: now })
+      .where(eq(runners.id, runnerId))
+      .returning({ id: runners.id }),
+    auditStatement(deps, { action: "runner.rotate_token", actor, targetType: "runner", targetId: runnerId }),
+  ]);
+  if (updated.length === 0) throw new ApiError(404, "not_found", "no such runner");
+  return token;
 }
 
 /** Seconds between heartbeats we ask for: a third of the tighter of the offline window and the lease. */

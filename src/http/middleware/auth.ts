@@ -3,7 +3,7 @@ import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { loadInstance } from "../../domain/instance.ts";
-import { authenticateRunnerId } from "../../domain/runner-auth.ts";
+import { authenticateRunnerId, findRunnerByToken } from "../../domain/runner-auth.ts";
 import { touchSetupSession, validateUserSession } from "../../domain/sessions.ts";
 import type { UserRole } from "../../db/schema/constants.ts";
 
@@ -84,6 +84,36 @@ export function requireRunner(deps: AppDeps) {
       throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
     }
     c.set("runnerId", runnerId);
+    await next();
+  });
+}
+
+/**
+ * A route both a runner (its own path only) and a user of some roles may call (PATCH /v1/runners/{id}): a
+ * runner token sets `runnerId`, a session sets `user`. A token that is neither is an invalid session.
+ */
+export function requireRunnerOrUser(deps: AppDeps, options: { roles: readonly UserRole[] }) {
+  return createMiddleware<AppEnv>(async (c, next) => {
+    const token = bearerToken(c);
+    const runner = await findRunnerByToken(deps, token);
+    if (runner) {
+      const pathRunnerId = c.req.param("runner_id");
+      if (pathRunnerId !== undefined && pathRunnerId !== runner.id) {
+        throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+      }
+      c.set("runnerId", runner.id);
+      return next();
+    }
+    const { sessionId, user } = await validateUserSession(deps, token).catch((err: unknown) => {
+      // Neither kind matched: on a runner route the runner's answer is the one its client understands.
+      if (err instanceof ApiError && err.code === "invalid_session") {
+        throw new ApiError(401, "invalid_runner_token", "neither a valid runner token nor a valid session");
+      }
+      throw err;
+    });
+    c.set("user", user);
+    c.set("userSessionId", sessionId);
+    if (!options.roles.includes(user.role)) throw new ApiError(403, "forbidden", "your role does not allow this action");
     await next();
   });
 }

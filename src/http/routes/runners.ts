@@ -10,6 +10,8 @@ import {
   patchRunnerSchema,
   registerRunner,
   registerRunnerSchema,
+  removeRunner,
+  rotateRunnerToken,
   toRunnerJson,
   updateRunner,
 } from "../../domain/runners.ts";
@@ -24,8 +26,9 @@ import {
   reportJobStatus,
   toJobJson,
 } from "../../domain/scheduler.ts";
-import { requireRunner, requireUser, ROLES } from "../middleware/auth.ts";
+import { requireRunner, requireRunnerOrUser, requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
+import type { UserRow } from "../../domain/users.ts";
 
 const logQuerySchema = z.object({ offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
 const JOB = "/v1/runners/:runner_id/jobs/:job_id";
@@ -41,8 +44,18 @@ export function runnersRoutes(deps: AppDeps) {
       return c.json({ ...toRunnerJson(row), token });
     })
     .get("/v1/runners", managers, async (c) => c.json((await listRunners(deps)).map(toRunnerJson)))
-    .patch("/v1/runners/:runner_id", runner, jsonBody(patchRunnerSchema), async (c) =>
-      c.json(toRunnerJson(await updateRunner(deps, c.get("runnerId"), c.req.valid("json")))),
+    .patch("/v1/runners/:runner_id", requireRunnerOrUser(deps, { roles: ROLES.managers }), jsonBody(patchRunnerSchema), async (c) => {
+      // Set only when a session (not a runner token) authenticated the call; the context type cannot say so.
+      const user = c.get("user") as UserRow | undefined;
+      const editor = user ? { kind: "user" as const, user } : { kind: "runner" as const };
+      return c.json(toRunnerJson(await updateRunner(deps, c.req.param("runner_id"), c.req.valid("json"), editor)));
+    })
+    .delete("/v1/runners/:runner_id", managers, async (c) => {
+      await removeRunner(deps, c.get("user"), c.req.param("runner_id"));
+      return c.body(null, 204);
+    })
+    .post("/v1/runners/:runner_id/rotate-token", managers, async (c) =>
+      c.json({ token: await rotateRunnerToken(deps, c.get("user"), c.req.param("runner_id")) }),
     )
     .post("/v1/runners/:runner_id/heartbeat", runner, jsonBody(heartbeatSchema), async (c) =>
       c.json(await heartbeat(deps, c.get("runnerId"), c.req.valid("json").status)),
