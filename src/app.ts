@@ -16,6 +16,7 @@ import { buildsRoutes } from "./http/routes/builds.ts";
 import { installRoutes } from "./http/routes/install.ts";
 import { oidcRoutes } from "./http/routes/oidc.ts";
 import { projectsRoutes } from "./http/routes/projects.ts";
+import { projectSecretsRoutes } from "./http/routes/project-secrets.ts";
 import { publicRoutes } from "./http/routes/public.ts";
 import { runnersRoutes } from "./http/routes/runners.ts";
 import { settingsRoutes } from "./http/routes/settings.ts";
@@ -56,6 +57,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     settingsRoutes,
     artifactStorageRoutes,
     projectsRoutes,
+    projectSecretsRoutes,
     runnersRoutes,
     buildsRoutes,
     artifactsRoutes,

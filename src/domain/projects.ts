@@ -7,6 +7,7 @@ import { ApiError } from "../errors.ts";
 import { auditStatement } from "./audit.ts";
 import type { GitCredentials } from "./git.ts";
 import { isValidBranchName } from "./git.ts";
+import { openSecrets } from "./project-secrets.ts";
 import type { UserRow } from "./users.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
@@ -115,6 +116,7 @@ export async function createProject(deps: DbDeps, actor: UserRow, input: z.infer
     sourceCredentialsSealed: null,
     androidSigningSealed: null,
     iosSigningSealed: null,
+    protectedBranches: null,
     lastBuildNumber: 0,
     createdBy: actor.id,
     createdAt: now,
@@ -208,14 +210,15 @@ export function openIosSigning(deps: Pick<AppDeps, "secrets">, project: ProjectR
   return openSealed<IosSigning>(deps, project.iosSigningSealed);
 }
 
-/** Every secret of the project that must never appear in a stored log (CONTRACT §6). */
-export async function projectLogSecrets(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<string[]> {
-  const [source, android, ios] = await Promise.all([
+/** Every secret of the project that must never appear in a stored log (CONTRACT §6), secret variables included. */
+export async function projectLogSecrets(deps: Pick<AppDeps, "secrets" | "db">, project: ProjectRow): Promise<string[]> {
+  const [source, android, ios, variables] = await Promise.all([
     openSealed<SourceCredentials>(deps, project.sourceCredentialsSealed),
     openAndroidSigning(deps, project),
     openIosSigning(deps, project),
+    openSecrets(deps, project.id),
   ]);
-  return [source?.token, android?.keystore_password, android?.key_password, ios?.certificate_password].filter(
+  return [source?.token, android?.keystore_password, android?.key_password, ios?.certificate_password, ...Object.values(variables)].filter(
     (s): s is string => typeof s === "string" && s.length > 0,
   );
 }

@@ -6,8 +6,10 @@ import { ApiError } from "../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
 import { stepResultSchema, type BuildRow } from "./builds.ts";
 import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "./projects.ts";
-import { assertCredentialsReleasable } from "./credential-release.ts";
 import { refreshRunnerStatement } from "./runners.ts";
+import { recordAudit } from "./audit.ts";
+import { assertCredentialsReleasable } from "./credential-release.ts";
+import { openSecrets } from "./project-secrets.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
@@ -35,6 +37,8 @@ export interface ClaimedJob {
   commit_sha: string;
   branch: string;
   repo_url: string;
+  /** What started the build (`push`, `pull_request`, … for webhooks; null for a manual build). */
+  trigger_event: string | null;
   lease_expires_at: number;
 }
 
@@ -91,6 +95,7 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
     commit_sha: b.commitSha,
     branch: b.branch,
     repo_url: b.repoUrl ?? "",
+    trigger_event: b.triggerEvent ?? null,
     lease_expires_at: b.leaseExpiresAt ?? 0,
   };
 }
@@ -195,25 +200,55 @@ async function activeJobProject(deps: Pick<AppDeps, "db">, runnerId: string, job
   return { build, project: await getProject(deps, build.projectId) };
 }
 
-export async function checkoutAuth(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
+type CredentialKind = "checkout" | "android_signing" | "ios_signing" | "secrets";
+
+/**
+ * Every hand-out is an audit event (CONTRACT §6): the runner as actor, the build as target, the kind, never the
+ * secret. Written before the answer leaves, so no credential is handed out unrecorded.
+ */
+async function recordHandOut(deps: Pick<AppDeps, "db" | "clock">, runnerId: string, build: BuildRow, kind: CredentialKind): Promise<void> {
+  await recordAudit(deps, {
+    action: "runner.credentials_fetched",
+    targetType: "build",
+    targetId: build.id,
+    details: { actor_type: "runner", actor_runner_id: runnerId, kind, project_id: build.projectId, branch: build.branch },
+  });
+}
+
+type CredDeps = Pick<AppDeps, "db" | "secrets" | "clock">;
+
+export async function checkoutAuth(deps: CredDeps, runnerId: string, jobId: string) {
+  // Source access is released to every build of the project (CONTRACT §5), protected branch or not.
   const { build, project } = await activeJobProject(deps, runnerId, jobId);
   const creds = await openSourceCredentials(deps, project);
   if (!creds) throw new ApiError(404, "no_credentials", "the project has no source credentials");
+  await recordHandOut(deps, runnerId, build, "checkout");
   return { username: creds.username, password: creds.password, expires_at: build.leaseExpiresAt };
 }
 
-export async function androidSigning(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
+export async function androidSigning(deps: CredDeps, runnerId: string, jobId: string) {
   const { build, project } = await activeJobProject(deps, runnerId, jobId);
   assertCredentialsReleasable(build, project);
   const signing = await openAndroidSigning(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no Android signing credentials");
+  await recordHandOut(deps, runnerId, build, "android_signing");
   return signing;
 }
 
-export async function iosSigning(deps: Pick<AppDeps, "db" | "secrets">, runnerId: string, jobId: string) {
+export async function iosSigning(deps: CredDeps, runnerId: string, jobId: string) {
   const { build, project } = await activeJobProject(deps, runnerId, jobId);
   assertCredentialsReleasable(build, project);
   const signing = await openIosSigning(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
+  await recordHandOut(deps, runnerId, build, "ios_signing");
   return signing;
+}
+
+/** The project's secret variables for a job, `{}` when it has none; same rules as the signing calls. */
+export async function jobSecrets(deps: CredDeps, runnerId: string, jobId: string): Promise<Record<string, string>> {
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project);
+  const secrets = await openSecrets(deps, project.id);
+  await recordHandOut(deps, runnerId, build, "secrets");
+  return secrets;
 }

@@ -88,6 +88,8 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "PUT /v1/projects/:project_id/source-credentials": { username: "git", token: "t0ken" },
     "PUT /v1/projects/:project_id/signing/android": { keystore_base64: "AAAA", keystore_password: "p", key_alias: "k", key_password: "p" },
     "PUT /v1/projects/:project_id/signing/ios": { certificate_p12_base64: "AAAA", certificate_password: "p", provisioning_profile_base64: "AAAA" },
+    "PUT /v1/projects/:project_id/secrets/:name": { value: "fuzz-secret-value" },
+    "PUT /v1/projects/:project_id/protection": { branches: ["main", "release/**"] },
     "POST /v1/runners/register": { name: "fuzz-runner", capabilities: { platforms: ["ios"] } },
     "PATCH /v1/runners/:runner_id": { name: "renamed", capabilities: { platforms: ["android"] }, status: "online" },
     "POST /v1/runners/:runner_id/heartbeat": { status: "online" },
@@ -131,6 +133,7 @@ const BODYLESS = new Set([
   "DELETE /v1/users/:user_id",
   "POST /v1/users/:user_id/enable",
   "POST /v1/runners/:runner_id/claim",
+  "POST /v1/runners/:runner_id/rotate-token",
   "POST /v1/runners/:runner_id/jobs/:job_id/logs",
   "POST /v1/builds/:build_id/cancel",
   "POST /v1/runners/:runner_id/jobs/:job_id/artifacts/:artifact_id/complete",
@@ -201,6 +204,7 @@ async function makeWorld(): Promise<World> {
   if (ipaDone.status !== 200) throw new Error(`ipa complete: ${ipaDone.text}`);
   // A second build, queued, is the one the cancel route cancels: the running one keeps the runner routes busy.
   const toCancel = await queueBuild(ready, ownerToken, project.id, pipeline.id);
+  const disposable = [await registerRunner(ready, ownerToken), await registerRunner(ready, ownerToken)];
   const download = await ready.call("POST", `/v1/artifacts/${artifactId}/download-link`, { token: ownerToken });
   // Install links need a delivery base: an HTTPS public URL (local mode keeps it; only remote needs preflight).
   const network = await ready.call("PUT", "/v1/settings/external-access/network", {
@@ -250,7 +254,14 @@ async function makeWorld(): Promise<World> {
       webhook_id: webhook.body.id,
       notification_id: notification.body.id,
     },
-    routeParams: { "POST /v1/builds/:build_id/cancel": { build_id: toCancel.id } },
+    routeParams: {
+      "POST /v1/builds/:build_id/cancel": { build_id: toCancel.id },
+      // Removal and rotation act on runners of their own, so the world's runner keeps its token.
+      "DELETE /v1/runners/:runner_id": { runner_id: disposable[0]!.id },
+      "POST /v1/runners/:runner_id/rotate-token": { runner_id: disposable[1]!.id },
+      "PUT /v1/projects/:project_id/secrets/:name": { name: "FUZZ_SECRET" },
+      "DELETE /v1/projects/:project_id/secrets/:name": { name: "FUZZ_SECRET" },
+    },
     pathTokens: {
       "PUT /v1/artifacts/local-upload/:token": pathOf(pending.body.upload.url).split("/").pop() ?? "",
       "GET /v1/artifacts/download/:token": pathOf(download.body.url).split("/").pop() ?? "",
@@ -280,6 +291,8 @@ function credentialOf(route: Route): Credential {
   if (p === "/v1/setup/bootstrap-token/verify") return "none";
   if (p.startsWith("/v1/setup/")) return "setup";
   if (p.startsWith("/v1/auth/")) return p === "/v1/auth/logout" ? "user" : "none";
+  // Removal and rotation are for owners and admins, not the runner itself.
+  if (route.key === "DELETE /v1/runners/:runner_id" || route.key === "POST /v1/runners/:runner_id/rotate-token") return "user";
   if (p.startsWith("/v1/runners/:runner_id")) return "runner";
   return "user";
 }

@@ -1,4 +1,4 @@
-import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { lifecycleDates } from "./_columns.ts";
 
 export const projects = sqliteTable("projects", {
@@ -10,6 +10,11 @@ export const projects = sqliteTable("projects", {
   sourceCredentialsSealed: text("source_credentials_sealed"),
   androidSigningSealed: text("android_signing_sealed"),
   iosSigningSealed: text("ios_signing_sealed"),
+  /**
+   * Branch globs whose builds get signing material and secret variables (CONTRACT §5); null means the default,
+   * `["**"]` (every branch).
+   */
+  protectedBranches: text("protected_branches", { mode: "json" }).$type<string[]>(),
   /** Last build number handed out; incremented by the same statement that inserts the build. */
   lastBuildNumber: integer("last_build_number").notNull().default(0),
   createdBy: text("created_by"),
@@ -26,4 +31,16 @@ export const pipelines = sqliteTable(
     ...lifecycleDates,
   },
   (t) => [index("pipelines_project_id").on(t.projectId)],
+);
+
+/** Secret variables of a project (CONTRACT §5): each value sealed with the instance's SecretBox, never answered. */
+export const projectSecrets = sqliteTable(
+  "project_secrets",
+  {
+    projectId: text("project_id").notNull(),
+    name: text("name").notNull(),
+    valueSealed: text("value_sealed").notNull(),
+    ...lifecycleDates,
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.name] })],
 );

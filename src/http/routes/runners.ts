@@ -22,6 +22,7 @@ import {
   claimQuerySchema,
   getRunnerJob,
   iosSigning,
+  jobSecrets,
   jobStatusSchema,
   reportJobStatus,
   toJobJson,
@@ -81,5 +82,6 @@ export function runnersRoutes(deps: AppDeps) {
     })
     .get(`${JOB}/checkout-auth`, runner, async (c) => c.json(await checkoutAuth(deps, c.get("runnerId"), c.req.param("job_id"))))
     .get(`${JOB}/android-signing`, runner, async (c) => c.json(await androidSigning(deps, c.get("runnerId"), c.req.param("job_id"))))
-    .get(`${JOB}/ios-signing`, runner, async (c) => c.json(await iosSigning(deps, c.get("runnerId"), c.req.param("job_id"))));
+    .get(`${JOB}/ios-signing`, runner, async (c) => c.json(await iosSigning(deps, c.get("runnerId"), c.req.param("job_id"))))
+    .get(`${JOB}/secrets`, runner, async (c) => c.json(await jobSecrets(deps, c.get("runnerId"), c.req.param("job_id"))));
 }
