@@ -148,6 +148,7 @@ describe("claim", () => {
       commit_sha: "0123456789abcdef0123456789abcdef01234567",
       branch: "main",
       repo_url: w.project.repo_url,
+      trigger_event: null,
       lease_expires_at: t.clock.now() + t.deps.config.jobLeaseS,
     });
     const row = await t.deps.db.select().from(runners).where(eq(runners.id, iosRunner.id)).get();
