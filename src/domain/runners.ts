@@ -202,7 +202,7 @@ export async function removeRunner(deps: DbDeps & Pick<AppDeps, "jobSignal">, ac
 /** A fresh token for a runner; the old one fails on the next call to any daemon. Only the hash is kept. */
 export async function rotateRunnerToken(deps: DbDeps, actor: UserRow, runnerId: string): Promise<string> {
   await getRunner(deps, runnerId);
-  const token = randomToken();
+  const token = prefixedToken(TOKEN_PREFIXES.runner);
   const now = deps.clock.now();
   const [updated] = await deps.db.batch([
     deps.db

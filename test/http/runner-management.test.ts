@@ -115,7 +115,7 @@ describe("POST /v1/runners/{id}/rotate-token", () => {
       expect((await other.call("POST", `/v1/runners/${r.id}/heartbeat`, r.token, {})).status).toBe(200);
       const rot = await t.call("POST", `/v1/runners/${r.id}/rotate-token`, { token: w.ownerToken });
       expect(rot.status).toBe(200);
-      expect(rot.body.token).toMatch(/^[A-Za-z0-9_-]{43}$/);
+      expect(rot.body.token).toMatch(/^hgr_[A-Za-z0-9_-]{43}$/);
       expect(rot.body.token).not.toBe(r.token);
       for (const res of [
         await t.call("POST", `/v1/runners/${r.id}/heartbeat`, { token: r.token, body: {} }),
