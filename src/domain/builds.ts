@@ -8,6 +8,7 @@ import { auditStatement, auditStatementWhen } from "./audit.ts";
 import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "./crypto.ts";
 import { assertRepoAllowed, resolveBranch } from "./git.ts";
+import { endStepResultsSql } from "./step-results.ts";
 import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig } from "./projects.ts";
 import { refreshRunnerStatement } from "./runners.ts";
 import type { UserRow } from "./users.ts";
@@ -200,7 +201,7 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   const statements = [
     deps.db
       .update(builds)
-      .set({ status: "canceled", cancelRequested: true, failureReason: "canceled_by_user", finishedAt: now, updatedAt: now })
+      .set({ status: "canceled", cancelRequested: true, failureReason: "canceled_by_user", finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
       .where(and(eq(builds.id, buildId), inArray(builds.status, [...NON_FINAL_STATUSES])))
       .returning(),
     auditStatementWhen(deps, { action: "build.cancel", actor, targetType: "build", targetId: buildId }, sql`changes() = 1`),

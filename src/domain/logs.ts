@@ -6,6 +6,7 @@ import { isFinalStatus } from "./build-machine.ts";
 import { getBuild } from "./builds.ts";
 import { getProject, projectLogSecrets } from "./projects.ts";
 import { getRunnerJob } from "./scheduler.ts";
+import { concatBytes, matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
 
 /**
  * Build logs (CONTRACT §6). Two offset spaces:
@@ -17,98 +18,41 @@ import { getRunnerJob } from "./scheduler.ts";
  * (a proper prefix of one) is held back in a pending row (start_offset -1) and joined to the next chunk before
  * masking. Readers see it only once the build is final, then itself masked. So no stored byte ever shows part
  * of a secret that later chunks complete. Secrets shorter than 4 bytes are not masked (they would shred the log).
+ * Overlapping occurrences are masked as one run of `***`.
  */
 const PENDING_OFFSET = -1;
-const MIN_SECRET_BYTES = 4;
-const STARS = new TextEncoder().encode("***");
 const APPEND_RETRIES = 3;
 const READ_PAGE_BYTES = 4 * 1024 * 1024;
 
-function startsWithAt(data: Uint8Array, at: number, needle: Uint8Array): boolean {
-  if (at + needle.length > data.length) return false;
-  for (let j = 0; j < needle.length; j++) if (data[at + j] !== needle[j]) return false;
-  return true;
+/** The line that ends a log cut at HANGAR_MAX_LOG_BYTES (CONTRACT §6). */
+export function truncationLine(maxBytes: number): string {
+  return `hangar: log truncated at ${maxBytes} bytes\n`;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
-
-export function encodeSecrets(secrets: string[]): Uint8Array[] {
-  const encoder = new TextEncoder();
-  return secrets
-    .map((s) => encoder.encode(s))
-    .filter((s) => s.length >= MIN_SECRET_BYTES)
-    .sort((a, b) => b.length - a.length);
-}
-
-/** Replaces every occurrence of a secret (longest first) with `***`. */
-export function maskBytes(data: Uint8Array, secrets: Uint8Array[]): Uint8Array {
-  if (secrets.length === 0) return data;
-  const parts: Uint8Array[] = [];
-  let segmentStart = 0;
-  let i = 0;
-  while (i < data.length) {
-    const hit = secrets.find((s) => data[i] === s[0] && startsWithAt(data, i, s));
-    if (hit) {
-      parts.push(data.subarray(segmentStart, i), STARS);
-      i += hit.length;
-      segmentStart = i;
-    } else {
-      i++;
-    }
-  }
-  if (parts.length === 0) return data;
-  parts.push(data.subarray(segmentStart));
-  return concat(parts);
-}
-
-/** Where the held-back tail starts: the earliest position whose rest is a proper prefix of a secret. */
-export function holdBackFrom(data: Uint8Array, secrets: Uint8Array[]): number {
-  const longest = secrets[0]?.length ?? 0;
-  for (let p = Math.max(0, data.length - longest + 1); p < data.length; p++) {
-    const rest = data.length - p;
-    if (secrets.some((s) => s.length > rest && startsWithAt(s, 0, data.subarray(p)))) return p;
-  }
-  return data.length;
-}
-
-/** Appends a chunk the runner sent at raw offset `offset`; answers the raw byte count now stored. */
+/**
+ * Appends a chunk the runner sent at raw offset `offset`; answers the raw byte count now received. Masking is
+ * one Aho–Corasick pass over the chunk (src/domain/log-mask.ts). Past HANGAR_MAX_LOG_BYTES of stored log the
+ * truncation line is written once and later chunks only move the raw offset. A build final for longer than
+ * HANGAR_LOG_GRACE_S takes no more chunks (409 invalid_transition): a finished log stays finished.
+ */
 export async function appendLog(
-  deps: Pick<AppDeps, "db" | "secrets">,
+  deps: Pick<AppDeps, "db" | "secrets" | "clock" | "config">,
   runnerId: string,
   jobId: string,
   offset: number,
   chunk: Uint8Array,
 ): Promise<{ log_bytes: number }> {
+  const maxBytes = deps.config.maxLogBytes;
   for (let attempt = 0; attempt < APPEND_RETRIES; attempt++) {
     const build = await getRunnerJob(deps, runnerId, jobId);
+    if (isFinalStatus(build.status) && deps.clock.now() - (build.finishedAt ?? build.updatedAt) > deps.config.logGraceS) {
+      throw new ApiError(409, "invalid_transition", `the build is ${build.status} and its log is closed`);
+    }
     const have = build.logBytes;
     if (offset > have) throw new ApiError(409, "log_offset_mismatch", `expected offset ${have}, got ${offset}`);
     // A retried chunk (wholly stored already) is ignored; an overlapping one contributes only its new bytes.
     if (offset + chunk.length <= have) return { log_bytes: have };
     const fresh = chunk.subarray(have - offset);
-
-    const secrets = encodeSecrets(await projectLogSecrets(deps, await getProject(deps, build.projectId)));
-    const [pendingRow, sizeRow] = await Promise.all([
-      deps.db
-        .select({ content: buildLogChunks.content })
-        .from(buildLogChunks)
-        .where(and(eq(buildLogChunks.buildId, jobId), eq(buildLogChunks.startOffset, PENDING_OFFSET)))
-        .get(),
-      storedLogSize(deps, jobId),
-    ]);
-    const masked = maskBytes(concat([pendingRow ? new Uint8Array(pendingRow.content) : new Uint8Array(0), fresh]), secrets);
-    const cut = holdBackFrom(masked, secrets);
-    const stored = masked.subarray(0, cut);
-    const pending = masked.subarray(cut);
-    const storedSize = sizeRow;
 
     // The UPDATE is the guard: only the writer that finds log_bytes still at `have` moves it, and the following
     // statements run only when it did (changes() = 1), all in one atomic batch.
@@ -116,6 +60,30 @@ export async function appendLog(
       .update(builds)
       .set({ logBytes: have + fresh.length })
       .where(and(eq(builds.id, jobId), eq(builds.logBytes, have)));
+    const storedSize = await storedLogSize(deps, jobId);
+    if (storedSize > maxBytes) {
+      // Truncated already: the bytes are counted (the runner's offsets stay right) and dropped.
+      const [moved] = await deps.db.batch([guard]);
+      if (moved.rowsAffected === 1) return { log_bytes: have + fresh.length };
+      continue;
+    }
+
+    const matcher = matcherFor(await projectLogSecrets(deps, await getProject(deps, build.projectId)));
+    const pendingRow = await deps.db
+      .select({ content: buildLogChunks.content })
+      .from(buildLogChunks)
+      .where(and(eq(buildLogChunks.buildId, jobId), eq(buildLogChunks.startOffset, PENDING_OFFSET)))
+      .get();
+    let { stored, pending } = maskChunk(matcher, concatBytes([pendingRow ? new Uint8Array(pendingRow.content) : new Uint8Array(0), fresh]));
+    if (storedSize + stored.length + pending.length > maxBytes) {
+      // Cut at the cap (the stored part is masked already, so any cut is safe), then the one truncation line;
+      // the held-back tail is dropped with the rest. The line makes the stored size exceed the cap: the marker.
+      const room = Math.max(0, maxBytes - storedSize);
+      const kept = stored.subarray(0, room);
+      const newline = kept.length > 0 && kept[kept.length - 1] !== 0x0a ? "\n" : "";
+      stored = concatBytes([kept, new TextEncoder().encode(`${newline}${truncationLine(maxBytes)}`)]);
+      pending = new Uint8Array(0);
+    }
     const insertStored = deps.db.run(
       sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${storedSize}, ${toBlob(stored)} WHERE changes() = 1`,
     );
@@ -179,12 +147,12 @@ export async function readLog(
       .get();
     if (pending && pending.content.length > 0) {
       // The held-back tail is by construction the start of a secret: show it masked unless it is tiny.
-      const tail = pending.content.length >= MIN_SECRET_BYTES - 1 ? STARS : new Uint8Array(pending.content);
+      const tail = pending.content.length >= MIN_SECRET_BYTES - 1 ? new TextEncoder().encode("***") : new Uint8Array(pending.content);
       const tailFrom = offset - (await storedLogSize(deps, buildId));
       if (tailFrom < tail.length) parts.push(tail.subarray(Math.max(0, tailFrom)));
     }
   }
-  const bytes = concat(parts);
+  const bytes = concatBytes(parts);
   return { bytes, nextOffset: offset + bytes.length, complete: complete && !more };
 }
 

@@ -5,6 +5,7 @@ import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
 import { stepResultSchema, type BuildRow } from "./builds.ts";
+import { endStepResults, endStepResultsSql } from "./step-results.ts";
 import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "./projects.ts";
 import { refreshRunnerStatement } from "./runners.ts";
 import { recordAudit } from "./audit.ts";
@@ -171,6 +172,8 @@ export async function reportJobStatus(
   };
   if (exitCode !== undefined) fields.exitCode = exitCode;
   if (input.step_results !== undefined) fields.stepResults = input.step_results;
+  // A build that ends other than succeeded leaves no step running (issue 10), whatever the runner reported.
+  if (final && status !== "succeeded") fields.stepResults = input.step_results !== undefined ? endStepResults(input.step_results, now) : endStepResultsSql(now);
   if (final) {
     fields.finishedAt = now;
     fields.failureReason = status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;

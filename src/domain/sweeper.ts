@@ -1,6 +1,7 @@
 import { and, eq, inArray, lt, ne, sql } from "drizzle-orm";
 import { builds, runners } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
+import { endStepResultsSql } from "./step-results.ts";
 
 /** Claims a build may use before a lapsed lease fails it instead of requeueing it (CONTRACT §6). */
 export const MAX_CLAIM_ATTEMPTS = 3;
@@ -33,13 +34,13 @@ export async function sweep(deps: Pick<AppDeps, "db" | "clock" | "config" | "job
   // Timeouts first: a build both past its time limit and without a lease timed out, whatever else happened.
   const timedOut = await db
     .update(builds)
-    .set({ status: "timed_out", failureReason: "timeout", cancelRequested: true, finishedAt: now, updatedAt: now })
+    .set({ status: "timed_out", failureReason: "timeout", cancelRequested: true, finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
     .where(and(eq(builds.status, "running"), sql`COALESCE(${builds.startedAt}, ${builds.queuedAt}) + ${builds.timeoutS} < ${now}`))
     .returning({ id: builds.id });
 
   const exhausted = await db
     .update(builds)
-    .set({ status: "failed", failureReason: "claim_attempts_exhausted", finishedAt: now, updatedAt: now })
+    .set({ status: "failed", failureReason: "claim_attempts_exhausted", finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
     .where(and(eq(builds.status, "assigned"), lt(builds.leaseExpiresAt, now), sql`${builds.attemptCount} >= ${MAX_CLAIM_ATTEMPTS}`))
     .returning({ id: builds.id });
 
@@ -52,7 +53,7 @@ export async function sweep(deps: Pick<AppDeps, "db" | "clock" | "config" | "job
 
   const lost = await db
     .update(builds)
-    .set({ status: "failed", failureReason: "runner_lost", finishedAt: now, updatedAt: now })
+    .set({ status: "failed", failureReason: "runner_lost", finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
     .where(and(eq(builds.status, "running"), lt(builds.leaseExpiresAt, now)))
     .returning({ id: builds.id });
 
