@@ -10,7 +10,7 @@ import { parseBaseUrl } from "./network-settings.ts";
 import { sendNotificationTest } from "./outbox.ts";
 import { getProject } from "./projects.ts";
 import type { UserRow } from "./users.ts";
-import { publicBase } from "./webhooks.ts";
+import { assertDestinationAllowed, publicBase } from "./webhooks.ts";
 
 export type NotificationRow = typeof notifications.$inferSelect;
 
@@ -40,13 +40,14 @@ export function toNotificationJson(n: NotificationRow) {
 }
 
 export async function createNotification(
-  deps: Pick<AppDeps, "db" | "clock" | "secrets">,
+  deps: Pick<AppDeps, "db" | "clock" | "secrets" | "checkDestination" | "config">,
   actor: UserRow,
   projectId: string,
   input: z.infer<typeof createNotificationSchema>,
   requestOrigin: string,
 ) {
   await getProject(deps, projectId);
+  await assertDestinationAllowed(deps, input.url);
   const secret = input.kind === "webhook" ? newStandardWebhookSecret() : null;
   const now = deps.clock.now();
   const row: NotificationRow = {

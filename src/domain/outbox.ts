@@ -7,6 +7,7 @@ import { toBuildJson, type BuildRow } from "./builds.ts";
 import { apiBaseFor, commitStatusRequest, repoPathFromUrl, type OutboundRequest } from "./commit-status.ts";
 import { discordMessage, slackMessage, standardWebhookHeaders, teamsMessage, webhookMessage, type BuildMessageContext } from "./messages.ts";
 import { readNetworkSettings } from "./network-settings.ts";
+import { findDestinationNotAllowed } from "./outbound.ts";
 import { openSourceCredentials } from "./projects.ts";
 import { matchesAnyRefGlob } from "./ref-glob.ts";
 
@@ -166,10 +167,7 @@ export async function postOutbound(deps: Pick<AppDeps, "fetch">, request: Outbou
     if (res.status >= 300 && res.status < 400) return { statusCode: res.status, error: "redirect_refused" };
     return { statusCode: res.status, error: `http_${res.status}` };
   } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === "destination_not_allowed" || (err instanceof Error && /destination_not_allowed/.test(err.message))) {
-      return { statusCode: null, error: "destination_not_allowed" };
-    }
+    if (findDestinationNotAllowed(err)) return { statusCode: null, error: "destination_not_allowed" };
     if (err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError")) return { statusCode: null, error: "timeout" };
     return { statusCode: null, error: `network_error: ${describeError(err).slice(0, 200)}` };
   }

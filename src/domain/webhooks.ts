@@ -9,6 +9,7 @@ import { auditStatement } from "./audit.ts";
 import { randomToken } from "./crypto.ts";
 import { FORGE_ADAPTERS, type ForgeRequest, type RepoInfo } from "./forges/index.ts";
 import { parseBaseUrl, readNetworkSettings } from "./network-settings.ts";
+import { checkDestinationNow, findDestinationNotAllowed } from "./outbound.ts";
 import { getProject, type PipelineConfig } from "./projects.ts";
 import { pipelineWantsBuild, skipReason } from "./triggers.ts";
 import type { UserRow } from "./users.ts";
@@ -55,14 +56,26 @@ export function toWebhookJson(w: WebhookRow) {
   };
 }
 
+/** A target the outbound guard refuses is refused when it is saved (CONTRACT §12): 400 destination_not_allowed. */
+export async function assertDestinationAllowed(deps: Pick<AppDeps, "checkDestination" | "config">, url: string): Promise<void> {
+  try {
+    await checkDestinationNow(deps, url);
+  } catch (err) {
+    const refused = findDestinationNotAllowed(err);
+    if (refused) throw new ApiError(400, "destination_not_allowed", refused.message);
+    // A name that does not resolve now may resolve later (a forge being set up): the send will tell.
+  }
+}
+
 export async function createWebhook(
-  deps: Pick<AppDeps, "db" | "clock" | "secrets">,
+  deps: Pick<AppDeps, "db" | "clock" | "secrets" | "checkDestination" | "config">,
   actor: UserRow,
   projectId: string,
   input: z.infer<typeof createWebhookSchema>,
   requestOrigin: string,
 ) {
   await getProject(deps, projectId);
+  if (input.api_url) await assertDestinationAllowed(deps, input.api_url);
   const secret = `hgw_${randomToken()}`;
   const now = deps.clock.now();
   const row: WebhookRow = {

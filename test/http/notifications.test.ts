@@ -251,3 +251,37 @@ describe("notifications through the outbox", () => {
     expect(retryDelayMs(30_000, 1, () => 1)).toBe(36_000);
   });
 });
+
+describe("the outbound guard", () => {
+  it("refuses a loopback receiver that HANGAR_OUTBOUND_ALLOW does not list: 400 destination_not_allowed at creation", async () => {
+    const guarded = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "192.0.2.0/24" } });
+    const token = (await completeLocalSetup(guarded)).ownerToken;
+    const project = await createProject(guarded, token);
+    const r = await guarded.call("POST", `/v1/projects/${project.id}/notifications`, { token, body: { kind: "webhook", url: `${receiver.url}/refused`, on: ["failed"] } });
+    expect([r.status, r.body.code]).toEqual([400, "destination_not_allowed"]);
+    expect(r.body.message).toContain("HANGAR_OUTBOUND_ALLOW");
+    const hook = await guarded.call("POST", `/v1/projects/${project.id}/webhooks`, { token, body: { provider: "gitea", api_url: `${receiver.url}/api/v1` } });
+    expect([hook.status, hook.body.code]).toEqual([400, "destination_not_allowed"]);
+  });
+
+  it("refuses it again at send time (a name that pointed elsewhere when saved): the delivery's error is destination_not_allowed", async () => {
+    // The creation check is told the destination is fine (as when DNS answered differently then); the send is not.
+    const guarded = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "192.0.2.0/24", HANGAR_OUTBOX_RETRY_BASE_MS: "20" }, deps: { checkDestination: async () => ({ listed: true }) } });
+    const token = (await completeLocalSetup(guarded)).ownerToken;
+    const project = await createProject(guarded, token);
+    const pipeline = await createPipeline(guarded, token, project.id);
+    const created = await guarded.call("POST", `/v1/projects/${project.id}/notifications`, { token, body: { kind: "webhook", url: `${receiver.url}/rebound`, on: ["expired"] } });
+    expect(created.status).toBe(200);
+    await queueBuild(guarded, token, project.id, pipeline.id);
+    const before = guarded.clock.now();
+    guarded.clock.advance(guarded.deps.config.queueTtlS + 1);
+    await sweep(guarded.deps);
+    guarded.clock.set(before);
+    await runOutboxOnce(guarded.deps, "guarded");
+    const listed = await guarded.call("GET", `/v1/projects/${project.id}/notifications/${created.body.id}/deliveries`, { token });
+    expect(listed.body).toMatchObject([{ attempt: 1, status_code: null, error: "destination_not_allowed" }]);
+    expect(sent("/rebound")).toHaveLength(0);
+    const test = await guarded.call("POST", `/v1/projects/${project.id}/notifications/${created.body.id}/test`, { token });
+    expect(test.body).toMatchObject({ status_code: null, error: "destination_not_allowed" });
+  });
+});
