@@ -15,8 +15,33 @@ import { createNodeOutbound } from "./outbound.ts";
 import { checkWritableDir } from "./writable-dir.ts";
 import { nodeProcessMetrics } from "./process-metrics.ts";
 
+/**
+ * Log lines gathered during one turn of the event loop and written to stderr together at its end (one write
+ * instead of one per request under load), and at once when 64 KiB are waiting or the process exits.
+ */
+let pendingLog = "";
+let flushScheduled = false;
+function flushLog(): void {
+  flushScheduled = false;
+  if (pendingLog === "") return;
+  const out = pendingLog;
+  pendingLog = "";
+  process.stderr.write(out);
+}
+process.once("exit", () => {
+  if (pendingLog === "") return;
+  // Synchronous: nothing asynchronous runs any more once `exit` is emitted.
+  writeSync(2, pendingLog);
+  pendingLog = "";
+});
+
 export const stderrLogger: Logger = (record) => {
-  process.stderr.write(`${JSON.stringify(record)}\n`);
+  pendingLog += `${JSON.stringify(record)}\n`;
+  if (pendingLog.length >= 64 * 1024) flushLog();
+  else if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flushLog);
+  }
 };
 
 /** The socket's peer address from @hono/node-server's bindings (the daemon and embedders alike). */

@@ -22,22 +22,52 @@ function carriesToken(path: string): boolean {
   );
 }
 
-/** Request id, one JSON log line per request, and the response headers every answer carries (CONTRACT §2). */
+/**
+ * `new Date().toISOString()` for the current millisecond, rebuilt from a cached minute prefix: the request log
+ * writes one per line, and formatting a Date each time was a measurable part of a cheap request (issue 16).
+ */
+let minuteStart = -1;
+let minutePrefix = "";
+export function isoNow(now = Date.now()): string {
+  let offset = now - minuteStart;
+  if (offset < 0 || offset >= 60_000) {
+    minuteStart = now - (now % 60_000);
+    minutePrefix = new Date(minuteStart).toISOString().slice(0, 17);
+    offset = now - minuteStart;
+  }
+  const seconds = Math.floor(offset / 1000);
+  const millis = offset % 1000;
+  return `${minutePrefix}${seconds < 10 ? "0" : ""}${seconds}.${millis < 10 ? "00" : millis < 100 ? "0" : ""}${millis}Z`;
+}
+
+/**
+ * Request id, one JSON log line per request, and the response headers every answer carries (CONTRACT §2).
+ * The headers are set before the handler runs, so the response the handler builds through `c` carries them
+ * from the start: setting a header on a finished response makes Hono rebuild it (and @hono/node-server then
+ * writes it as a stream), which cost as much as the rest of a cheap request. A handler that returns a Response
+ * of its own, or changed one of these headers, gets them set on the finished response as before.
+ */
 export function requestContext(log: Logger, enabled: boolean) {
   return createMiddleware<AppEnv>(async (c, next) => {
     const started = performance.now();
     const requestId = c.req.header("x-request-id")?.match(/^[\w.-]{1,64}$/)?.[0] ?? crypto.randomUUID();
     c.set("requestId", requestId);
+    const path = c.req.path;
+    const noStore = path.startsWith("/v1/");
+    const noReferrer = carriesToken(path);
+    c.header("x-request-id", requestId);
+    if (noStore) c.header("Cache-Control", "no-store");
+    if (noReferrer) c.header("Referrer-Policy", "no-referrer");
     try {
       await next();
     } finally {
-      const path = c.req.path;
-      c.header("x-request-id", requestId);
-      if (path.startsWith("/v1/")) c.header("Cache-Control", "no-store");
-      if (carriesToken(path)) c.header("Referrer-Policy", "no-referrer");
+      const headers = c.res.headers;
+      if (headers.get("x-request-id") !== requestId) c.header("x-request-id", requestId);
+      if (noStore && headers.get("cache-control") !== "no-store") c.header("Cache-Control", "no-store");
+      if (noReferrer && headers.get("referrer-policy") !== "no-referrer") c.header("Referrer-Policy", "no-referrer");
       if (enabled) {
         log({
-          time: new Date().toISOString(),
+          time: isoNow(),
           level: "info",
           request_id: requestId,
           method: c.req.method,
@@ -59,6 +89,10 @@ export function jsonBodyCap(maxBytes: number) {
     },
   });
   return createMiddleware<AppEnv>(async (c, next) => {
+    // A GET or HEAD request has no body (@hono/node-server never gives it one), and bodyLimit would build the
+    // full Request on Node just to find that out.
+    const method = c.req.method;
+    if (method === "GET" || method === "HEAD") return next();
     if (c.req.path.startsWith("/v1/artifacts/local-upload/")) return next();
     // Webhook deliveries may be up to 25 MiB; their route reads the body with its own cap.
     if (c.req.path.startsWith("/v1/hooks/")) return next();
