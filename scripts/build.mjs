@@ -1,6 +1,7 @@
 // Bundles the CLI (daemon, setup-token, migrate, runner) into dist/hangar.mjs for plain Node.
 // Runs on `npm install` / `npm ci` (prepare), so a fresh clone needs no build step; bin/hangar.mjs uses the
 // bundle only while it is newer than every source file, and runs the sources through tsx otherwise.
+import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -12,10 +13,35 @@ try {
   process.stderr.write("hangar build: esbuild not installed, skipping the bundle (the CLI runs through tsx)\n");
   process.exit(0);
 }
-// Two entries: the CLI, and src/index.ts for developers embedding the handler set in their own Node server.
+// The CLI bundles its dependencies too (issue 16): resolving and loading ~540 files of node_modules was most of
+// the daemon's start time and a good part of its idle memory. Left external: the native `libsql` driver (a
+// .node binary chosen per platform at run time), `@libsql/client` (loaded only for a libSQL server URL) and tsx
+// (bin/hangar.mjs's fallback). Splitting puts what the CLI imports lazily (the runner, the daemon, commands'
+// modules) in chunks of their own, so `hangar runner` does not load the daemon nor `serve` the runner.
+// CommonJS dependencies inside an ES module bundle still call require() for Node builtins: the banner gives
+// them one.
+rmSync(`${root}dist`, { recursive: true, force: true });
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { hangar: "src/cli/main.ts", index: "src/index.ts" },
+  entryPoints: { hangar: "src/cli/main.ts" },
+  outdir: "dist",
+  outExtension: { ".js": ".mjs" },
+  chunkNames: "chunks/[name]-[hash]",
+  bundle: true,
+  splitting: true,
+  platform: "node",
+  target: "node20",
+  format: "esm",
+  external: ["libsql", "@libsql/client", "tsx", "tsx/*"],
+  banner: { js: 'import { createRequire as __hangarCreateRequire } from "node:module"; const require = __hangarCreateRequire(import.meta.url);' },
+  sourcemap: "linked",
+  logLevel: "warning",
+});
+// src/index.ts for developers embedding the handler set in their own Node server: their own node_modules
+// provide the dependencies (one copy of Hono for their app and ours).
+await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: { index: "src/index.ts" },
   outdir: "dist",
   outExtension: { ".js": ".mjs" },
   bundle: true,
