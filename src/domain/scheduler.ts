@@ -1,6 +1,8 @@
-import { and, eq, getTableColumns, inArray, sql } from "drizzle-orm";
+import type { Row } from "@libsql/client";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { z } from "zod";
-import { builds, pipelines, projects, runners } from "../db/schema/index.ts";
+import { clientOf } from "../db/fixed-sql.ts";
+import { builds, runners } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
@@ -51,55 +53,72 @@ export interface ClaimedJob {
  */
 export async function claimOnce(deps: SchedDeps, runnerId: string, options: { heartbeat?: boolean } = {}): Promise<ClaimedJob | null> {
   const now = deps.clock.now();
-  // The runner's platforms are read inside the statement, so a concurrent PATCH or drain is honoured too.
-  const platforms = sql`(SELECT value FROM json_each((SELECT capabilities FROM runners WHERE id = ${runnerId} AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any')`;
-  const claim = deps.db
-    .update(builds)
-    .set({
-      status: "assigned",
-      runnerId,
-      attemptCount: sql`${builds.attemptCount} + 1`,
-      leaseExpiresAt: now + deps.config.jobLeaseS,
-      updatedAt: now,
-    })
-    .where(
-      and(
-        sql`${builds.id} = (SELECT id FROM builds WHERE status = 'queued' AND platform IN ${platforms} ORDER BY queued_at, rowid LIMIT 1)`,
-        eq(builds.status, "queued"),
-        sql`EXISTS (SELECT 1 FROM ${runners} WHERE ${runners.id} = ${runnerId} AND ${runners.status} != 'draining')`,
-      ),
-    )
-    // The two names the runner needs beside the build row come back from the same statement.
-    .returning({
-      ...getTableColumns(builds),
-      repoUrl: sql<string>`(SELECT ${projects.repoUrl} FROM ${projects} WHERE ${projects.id} = ${builds.projectId})`,
-      pipelineName: sql<string>`(SELECT ${pipelines.name} FROM ${pipelines} WHERE ${pipelines.id} = ${builds.pipelineId})`,
-    });
-  const refresh = refreshRunnerStatement(deps, runnerId, { heartbeat: true });
-  let b;
+  const claim = { sql: CLAIM_SQL, args: [runnerId, now + deps.config.jobLeaseS, now, runnerId, runnerId] };
+  const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
+  const client = clientOf(deps.db);
+  let row: Row | undefined;
   if (options.heartbeat === false) {
     // A long-poll retry: an empty claim writes nothing, and the runner row is touched only when a job came.
-    [b] = await claim;
-    if (b) await refresh;
+    row = (await client.execute(claim)).rows[0];
+    if (row) await client.execute(refresh);
   } else {
-    [[b]] = await deps.db.batch([claim, refresh]);
+    row = (await client.batch([claim, refresh], "deferred"))[0]?.rows[0];
   }
-  if (!b) return null;
-  deps.metrics?.buildPickup.observe(Math.max(0, now - b.queuedAt));
+  if (!row) return null;
+  const b = row as unknown as ClaimRow;
+  deps.metrics?.buildPickup.observe(Math.max(0, now - Number(b.queued_at)));
   return {
-    build_id: b.id,
-    project_id: b.projectId,
-    pipeline_id: b.pipelineId,
-    pipeline_name: b.pipelineName ?? "",
-    build_number: b.buildNumber,
-    config_snapshot: b.configSnapshot as PipelineConfig,
-    commit_sha: b.commitSha,
-    branch: b.branch,
-    repo_url: b.repoUrl ?? "",
-    trigger_event: b.triggerEvent ?? null,
-    lease_expires_at: b.leaseExpiresAt ?? 0,
+    build_id: String(b.id),
+    project_id: String(b.project_id),
+    pipeline_id: String(b.pipeline_id),
+    pipeline_name: b.pipeline_name ?? "",
+    build_number: Number(b.build_number),
+    config_snapshot: JSON.parse(String(b.config_snapshot)) as PipelineConfig,
+    commit_sha: String(b.commit_sha),
+    branch: String(b.branch),
+    repo_url: b.repo_url ?? "",
+    trigger_event: b.trigger_event ?? null,
+    lease_expires_at: b.lease_expires_at === null ? 0 : Number(b.lease_expires_at),
   };
 }
+
+/**
+ * The claim as fixed SQL (issue 16): drizzle built this statement afresh on every claim, which cost more than
+ * running it. Same statement as the builder made: the runner's platforms are read inside it, so a concurrent
+ * PATCH or drain is honoured too; it returns only what the claimed job needs, with the two names the runner needs
+ * beside the build row. Arguments: runner id, lease expiry, now, runner id, runner id.
+ */
+const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?, attempt_count = attempt_count + 1, lease_expires_at = ?, updated_at = ?
+WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELECT value FROM json_each((SELECT capabilities FROM runners
+  WHERE id = ? AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any') ORDER BY queued_at, rowid LIMIT 1)
+  AND status = 'queued' AND EXISTS (SELECT 1 FROM runners WHERE runners.id = ? AND runners.status != 'draining')
+RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at,
+  (SELECT repo_url FROM projects WHERE projects.id = builds.project_id) AS repo_url,
+  (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id) AS pipeline_name`;
+
+/** The columns CLAIM_SQL returns, as the driver hands them over. */
+interface ClaimRow {
+  id: string;
+  project_id: string;
+  pipeline_id: string;
+  build_number: number;
+  config_snapshot: string;
+  commit_sha: string;
+  branch: string;
+  trigger_event: string | null;
+  lease_expires_at: number | null;
+  queued_at: number;
+  repo_url: string | null;
+  pipeline_name: string | null;
+}
+
+/**
+ * `refreshRunnerStatement(deps, runnerId, { heartbeat: true })` as fixed SQL: draining sticks, otherwise busy
+ * while the runner holds an assigned or running build. Arguments: runner id, now, now, runner id.
+ */
+const CLAIM_HEARTBEAT_SQL = `UPDATE runners SET status = CASE WHEN status IN ('draining') THEN status ELSE CASE WHEN EXISTS
+  (SELECT 1 FROM builds WHERE builds.runner_id = ? AND builds.status IN ('assigned', 'running')) THEN 'busy' ELSE 'online' END END,
+  last_heartbeat_at = ?, updated_at = ? WHERE id = ?`;
 
 /**
  * POST .../claim?wait=N: claim now, else wait for this process's job signal (instant) or the next database
