@@ -15,11 +15,21 @@ import { uploadArtifacts } from "./upload.ts";
 const PipelineConfig = z.object({
   platform: z.string().default("any"),
   steps: z.array(z.object({ name: z.string(), run: z.string() })).min(1),
-  artifacts: z.array(z.string()).optional(),
+  // An item is a glob (uploaded when the build succeeds) or {path, when}; `always` also uploads after a failed step.
+  artifacts: z
+    .array(z.union([z.string(), z.object({ path: z.string(), when: z.enum(["on_success", "always"]).default("on_success") })]))
+    .optional(),
   env: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
   timeout_s: z.number().int().positive().optional(),
 });
 type PipelineConfig = z.infer<typeof PipelineConfig>;
+
+/** The artifact globs to upload: all of them after success, only the `when: always` ones after a failed step. */
+export function artifactGlobs(config: PipelineConfig, succeeded: boolean): string[] {
+  return (config.artifacts ?? []).flatMap((item) =>
+    typeof item === "string" ? (succeeded ? [item] : []) : succeeded || item.when === "always" ? [item.path] : [],
+  );
+}
 
 export type JobOutcome = "succeeded" | "failed" | "canceled" | "timed_out" | "lost";
 /** Why a job stopped early: the user canceled it, it ran out of time, the daemon already finished it, or the runner is being killed. */
@@ -224,25 +234,30 @@ export class Job {
       say(run.stopped ? `hangar: step stopped (${this.stopReason}) after ${took} s` : `hangar: step exited with code ${run.exitCode} after ${took} s`);
       if (!ok) {
         reporter.update({ status: "running", step_results: snapshot() });
+        // Test reports of a failed build (`when: always`); a canceled or timed-out build uploads nothing.
+        if (!run.stopped && !signal.aborted) await this.uploadMatching(artifactGlobs(config, false), srcDir, say, retry);
         return run.exitCode || 1;
       }
     }
     reporter.update({ status: "running", step_results: snapshot() });
     if (signal.aborted) return 1;
+    return (await this.uploadMatching(artifactGlobs(config, true), srcDir, say, retry)) ? 0 : 1;
+  }
 
-    const globs = config.artifacts ?? [];
-    if (globs.length === 0) return 0;
+  /** Uploads the files matching `globs`; false when an upload failed. */
+  private async uploadMatching(globs: string[], srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }): Promise<boolean> {
+    if (globs.length === 0) return true;
     const files = await matchFiles(srcDir, globs);
     if (files.length === 0) {
       say(`hangar: no file matches the artifact patterns ${globs.join(", ")}`);
-      return 0;
+      return true;
     }
-    const uploads = await uploadArtifacts(client, job.build_id, srcDir, files, say, retry);
-    if (uploads.failed.length > 0 && !signal.aborted) {
+    const uploads = await uploadArtifacts(this.client, this.claimed.build_id, srcDir, files, say, retry);
+    if (uploads.failed.length > 0 && !this.stopper.signal.aborted) {
       say(`hangar: ${uploads.failed.length} artifact(s) failed to upload`);
-      return 1;
+      return false;
     }
-    return 0;
+    return true;
   }
 
   /** Checkout credentials, or null when the project has none (404 no_credentials). */
