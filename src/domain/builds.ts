@@ -1,15 +1,15 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
 import { BUILD_STATUSES } from "../db/schema/constants.ts";
-import { builds, projects } from "../db/schema/index.ts";
+import { builds, projects, runners } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement, auditStatementWhen } from "./audit.ts";
+import { auditStatementWhen } from "./audit.ts";
 import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "./crypto.ts";
 import { assertRepoAllowed, resolveBranch } from "./git.ts";
 import { endStepResultsSql } from "./step-results.ts";
-import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig } from "./projects.ts";
+import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow } from "./projects.ts";
 import { refreshRunnerStatement } from "./runners.ts";
 import type { UserRow } from "./users.ts";
 
@@ -28,6 +28,8 @@ export const triggerBuildSchema = z.object({
 
 export const listBuildsSchema = z.object({
   project_id: z.string().min(1).max(100).optional(),
+  pipeline_id: z.string().min(1).max(100).optional(),
+  branch: z.string().min(1).max(255).optional(),
   status: z.enum(BUILD_STATUSES).optional(),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(100).optional(),
@@ -55,6 +57,7 @@ export function toBuildJson(b: BuildRow) {
     trigger_actor: b.triggerActor,
     trigger_event: b.triggerEvent,
     trigger_ref: b.triggerRef,
+    rerun_of: b.rerunOf,
     commit_sha: b.commitSha,
     branch: b.branch,
     config_snapshot: b.configSnapshot as PipelineConfig,
@@ -83,6 +86,8 @@ export function toCreatedBuildJson(b: BuildRow) {
     status: b.status,
     trigger_type: b.triggerType,
     branch: b.branch,
+    // Only a rerun's answer names its original (the trigger answer keeps the spec's field set).
+    ...(b.rerunOf ? { rerun_of: b.rerunOf } : {}),
     queued_at: b.queuedAt,
     created_at: b.createdAt,
     updated_at: b.updatedAt,
@@ -102,12 +107,41 @@ export async function triggerBuild(
 ): Promise<BuildRow> {
   const project = await getProject(deps, projectId);
   const pipeline = await getPipeline(deps, projectId, input.pipeline_id);
-  const config = pipeline.config as PipelineConfig;
   const branch = input.branch ?? project.defaultBranch;
   await assertRepoAllowed(deps, project.repoUrl);
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
+  return insertBuild(deps, actor, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null });
+}
 
+/**
+ * POST /v1/builds/{id}/rerun: a new manual build of the same pipeline, commit and branch, with the pipeline's
+ * current config; `rerun_of` names the original. A deleted pipeline cannot be rerun (404).
+ */
+export async function rerunBuild(
+  deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
+  actor: UserRow,
+  buildId: string,
+): Promise<BuildRow> {
+  const original = await getBuild(deps, buildId);
+  await getProject(deps, original.projectId);
+  const pipeline = await getPipeline(deps, original.projectId, original.pipelineId);
+  return insertBuild(deps, actor, pipeline, {
+    commitSha: original.commitSha,
+    branch: original.branch,
+    triggerRef: original.triggerRef,
+    rerunOf: original.id,
+  });
+}
+
+async function insertBuild(
+  deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
+  actor: UserRow,
+  pipeline: PipelineRow,
+  what: { commitSha: string; branch: string; triggerRef: string | null; rerunOf: string | null },
+): Promise<BuildRow> {
+  const config = pipeline.config as PipelineConfig;
+  const projectId = pipeline.projectId;
   const now = deps.clock.now();
   const id = crypto.randomUUID();
   const timeoutS = config.timeout_s ?? deps.config.buildTimeoutS;
@@ -119,25 +153,35 @@ export async function triggerBuild(
     platform: config.platform,
     triggerType: "manual" as const,
     triggerActor: actor.email,
-    triggerRef: input.trigger_ref ?? null,
-    commitSha,
-    branch,
     configSnapshot: JSON.stringify(config),
     timeoutS,
   };
-  await deps.db.batch([
+  // The project and pipeline must still be live when the row goes in: a concurrent delete wins or loses whole.
+  const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL)`;
+  const [, inserted] = await deps.db.batch([
     deps.db
       .update(projects)
       .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
-      .where(eq(projects.id, projectId)),
+      .where(and(eq(projects.id, projectId), live)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_ref, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
+        trigger_ref, rerun_of, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
       SELECT ${values.id}, ${values.projectId}, ${values.pipelineId}, last_build_number, ${values.status}, ${values.platform},
-        ${values.triggerType}, ${values.triggerActor}, ${values.triggerRef}, ${values.commitSha}, ${values.branch},
+        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.commitSha}, ${what.branch},
         ${values.configSnapshot}, ${values.timeoutS}, ${now}, ${now}, ${now}
-      FROM projects WHERE id = ${projectId}`),
-    auditStatement(deps, { action: "build.trigger", actor, targetType: "build", targetId: id, details: { project_id: projectId } }),
+      FROM projects WHERE id = ${projectId} AND ${live}`),
+    auditStatementWhen(
+      deps,
+      {
+        action: what.rerunOf ? "build.rerun" : "build.trigger",
+        actor,
+        targetType: "build",
+        targetId: id,
+        details: what.rerunOf ? { project_id: projectId, rerun_of: what.rerunOf } : { project_id: projectId },
+      },
+      sql`changes() = 1`,
+    ),
   ]);
+  if (inserted.rowsAffected !== 1) throw new ApiError(404, "not_found", "the project or pipeline was deleted");
   deps.jobSignal.notify();
   return getBuild(deps, id);
 }
@@ -158,6 +202,8 @@ export async function listBuilds(
 ): Promise<{ builds: BuildRow[]; nextCursor: string | null }> {
   const conditions: SQL[] = [];
   if (query.project_id) conditions.push(eq(builds.projectId, query.project_id));
+  if (query.pipeline_id) conditions.push(eq(builds.pipelineId, query.pipeline_id));
+  if (query.branch) conditions.push(eq(builds.branch, query.branch));
   if (query.status) conditions.push(eq(builds.status, query.status));
   if (query.cursor !== undefined) conditions.push(lt(sql`${builds}.rowid`, decodeCursor(query.cursor)));
   const rows = await deps.db
@@ -210,4 +256,47 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
     ? await deps.db.batch([...statements, refreshRunnerStatement(deps, before.runnerId)])
     : await deps.db.batch([...statements]);
   return canceled ?? getBuild(deps, buildId);
+}
+
+export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner"] as const;
+
+/**
+ * "Why queued" (CONTRACT §13) for a queued build: the registered runners that offer its platform, by status, and
+ * its 1-based place among the queued builds those runners could take (oldest first, as the claim orders them).
+ */
+export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
+  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities }).from(runners);
+  const offered = (r: (typeof all)[number]) => {
+    const platforms = (r.capabilities as { platforms?: unknown } | null)?.platforms;
+    return Array.isArray(platforms) ? platforms.filter((p): p is string => typeof p === "string") : [];
+  };
+  const matching = build.platform === "any" ? all : all.filter((r) => offered(r).includes(build.platform));
+  const counts = { online: 0, busy: 0, draining: 0, offline: 0 };
+  for (const r of matching) counts[r.status] += 1;
+  const reason: (typeof QUEUE_REASONS)[number] =
+    matching.length === 0 ? "no_matching_runner" : counts.online + counts.busy === 0 ? "no_runner_online" : "waiting_for_runner";
+  let position: number | null = null;
+  if (matching.length > 0) {
+    const platforms = [...new Set(["any", ...matching.flatMap(offered)])];
+    const row = await deps.db
+      .select({ n: sql<number>`count(*)` })
+      .from(builds)
+      .where(
+        and(
+          eq(builds.status, "queued"),
+          inArray(builds.platform, platforms),
+          sql`(${builds.queuedAt} < ${build.queuedAt} OR (${builds.queuedAt} = ${build.queuedAt}
+            AND ${builds}.rowid <= (SELECT rowid FROM builds AS b2 WHERE b2.id = ${build.id})))`,
+        ),
+      )
+      .get();
+    position = Number(row?.n ?? 0);
+  }
+  return { position, matching_runners: counts, reason };
+}
+
+/** GET /v1/builds/{id}: the build, with `queue` while it is queued (else null). */
+export async function getBuildWithQueue(deps: Pick<AppDeps, "db">, id: string) {
+  const build = await getBuild(deps, id);
+  return { ...toBuildJson(build), queue: build.status === "queued" ? await queueInfo(deps, build) : null };
 }

@@ -1,10 +1,11 @@
-import { asc, eq } from "drizzle-orm";
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { z } from "zod";
 import { PLATFORMS, TRIGGER_EVENTS } from "../db/schema/constants.ts";
-import { pipelines, projects } from "../db/schema/index.ts";
+import { builds, pipelines, projects } from "../db/schema/index.ts";
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { auditStatement } from "./audit.ts";
+import { auditStatement, auditStatementWhen } from "./audit.ts";
+import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import type { GitCredentials } from "./git.ts";
 import { isValidBranchName } from "./git.ts";
 import { openSecrets } from "./project-secrets.ts";
@@ -34,23 +35,32 @@ export const createProjectSchema = z.object({
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-const refGlob = z.string().min(1).max(255);
+const glob = z.string().min(1).max(1024);
 
 /** One entry of `config.triggers` (CONTRACT §11); what it means lives in domain/triggers.ts. */
-export const pipelineTriggerSchema = z.object({
+export const pipelineTriggerSchema = z.strictObject({
   event: z.enum(TRIGGER_EVENTS),
-  branches: z.array(refGlob).max(100).optional(),
-  tags: z.array(refGlob).max(100).optional(),
+  branches: z.array(glob).max(100).optional(),
+  tags: z.array(glob).max(100).optional(),
 });
 
-/** A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. */
-export const pipelineConfigSchema = z.object({
+/** An artifact item: a glob (uploaded when the build succeeds) or `{path, when}`; `always` uploads after a failure too. */
+export const artifactItemSchema = z.union([
+  glob,
+  z.strictObject({ path: glob, when: z.enum(["on_success", "always"]).default("on_success") }),
+]);
+
+/**
+ * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
+ * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped.
+ */
+export const pipelineConfigSchema = z.strictObject({
   platform: z.enum(PLATFORMS),
   steps: z
-    .array(z.object({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }))
+    .array(z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }))
     .min(1)
     .max(100),
-  artifacts: z.array(z.string().min(1).max(1024)).max(100).optional(),
+  artifacts: z.array(artifactItemSchema).max(100).optional(),
   env: z
     .record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024))
     .optional(),
@@ -59,9 +69,24 @@ export const pipelineConfigSchema = z.object({
 });
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
 
+const projectName = z.string().trim().min(1).max(100);
+const pipelineName = z.string().trim().min(1).max(100);
+
 export const createPipelineSchema = z.object({
-  name: z.string().trim().min(1).max(100),
+  name: pipelineName,
   config: pipelineConfigSchema,
+});
+
+export const patchProjectSchema = z.strictObject({
+  name: projectName.optional(),
+  repo_url: createProjectSchema.shape.repo_url.optional(),
+  default_branch: branchSchema.optional(),
+});
+
+/** A new config applies to builds queued after the change; queued ones keep their snapshot. */
+export const patchPipelineSchema = z.strictObject({
+  name: pipelineName.optional(),
+  config: pipelineConfigSchema.optional(),
 });
 
 export const sourceCredentialsSchema = z.object({
@@ -106,37 +131,108 @@ export function toPipelineJson(p: PipelineRow) {
   return { id: p.id, project_id: p.projectId, name: p.name, config: p.config as PipelineConfig, created_at: p.createdAt, updated_at: p.updatedAt };
 }
 
+/** Names are unique among live projects, compared without regard to ASCII case. */
+function projectNameTaken(name: string, exceptId: string | null) {
+  return sql`EXISTS (SELECT 1 FROM projects AS other WHERE lower(other.name) = lower(${name}) AND other.deleted_at IS NULL
+    AND other.id IS NOT ${exceptId})`;
+}
+
+function pipelineNameTaken(projectId: string, name: string, exceptId: string | null) {
+  return sql`EXISTS (SELECT 1 FROM pipelines AS other WHERE other.project_id = ${projectId} AND lower(other.name) = lower(${name})
+    AND other.deleted_at IS NULL AND other.id IS NOT ${exceptId})`;
+}
+
+/** A build of the project (or of one pipeline) that is not final yet keeps it from being deleted. */
+function hasActiveBuild(column: "project_id" | "pipeline_id", id: string) {
+  const statuses = sql.join(NON_FINAL_STATUSES.map((st) => sql`${st}`), sql`, `);
+  return sql`EXISTS (SELECT 1 FROM ${builds} WHERE ${sql.identifier(column)} = ${id} AND status IN (${statuses}))`;
+}
+
+function duplicate(what: string, name: string): ApiError {
+  return new ApiError(409, "already_exists", `a ${what} named "${name}" already exists`);
+}
+
+/**
+ * The name check and the insert are one conditional statement (INSERT … SELECT … WHERE NOT EXISTS): SQLite runs it
+ * under the single write lock, so two concurrent creates of one name cannot both land.
+ */
 export async function createProject(deps: DbDeps, actor: UserRow, input: z.infer<typeof createProjectSchema>): Promise<ProjectRow> {
   const now = deps.clock.now();
-  const row: ProjectRow = {
-    id: crypto.randomUUID(),
-    name: input.name,
-    repoUrl: input.repo_url,
-    defaultBranch: input.default_branch,
-    sourceCredentialsSealed: null,
-    androidSigningSealed: null,
-    iosSigningSealed: null,
-    protectedBranches: null,
-    lastBuildNumber: 0,
-    createdBy: actor.id,
-    createdAt: now,
-    updatedAt: now,
-  };
-  await deps.db.batch([
-    deps.db.insert(projects).values(row),
-    auditStatement(deps, { action: "project.create", actor, targetType: "project", targetId: row.id }),
+  const id = crypto.randomUUID();
+  const [inserted] = await deps.db.batch([
+    deps.db.run(sql`INSERT INTO projects (id, name, repo_url, default_branch, last_build_number, created_by, created_at, updated_at)
+      SELECT ${id}, ${input.name}, ${input.repo_url}, ${input.default_branch}, 0, ${actor.id}, ${now}, ${now}
+      WHERE NOT ${projectNameTaken(input.name, null)}`),
+    auditStatementWhen(deps, { action: "project.create", actor, targetType: "project", targetId: id, details: { name: input.name } }, sql`changes() = 1`),
   ]);
-  return row;
+  if (inserted.rowsAffected !== 1) throw duplicate("project", input.name);
+  return getProject(deps, id);
 }
 
 export async function listProjects(deps: Pick<AppDeps, "db">): Promise<ProjectRow[]> {
-  return deps.db.select().from(projects).orderBy(asc(projects.createdAt), asc(projects.name));
+  return deps.db.select().from(projects).where(isNull(projects.deletedAt)).orderBy(asc(projects.createdAt), asc(projects.name));
 }
 
-export async function getProject(deps: Pick<AppDeps, "db">, id: string): Promise<ProjectRow> {
+/** A live project; 404 for an unknown or deleted one. `includeDeleted` is for reading what old builds point at. */
+export async function getProject(deps: Pick<AppDeps, "db">, id: string, options: { includeDeleted?: boolean } = {}): Promise<ProjectRow> {
   const row = await deps.db.select().from(projects).where(eq(projects.id, id)).get();
-  if (!row) throw new ApiError(404, "not_found", "no such project");
+  if (!row || (row.deletedAt !== null && !options.includeDeleted)) throw new ApiError(404, "not_found", "no such project");
   return row;
+}
+
+export async function updateProject(
+  deps: DbDeps,
+  actor: UserRow,
+  projectId: string,
+  input: z.infer<typeof patchProjectSchema>,
+): Promise<ProjectRow> {
+  const before = await getProject(deps, projectId);
+  const name = input.name ?? before.name;
+  const now = deps.clock.now();
+  const changed = Object.keys(input).filter((k) => input[k as keyof typeof input] !== undefined);
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(projects)
+      .set({
+        name,
+        repoUrl: input.repo_url ?? before.repoUrl,
+        defaultBranch: input.default_branch ?? before.defaultBranch,
+        updatedAt: now,
+      })
+      .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${projectNameTaken(name, projectId)}`)),
+    auditStatementWhen(deps, { action: "project.update", actor, targetType: "project", targetId: projectId, details: { fields: changed } }, sql`changes() = 1`),
+  ]);
+  if (updated.rowsAffected !== 1) {
+    await getProject(deps, projectId); // 404 when it was deleted meanwhile
+    throw duplicate("project", name);
+  }
+  return getProject(deps, projectId);
+}
+
+/**
+ * Soft delete: the row stays (builds, artifacts and logs keep naming it) but leaves every list and lookup; its
+ * sealed credentials are wiped and its pipelines go with it. Refused with 409 project_busy while a build of it is
+ * queued, assigned or running; the check is inside the UPDATE, so a build queued concurrently either lands first
+ * (and the delete is refused) or finds the project gone.
+ */
+export async function deleteProject(deps: DbDeps, actor: UserRow, projectId: string): Promise<void> {
+  await getProject(deps, projectId);
+  const now = deps.clock.now();
+  const [deleted] = await deps.db.batch([
+    deps.db
+      .update(projects)
+      .set({ deletedAt: now, updatedAt: now, sourceCredentialsSealed: null, androidSigningSealed: null, iosSigningSealed: null })
+      .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${hasActiveBuild("project_id", projectId)}`)),
+    auditStatementWhen(deps, { action: "project.delete", actor, targetType: "project", targetId: projectId }, sql`changes() = 1`),
+    deps.db
+      .update(pipelines)
+      .set({ deletedAt: now, updatedAt: now })
+      .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt), sql`(SELECT deleted_at FROM projects WHERE id = ${projectId}) = ${now}`)),
+  ]);
+  if (deleted.rowsAffected !== 1) {
+    await getProject(deps, projectId);
+    throw new ApiError(409, "project_busy", "a build of this project is queued, assigned or running; cancel it or wait for it to finish");
+  }
 }
 
 export async function createPipeline(
@@ -147,23 +243,97 @@ export async function createPipeline(
 ): Promise<PipelineRow> {
   await getProject(deps, projectId);
   const now = deps.clock.now();
-  const row: PipelineRow = { id: crypto.randomUUID(), projectId, name: input.name, config: input.config, createdAt: now, updatedAt: now };
-  await deps.db.batch([
-    deps.db.insert(pipelines).values(row),
-    auditStatement(deps, { action: "pipeline.create", actor, targetType: "pipeline", targetId: row.id, details: { project_id: projectId } }),
+  const id = crypto.randomUUID();
+  const [inserted] = await deps.db.batch([
+    deps.db.run(sql`INSERT INTO pipelines (id, project_id, name, config, created_at, updated_at)
+      SELECT ${id}, ${projectId}, ${input.name}, ${JSON.stringify(input.config)}, ${now}, ${now}
+      WHERE EXISTS (SELECT 1 FROM projects WHERE id = ${projectId} AND deleted_at IS NULL)
+        AND NOT ${pipelineNameTaken(projectId, input.name, null)}`),
+    auditStatementWhen(
+      deps,
+      { action: "pipeline.create", actor, targetType: "pipeline", targetId: id, details: { project_id: projectId, name: input.name } },
+      sql`changes() = 1`,
+    ),
   ]);
-  return row;
+  if (inserted.rowsAffected !== 1) {
+    await getProject(deps, projectId);
+    throw duplicate("pipeline", input.name);
+  }
+  return getPipeline(deps, projectId, id);
 }
 
 export async function listPipelines(deps: Pick<AppDeps, "db">, projectId: string): Promise<PipelineRow[]> {
   await getProject(deps, projectId);
-  return deps.db.select().from(pipelines).where(eq(pipelines.projectId, projectId)).orderBy(asc(pipelines.createdAt));
+  return deps.db
+    .select()
+    .from(pipelines)
+    .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt)))
+    .orderBy(asc(pipelines.createdAt));
 }
 
-export async function getPipeline(deps: Pick<AppDeps, "db">, projectId: string, pipelineId: string): Promise<PipelineRow> {
+export async function getPipeline(
+  deps: Pick<AppDeps, "db">,
+  projectId: string,
+  pipelineId: string,
+  options: { includeDeleted?: boolean } = {},
+): Promise<PipelineRow> {
   const row = await deps.db.select().from(pipelines).where(eq(pipelines.id, pipelineId)).get();
-  if (!row || row.projectId !== projectId) throw new ApiError(404, "not_found", "no such pipeline in this project");
+  if (!row || row.projectId !== projectId || (row.deletedAt !== null && !options.includeDeleted)) {
+    throw new ApiError(404, "not_found", "no such pipeline in this project");
+  }
   return row;
+}
+
+export async function updatePipeline(
+  deps: DbDeps,
+  actor: UserRow,
+  projectId: string,
+  pipelineId: string,
+  input: z.infer<typeof patchPipelineSchema>,
+): Promise<PipelineRow> {
+  await getProject(deps, projectId);
+  const before = await getPipeline(deps, projectId, pipelineId);
+  const name = input.name ?? before.name;
+  const now = deps.clock.now();
+  const changed = Object.keys(input).filter((k) => input[k as keyof typeof input] !== undefined);
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(pipelines)
+      .set({ name, config: input.config ?? before.config, updatedAt: now })
+      .where(and(eq(pipelines.id, pipelineId), isNull(pipelines.deletedAt), sql`NOT ${pipelineNameTaken(projectId, name, pipelineId)}`)),
+    auditStatementWhen(
+      deps,
+      { action: "pipeline.update", actor, targetType: "pipeline", targetId: pipelineId, details: { project_id: projectId, fields: changed } },
+      sql`changes() = 1`,
+    ),
+  ]);
+  if (updated.rowsAffected !== 1) {
+    await getPipeline(deps, projectId, pipelineId);
+    throw duplicate("pipeline", name);
+  }
+  return getPipeline(deps, projectId, pipelineId);
+}
+
+/** Soft delete, refused with 409 project_busy while a build of this pipeline is not final (as for projects). */
+export async function deletePipeline(deps: DbDeps, actor: UserRow, projectId: string, pipelineId: string): Promise<void> {
+  await getProject(deps, projectId);
+  await getPipeline(deps, projectId, pipelineId);
+  const now = deps.clock.now();
+  const [deleted] = await deps.db.batch([
+    deps.db
+      .update(pipelines)
+      .set({ deletedAt: now, updatedAt: now })
+      .where(and(eq(pipelines.id, pipelineId), isNull(pipelines.deletedAt), sql`NOT ${hasActiveBuild("pipeline_id", pipelineId)}`)),
+    auditStatementWhen(
+      deps,
+      { action: "pipeline.delete", actor, targetType: "pipeline", targetId: pipelineId, details: { project_id: projectId } },
+      sql`changes() = 1`,
+    ),
+  ]);
+  if (deleted.rowsAffected !== 1) {
+    await getPipeline(deps, projectId, pipelineId);
+    throw new ApiError(409, "project_busy", "a build of this pipeline is queued, assigned or running; cancel it or wait for it to finish");
+  }
 }
 
 type SealedColumn = "sourceCredentialsSealed" | "androidSigningSealed" | "iosSigningSealed";

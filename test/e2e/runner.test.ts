@@ -205,6 +205,22 @@ describe("a build on the reference runner", () => {
     expect(log).not.toContain("never-printed");
   });
 
+  it("uploads `when: always` artifacts of a failed build, and only those", async () => {
+    const { project: p, pipeline } = await project({
+      platform: "any",
+      steps: [{ name: "test", run: "mkdir -p out reports && echo apk > out/app.apk && echo '<testsuite failures=\"1\"/>' > reports/junit.xml && exit 3" }],
+      artifacts: ["out/*.apk", { path: "reports/*.xml", when: "always" }],
+    });
+    const runner = await registerRunner(d.api, d.ownerToken);
+    const build = await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main });
+    const r = run(runner, ["--once"]);
+    expect(await r.exited).toBe(1);
+    const done = await getBuild(d, build.id);
+    expect([done.status, done.exit_code]).toEqual(["failed", 3]);
+    const artifacts = (await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken })).body as Array<{ filename: string; status: string }>;
+    expect(artifacts.map((a) => [a.filename, a.status])).toEqual([["junit.xml", "available"]]);
+  });
+
   it("fails the build when the commit cannot be checked out", async () => {
     const { project: p, pipeline } = await project({ platform: "any", steps: [{ name: "never", run: "echo never-printed" }] });
     const runner = await registerRunner(d.api, d.ownerToken);

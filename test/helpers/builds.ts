@@ -42,7 +42,7 @@ export const DEFAULT_SHA = "0123456789abcdef0123456789abcdef01234567";
 export interface PipelineConfigInput {
   platform?: "ios" | "android" | "macos" | "any";
   steps?: Array<{ name: string; run: string }>;
-  artifacts?: string[];
+  artifacts?: Array<string | { path: string; when?: "on_success" | "always" }>;
   env?: Record<string, string>;
   timeout_s?: number;
   triggers?: Array<{ event: string; branches?: string[]; tags?: string[] }>;

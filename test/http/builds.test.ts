@@ -253,7 +253,8 @@ describe("list, get and cancel", () => {
     await claim(t, w.runner);
     await reportStatus(t, w.runner, b, { status: "running" });
     await reportStatus(t, w.runner, b, { status: "succeeded" });
-    const before = (await t.call("GET", `/v1/builds/${b}`, { token: viewer })).body;
+    const { queue, ...before } = (await t.call("GET", `/v1/builds/${b}`, { token: viewer })).body;
+    expect(queue).toBeNull();
     t.clock.advance(10);
     const res = await t.call("POST", `/v1/builds/${b}/cancel`, { token: w.ownerToken });
     expect(res.status).toBe(200);

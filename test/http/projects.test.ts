@@ -39,7 +39,7 @@ describe("projects and pipelines (CONTRACT §5)", () => {
 
   it("accepts ssh, scp-like, file URLs and absolute paths; refuses option-like or odd URLs (400 invalid_input)", async () => {
     for (const repo_url of ["ssh://git@host/x.git", "git@github.com:acme/app.git", "file:///srv/git/app", "/srv/git/app"]) {
-      expect((await t.call("POST", "/v1/projects", { token: owner, body: { name: "x", repo_url } })).status).toBe(200);
+      expect((await t.call("POST", "/v1/projects", { token: owner, body: { name: `x ${repo_url}`, repo_url } })).status).toBe(200);
     }
     for (const repo_url of ["--upload-pack=touch /tmp/x", "ext::sh -c touch% /tmp/pwned", "https://host/a b", "relative/path", ""]) {
       const res = await t.call("POST", "/v1/projects", { token: owner, body: { name: "x", repo_url } });

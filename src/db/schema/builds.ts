@@ -16,6 +16,8 @@ export const builds = sqliteTable(
     triggerActor: text("trigger_actor"),
     triggerEvent: text("trigger_event"),
     triggerRef: text("trigger_ref"),
+    /** The build this one reruns (POST /v1/builds/{id}/rerun), else null. */
+    rerunOf: text("rerun_of"),
     commitSha: text("commit_sha").notNull(),
     branch: text("branch").notNull(),
     configSnapshot: text("config_snapshot", { mode: "json" }).notNull(),

@@ -19,6 +19,8 @@ export const projects = sqliteTable("projects", {
   lastBuildNumber: integer("last_build_number").notNull().default(0),
   createdBy: text("created_by"),
   ...lifecycleDates,
+  /** Set on DELETE: the row stays so that finished builds still name their project (CONTRACT §5). */
+  deletedAt: integer("deleted_at"),
 });
 
 export const pipelines = sqliteTable(
@@ -29,6 +31,8 @@ export const pipelines = sqliteTable(
     name: text("name").notNull(),
     config: text("config", { mode: "json" }).notNull(),
     ...lifecycleDates,
+    /** Set on DELETE, as for projects. */
+    deletedAt: integer("deleted_at"),
   },
   (t) => [index("pipelines_project_id").on(t.projectId)],
 );

@@ -3,9 +3,10 @@ import { z } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
   cancelBuild,
-  getBuild,
+  getBuildWithQueue,
   listBuilds,
   listBuildsSchema,
+  rerunBuild,
   toBuildJson,
   toCreatedBuildJson,
   triggerBuild,
@@ -37,7 +38,10 @@ export function buildsRoutes(deps: AppDeps) {
       }
       return c.json(page.builds.map(toBuildJson));
     })
-    .get("/v1/builds/:build_id", readers, async (c) => c.json(toBuildJson(await getBuild(deps, c.req.param("build_id")))))
+    .get("/v1/builds/:build_id", readers, async (c) => c.json(await getBuildWithQueue(deps, c.req.param("build_id"))))
+    .post("/v1/builds/:build_id/rerun", builders, async (c) =>
+      c.json(toCreatedBuildJson(await rerunBuild(deps, c.get("user"), c.req.param("build_id")))),
+    )
     .post("/v1/builds/:build_id/cancel", builders, async (c) =>
       c.json(toBuildJson(await cancelBuild(deps, c.get("user"), c.req.param("build_id")))),
     )
