@@ -111,7 +111,7 @@ export async function triggerBuild(
   await assertRepoAllowed(deps, project.repoUrl);
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
-  return insertBuild(deps, actor, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null });
+  return insertBuild(deps, actor, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null, fromFork: false });
 }
 
 /**
@@ -131,6 +131,8 @@ export async function rerunBuild(
     branch: original.branch,
     triggerRef: original.triggerRef,
     rerunOf: original.id,
+    // A rerun of a fork's pull request is still the fork's code: it gets no secrets either (CONTRACT §5).
+    fromFork: original.fromFork,
   });
 }
 
@@ -138,7 +140,7 @@ async function insertBuild(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
   actor: UserRow,
   pipeline: PipelineRow,
-  what: { commitSha: string; branch: string; triggerRef: string | null; rerunOf: string | null },
+  what: { commitSha: string; branch: string; triggerRef: string | null; rerunOf: string | null; fromFork: boolean },
 ): Promise<BuildRow> {
   const config = pipeline.config as PipelineConfig;
   const projectId = pipeline.projectId;
@@ -164,9 +166,9 @@ async function insertBuild(
       .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
       .where(and(eq(projects.id, projectId), live)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_ref, rerun_of, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
+        trigger_ref, rerun_of, from_fork, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
       SELECT ${values.id}, ${values.projectId}, ${values.pipelineId}, last_build_number, ${values.status}, ${values.platform},
-        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.commitSha}, ${what.branch},
+        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.fromFork ? 1 : 0}, ${what.commitSha}, ${what.branch},
         ${values.configSnapshot}, ${values.timeoutS}, ${now}, ${now}, ${now}
       FROM projects WHERE id = ${projectId} AND ${live}`),
     auditStatementWhen(
