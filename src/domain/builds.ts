@@ -124,7 +124,8 @@ export async function rerunBuild(
   buildId: string,
 ): Promise<BuildRow> {
   const original = await getBuild(deps, buildId);
-  await getProject(deps, original.projectId);
+  // The repository rules may have changed since the original ran (remote mode, local paths).
+  await assertRepoAllowed(deps, (await getProject(deps, original.projectId)).repoUrl);
   const pipeline = await getPipeline(deps, original.projectId, original.pipelineId);
   return insertBuild(deps, actor, pipeline, {
     commitSha: original.commitSha,
