@@ -7,6 +7,7 @@ import { auditStatement } from "./audit.ts";
 import { ACTIVE_STATUSES } from "./build-machine.ts";
 import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "./crypto.ts";
 import type { RunnerRow } from "./runner-auth.ts";
+import { endStepResultsSql } from "./step-results.ts";
 import type { UserRow } from "./users.ts";
 
 type DbDeps = Pick<AppDeps, "db" | "clock">;
@@ -184,7 +185,7 @@ export async function removeRunner(deps: DbDeps & Pick<AppDeps, "jobSignal">, ac
       .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "assigned"))),
     deps.db
       .update(builds)
-      .set({ status: "failed", failureReason: "runner_removed", exitCode: null, finishedAt: now, updatedAt: now })
+      .set({ status: "failed", failureReason: "runner_removed", exitCode: null, finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
       .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "running"))),
     deps.db.delete(runners).where(eq(runners.id, runnerId)),
     auditStatement(deps, {

@@ -77,7 +77,7 @@ describe("steps of a build that ends without its runner", () => {
   });
 
   it("so does a timed-out and a lost build (sweeper), and a runner's own canceled report", async () => {
-    for (const how of ["timeout", "lost", "runner"] as const) {
+    for (const how of ["timeout", "lost", "runner", "removed"] as const) {
       const t = await makeTestApp({ config });
       const { w, b, build } = await runningBuild(t, steps);
       if (how === "timeout") {
@@ -89,11 +89,13 @@ describe("steps of a build that ends without its runner", () => {
       } else if (how === "lost") {
         t.clock.advance(61);
         await runMaintenance(t.deps);
+      } else if (how === "removed") {
+        expect((await t.call("DELETE", `/v1/runners/${w.runner.id}`, { token: w.ownerToken })).status).toBeLessThan(300);
       } else {
         expect((await reportStatus(t, w.runner, b.id, { status: "canceled", step_results: steps })).status).toBe(200);
       }
       const ended = await build();
-      expect([how, ended.status]).toEqual([how, how === "timeout" ? "timed_out" : how === "lost" ? "failed" : "canceled"]);
+      expect([how, ended.status]).toEqual([how, how === "timeout" ? "timed_out" : how === "lost" || how === "removed" ? "failed" : "canceled"]);
       expect(ended.step_results.map((s: { status: string }) => s.status)).toEqual(["succeeded", "failed", "skipped"]);
       expect(ended.step_results[1].finished_at).toBe(t.clock.now());
     }
