@@ -81,6 +81,7 @@ tbody tr:last-child td{border-bottom:0}
 .checklist{list-style:none;padding:0;margin:0}
 .checklist li{display:flex;gap:.6rem;padding:.45rem 0;border-bottom:1px solid var(--border)}
 .checklist li:last-child{border-bottom:0}
+.checklist .hint{display:block}
 .checklist .mark{font-weight:700;width:1.2rem;flex:none}
 .checklist .pass .mark{color:var(--ok)}.checklist .fail .mark{color:var(--bad)}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(240px,1fr));gap:0 1rem}
