@@ -30,6 +30,7 @@ export const ConfigSchema = z.object({
   HANGAR_ALLOW_LOCAL_REPOS: z.enum(["0", "1"]).default("0"),
   HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
+  HANGAR_LOG_STREAM_MAX_S: seconds(300),
 });
 
 export interface HangarConfig {
@@ -63,6 +64,8 @@ export interface HangarConfig {
   maxLogBytes: number;
   /** How long after a build became final its runner may still send log chunks. */
   logGraceS: number;
+  /** How long one live-log event stream of the build page stays open; the browser then resumes it (Last-Event-ID). */
+  logStreamMaxS: number;
 }
 
 export class ConfigError extends Error {}
@@ -109,5 +112,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     allowLocalRepos: e.HANGAR_ALLOW_LOCAL_REPOS === "1",
     maxLogBytes: e.HANGAR_MAX_LOG_BYTES,
     logGraceS: e.HANGAR_LOG_GRACE_S,
+    logStreamMaxS: e.HANGAR_LOG_STREAM_MAX_S,
   };
 }

@@ -392,3 +392,23 @@ export async function projectLogSecrets(deps: Pick<AppDeps, "secrets" | "db">, p
     (s): s is string => typeof s === "string" && s.length > 0,
   );
 }
+
+export interface NameDirectory {
+  projects: Map<string, { id: string; name: string; deleted: boolean }>;
+  pipelines: Map<string, { id: string; projectId: string; name: string; deleted: boolean }>;
+}
+
+/** Every project and pipeline name, deleted ones included: what lists of builds show beside each build. */
+export async function nameDirectory(deps: Pick<AppDeps, "db">): Promise<NameDirectory> {
+  const [p, pl] = await Promise.all([
+    deps.db.select({ id: projects.id, name: projects.name, deletedAt: projects.deletedAt }).from(projects).orderBy(asc(projects.name)),
+    deps.db
+      .select({ id: pipelines.id, projectId: pipelines.projectId, name: pipelines.name, deletedAt: pipelines.deletedAt })
+      .from(pipelines)
+      .orderBy(asc(pipelines.name)),
+  ]);
+  return {
+    projects: new Map(p.map((r) => [r.id, { id: r.id, name: r.name, deleted: r.deletedAt !== null }])),
+    pipelines: new Map(pl.map((r) => [r.id, { id: r.id, projectId: r.projectId, name: r.name, deleted: r.deletedAt !== null }])),
+  };
+}

@@ -2,6 +2,8 @@
 // the same bytes on Node and Workers). URLs carry a content hash so browsers may cache them for a year.
 import { Hono } from "hono";
 import type { AppEnv } from "../deps.ts";
+import { ANSI_UP_URL, LOG_STYLESHEET, LOG_STYLESHEET_URL, LOG_VIEWER_SOURCE, LOG_VIEWER_URL } from "./log-viewer.ts";
+import { ANSI_UP_SOURCE } from "./vendor/ansi-up.ts";
 
 export const STYLESHEET = `
 :root{color-scheme:light dark;--bg:#f6f7f9;--fg:#1b1f24;--muted:#5b6470;--card:#fff;--border:#d8dde3;--accent:#2457c5;
@@ -146,5 +148,9 @@ export function assetRoutes() {
     )
     .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.js}", (c) =>
       c.body(SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
-    );
+    )
+    // The build page's log viewer (issue 12): its module, the ansi_up module it imports, its stylesheet.
+    .get(LOG_VIEWER_URL, (c) => c.body(LOG_VIEWER_SOURCE, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }))
+    .get(ANSI_UP_URL, (c) => c.body(ANSI_UP_SOURCE, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }))
+    .get(LOG_STYLESHEET_URL, (c) => c.body(LOG_STYLESHEET, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }));
 }

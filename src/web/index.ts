@@ -9,6 +9,8 @@ import { runnersPages } from "./pages/runners.tsx";
 import { settingsPages } from "./pages/settings.tsx";
 import { setupPages } from "./pages/setup.tsx";
 import { usersPages } from "./pages/users.tsx";
+import { buildPages } from "./pages/builds.tsx";
+import { projectPages } from "./pages/projects.tsx";
 
 /**
  * The web UI (CONTRACT §10): server-rendered pages that call the domain directly, mounted by createApp beside
@@ -26,6 +28,8 @@ export function webRoutes(deps: AppDeps) {
     runnersPages,
     settingsPages,
     auditPages,
+    buildPages,
+    projectPages,
   ];
   for (const pages of groups) {
     app.route("/", pages(deps));

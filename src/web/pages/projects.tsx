@@ -1,0 +1,399 @@
+import { Hono, type Context } from "hono";
+import type { z, ZodType } from "zod";
+import type { AppDeps, AppEnv } from "../../deps.ts";
+import { triggerBuild, triggerBuildSchema } from "../../domain/builds.ts";
+import {
+  createPipeline,
+  createPipelineSchema,
+  createProject,
+  createProjectSchema,
+  deletePipeline,
+  deleteProject,
+  getProject,
+  listPipelines,
+  listProjects,
+  patchPipelineSchema,
+  patchProjectSchema,
+  updatePipeline,
+  updateProject,
+  type PipelineConfig,
+  type PipelineRow,
+  type ProjectRow,
+} from "../../domain/projects.ts";
+import { ApiError, type ValidationIssue } from "../../errors.ts";
+import { ROLES } from "../../http/middleware/auth.ts";
+import { toIssues } from "../../http/validate.ts";
+import { Button, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, TextArea, Time } from "../components.tsx";
+import { sentence } from "../errors.tsx";
+import { setFlash } from "../flash.ts";
+import { Layout, type PageCtx } from "../layout.tsx";
+import { LOG_STYLESHEET_URL } from "../log-viewer.ts";
+import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+
+const NEW_CONFIG = `{
+  "platform": "android",
+  "steps": [
+    { "name": "build", "run": "./gradlew assembleRelease" }
+  ],
+  "artifacts": ["app/build/outputs/**/*.apk", { "path": "app/build/test-results/**/*.xml", "when": "always" }]
+}`;
+
+/** Form state of one form on the page: the values typed and what was wrong with them. */
+interface FormState {
+  values: Record<string, string>;
+  errors: Record<string, string>;
+  /** Config problems, each with the path of the wrong key (`config.steps.0.runs`). */
+  issues?: ValidationIssue[];
+}
+
+type Forms = Partial<Record<string, FormState>>;
+
+function str(form: Record<string, unknown>, name: string): string {
+  const v = form[name];
+  return typeof v === "string" ? v : "";
+}
+
+/** Validates a form body with a domain schema; field errors keyed by the first path element. */
+function check<T extends ZodType>(schema: T, input: unknown): { ok: true; data: z.infer<T> } | { ok: false; issues: ValidationIssue[] } {
+  const parsed = schema.safeParse(input);
+  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, issues: toIssues(parsed.error.issues) };
+}
+
+function fieldErrors(issues: ValidationIssue[]): Record<string, string> {
+  const errors: Record<string, string> = {};
+  for (const i of issues) {
+    const key = i.path.split(".")[0] ?? "";
+    errors[key] ??= sentence(i.message);
+  }
+  return errors;
+}
+
+/** Parses the config textarea; a JSON syntax error is reported as the config field's error. */
+function parseConfig(text: string): { ok: true; value: unknown } | { ok: false; error: string } {
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (err) {
+    return { ok: false, error: `Not valid JSON: ${(err as Error).message}` };
+  }
+}
+
+function ProjectsPage(props: { ctx: PageCtx; projects: ProjectRow[]; canWrite: boolean; form?: FormState }) {
+  const f = props.form;
+  return (
+    <Layout ctx={props.ctx} title="Projects">
+      <h1>Projects</h1>
+      {props.projects.length === 0 ? (
+        <EmptyState title="No projects yet">{props.canWrite ? <p>Create one below: a name and the repository to build.</p> : <p>A developer or admin creates them.</p>}</EmptyState>
+      ) : (
+        <Table headers={["Project", "Repository", "Default branch", "Created"]} id="projects">
+          {props.projects.map((p) => (
+            <tr>
+              <td>
+                <a href={`/projects/${p.id}`}>
+                  <Name value={p.name} />
+                </a>
+              </td>
+              <td>
+                <code>
+                  <Name value={p.repoUrl} />
+                </code>
+              </td>
+              <td>
+                <Name value={p.defaultBranch} />
+              </td>
+              <td>
+                <Time at={p.createdAt} now={props.ctx.now} />
+              </td>
+            </tr>
+          ))}
+        </Table>
+      )}
+      {props.canWrite ? (
+        <Section title="New project" id="new-project">
+          <PostForm action="/projects">
+            <Field label="Name" name="name" value={f?.values.name} error={f?.errors.name} required />
+            <Field label="Repository URL" name="repo_url" value={f?.values.repo_url} error={f?.errors.repo_url} required placeholder="https://github.com/acme/app.git" hint="An http(s), ssh, git or file URL, or an absolute path." />
+            <Field label="Default branch" name="default_branch" value={f?.values.default_branch ?? "main"} error={f?.errors.default_branch} />
+            <Button>Create project</Button>
+          </PostForm>
+        </Section>
+      ) : null}
+    </Layout>
+  );
+}
+
+function IssueList(props: { issues?: ValidationIssue[] }) {
+  if (!props.issues || props.issues.length === 0) return null;
+  return (
+    <ul class="error config-issues" role="alert">
+      {props.issues.map((i) => (
+        <li>
+          <code>{i.path || "config"}</code>: {i.message}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function PipelineForm(props: { action: string; idPrefix: string; name: string; config: string; form?: FormState; submit: string }) {
+  const f = props.form;
+  return (
+    <PostForm action={props.action}>
+      <Field label="Name" name="name" id={`${props.idPrefix}-name`} value={f?.values.name ?? props.name} error={f?.errors.name} required />
+      <TextArea
+        label="Config (JSON)"
+        name="config"
+        id={`${props.idPrefix}-config`}
+        rows={12}
+        value={f?.values.config ?? props.config}
+        error={f?.errors.config}
+        hint={
+          <>
+            <code>platform</code> (ios, android, macos, any), <code>steps</code> [{"{"}name, run{"}"}], and optionally <code>artifacts</code>, <code>env</code>,{" "}
+            <code>timeout_s</code>, <code>triggers</code>. Unknown keys are refused.
+          </>
+        }
+      />
+      <IssueList issues={f?.issues} />
+      <Button>{props.submit}</Button>
+    </PostForm>
+  );
+}
+
+function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms }) {
+  const p = props.project;
+  const forms = props.forms;
+  const edit = forms.project;
+  const trig = forms.trigger;
+  return (
+    <Layout ctx={props.ctx} title={p.name} head={<link rel="stylesheet" href={LOG_STYLESHEET_URL} />}>
+      <h1>
+        <Name value={p.name} />
+      </h1>
+      <p class="muted">
+        <code>
+          <Name value={p.repoUrl} />
+        </code>{" "}
+        · default branch <Name value={p.defaultBranch} /> · <a href={`/builds?project_id=${p.id}`}>builds of this project</a>
+      </p>
+
+      {props.canWrite && props.pipelines.length > 0 ? (
+        <Section title="Trigger a build" id="trigger">
+          <PostForm action={`/projects/${p.id}/builds`} class="filters">
+            <Select label="Pipeline" name="pipeline_id" id="trigger-pipeline" value={trig?.values.pipeline_id} error={trig?.errors.pipeline_id} options={props.pipelines.map((pl) => ({ value: pl.id, label: pl.name }))} />
+            <Field label="Branch" name="branch" id="trigger-branch" value={trig?.values.branch ?? p.defaultBranch} error={trig?.errors.branch} />
+            <Field label="Commit (optional)" name="commit_sha" id="trigger-commit" value={trig?.values.commit_sha} error={trig?.errors.commit_sha} placeholder="the branch's head" />
+            <div class="actions">
+              <Button>Trigger build</Button>
+            </div>
+          </PostForm>
+          {trig?.errors.form ? (
+            <p class="error" role="alert">
+              {trig.errors.form}
+            </p>
+          ) : null}
+        </Section>
+      ) : null}
+
+      <Section title="Pipelines" id="pipelines">
+        {props.pipelines.length === 0 ? <p class="muted">No pipeline yet{props.canWrite ? ": add one below." : "."}</p> : null}
+        {props.pipelines.map((pl) => {
+          const config = pl.config as PipelineConfig;
+          return (
+            <article class="card pipeline" id={`pipeline-${pl.id}`}>
+              <h3>
+                <Name value={pl.name} /> <StatusBadge status="neutral" label={config.platform} />
+              </h3>
+              <p class="muted">
+                {config.steps.length} step{config.steps.length === 1 ? "" : "s"} · <a href={`/builds?pipeline_id=${pl.id}`}>builds</a>
+              </p>
+              {props.canWrite ? (
+                <details open={forms[`pipeline-${pl.id}`] ? true : undefined}>
+                  <summary>Edit</summary>
+                  <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={JSON.stringify(pl.config, null, 2)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
+                  <form method="post" action={`/projects/${p.id}/pipelines/${pl.id}/delete`} class="inline-form" data-confirm="Delete this pipeline? Its finished builds stay readable.">
+                    <Button variant="danger">Delete pipeline</Button>
+                  </form>
+                </details>
+              ) : (
+                <pre>{JSON.stringify(pl.config, null, 2)}</pre>
+              )}
+            </article>
+          );
+        })}
+        {props.canWrite ? (
+          <details open={forms.newPipeline ? true : undefined} id="new-pipeline">
+            <summary>New pipeline</summary>
+            <PipelineForm action={`/projects/${p.id}/pipelines`} idPrefix="new-pipeline" name="" config={NEW_CONFIG} form={forms.newPipeline} submit="Create pipeline" />
+          </details>
+        ) : null}
+      </Section>
+
+      <Section title="Credentials and signing" id="credentials" description="Stored encrypted; Hangar never shows them again, only whether they are set.">
+        <dl class="kv">
+          <dt>Source credentials</dt>
+          <dd>{p.sourceCredentialsSealed !== null ? "set" : "not set"}</dd>
+          <dt>Android signing</dt>
+          <dd>{p.androidSigningSealed !== null ? "set" : "not set"}</dd>
+          <dt>iOS signing</dt>
+          <dd>{p.iosSigningSealed !== null ? "set" : "not set"}</dd>
+        </dl>
+      </Section>
+      {/* The "runners" helper adds the secret variables section here; the "hooks" helper adds webhooks and notifications. */}
+
+      {props.canWrite ? (
+        <Section title="Project settings" id="project-settings">
+          <PostForm action={`/projects/${p.id}/edit`}>
+            <Field label="Name" name="name" id="project-name" value={edit?.values.name ?? p.name} error={edit?.errors.name} required />
+            <Field label="Repository URL" name="repo_url" id="project-repo" value={edit?.values.repo_url ?? p.repoUrl} error={edit?.errors.repo_url} required />
+            <Field label="Default branch" name="default_branch" id="project-branch" value={edit?.values.default_branch ?? p.defaultBranch} error={edit?.errors.default_branch} />
+            <Button>Save project</Button>
+          </PostForm>
+          <form method="post" action={`/projects/${p.id}/delete`} class="inline-form" data-confirm="Delete this project and its pipelines? Finished builds and artifacts stay readable.">
+            <Button variant="danger">Delete project</Button>
+          </form>
+          {forms.delete?.errors.form ? (
+            <p class="error" role="alert">
+              {forms.delete.errors.form}
+            </p>
+          ) : null}
+        </Section>
+      ) : null}
+    </Layout>
+  );
+}
+
+/** `/projects` and `/projects/{id}`: reading for everyone, creating, changing and triggering for builders. */
+export function projectPages(deps: AppDeps) {
+  const readers = requireBrowserUser(deps, { roles: ROLES.everyone });
+  const builders = requireBrowserUser(deps, { roles: ROLES.builders });
+  const canWrite = (c: Context<AppEnv>) => (ROLES.builders as readonly string[]).includes(c.get("user").role);
+
+  const showProject = async (c: Context<AppEnv>, id: string, forms: Forms, status: 200 | 400 | 409 = 200) => {
+    const project = await getProject(deps, id);
+    const pipelines = await listPipelines(deps, id);
+    return renderPage(c, <ProjectPage ctx={pageContext(c, deps)} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} />, status);
+  };
+  const errorStatus = (err: ApiError) => (err.status === 409 ? 409 : 400);
+
+  return new Hono<AppEnv>()
+    .get("/projects", readers, async (c) =>
+      renderPage(c, <ProjectsPage ctx={pageContext(c, deps)} projects={await listProjects(deps)} canWrite={canWrite(c)} />),
+    )
+    .post("/projects", builders, async (c) => {
+      const form = await c.req.parseBody();
+      const values = { name: str(form, "name"), repo_url: str(form, "repo_url"), default_branch: str(form, "default_branch") || "main" };
+      const checked = check(createProjectSchema, values);
+      let errors: Record<string, string>;
+      if (checked.ok) {
+        try {
+          const project = await createProject(deps, c.get("user"), checked.data);
+          setFlash(c, "ok", "Project created. Add a pipeline to build it.");
+          return c.redirect(`/projects/${project.id}`, 303);
+        } catch (err) {
+          if (!(err instanceof ApiError) || err.status >= 500) throw err;
+          errors = { name: sentence(err.message) };
+        }
+      } else errors = fieldErrors(checked.issues);
+      return renderPage(c, <ProjectsPage ctx={pageContext(c, deps)} projects={await listProjects(deps)} canWrite form={{ values, errors }} />, 400);
+    })
+    .get("/projects/:project_id", readers, async (c) => showProject(c, c.req.param("project_id"), {}))
+    .post("/projects/:project_id/edit", builders, async (c) => {
+      const id = c.req.param("project_id");
+      const form = await c.req.parseBody();
+      const values = { name: str(form, "name"), repo_url: str(form, "repo_url"), default_branch: str(form, "default_branch") };
+      const checked = check(patchProjectSchema, values);
+      if (!checked.ok) return showProject(c, id, { project: { values, errors: fieldErrors(checked.issues) } }, 400);
+      try {
+        await updateProject(deps, c.get("user"), id, checked.data);
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status === 404 || err.status >= 500) throw err;
+        return showProject(c, id, { project: { values, errors: { name: sentence(err.message) } } }, errorStatus(err));
+      }
+      setFlash(c, "ok", "Project saved.");
+      return c.redirect(`/projects/${id}`, 303);
+    })
+    .post("/projects/:project_id/delete", builders, async (c) => {
+      const id = c.req.param("project_id");
+      try {
+        await deleteProject(deps, c.get("user"), id);
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.code !== "project_busy") throw err;
+        return showProject(c, id, { delete: { values: {}, errors: { form: sentence(err.message) } } }, 409);
+      }
+      setFlash(c, "ok", "Project deleted. Its finished builds stay in the build list.");
+      return c.redirect("/projects", 303);
+    })
+    .post("/projects/:project_id/pipelines", builders, async (c) => {
+      const id = c.req.param("project_id");
+      const form = await c.req.parseBody();
+      const values = { name: str(form, "name"), config: str(form, "config") };
+      const result = await savePipeline(c, id, null, values);
+      if (result) return result;
+      setFlash(c, "ok", "Pipeline created.");
+      return c.redirect(`/projects/${id}#pipelines`, 303);
+    })
+    .post("/projects/:project_id/pipelines/:pipeline_id/edit", builders, async (c) => {
+      const id = c.req.param("project_id");
+      const form = await c.req.parseBody();
+      const values = { name: str(form, "name"), config: str(form, "config") };
+      const result = await savePipeline(c, id, c.req.param("pipeline_id"), values);
+      if (result) return result;
+      setFlash(c, "ok", "Pipeline saved. Builds queued from now on use the new config.");
+      return c.redirect(`/projects/${id}#pipeline-${c.req.param("pipeline_id")}`, 303);
+    })
+    .post("/projects/:project_id/pipelines/:pipeline_id/delete", builders, async (c) => {
+      const id = c.req.param("project_id");
+      try {
+        await deletePipeline(deps, c.get("user"), id, c.req.param("pipeline_id"));
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.code !== "project_busy") throw err;
+        setFlash(c, "error", sentence(err.message));
+        return c.redirect(`/projects/${id}`, 303);
+      }
+      setFlash(c, "ok", "Pipeline deleted.");
+      return c.redirect(`/projects/${id}`, 303);
+    })
+    .post("/projects/:project_id/builds", builders, async (c) => {
+      const id = c.req.param("project_id");
+      const form = await c.req.parseBody();
+      const values = { pipeline_id: str(form, "pipeline_id"), branch: str(form, "branch").trim(), commit_sha: str(form, "commit_sha").trim() };
+      const input: Record<string, string> = { pipeline_id: values.pipeline_id };
+      if (values.branch) input.branch = values.branch;
+      if (values.commit_sha) input.commit_sha = values.commit_sha;
+      const checked = check(triggerBuildSchema, input);
+      if (!checked.ok) return showProject(c, id, { trigger: { values, errors: fieldErrors(checked.issues) } }, 400);
+      try {
+        const build = await triggerBuild(deps, c.get("user"), id, checked.data);
+        setFlash(c, "ok", `Build #${build.buildNumber} queued.`);
+        return c.redirect(`/builds/${build.id}`, 303);
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.status >= 500) throw err;
+        const field = err.code === "branch_not_found" ? "branch" : "form";
+        return showProject(c, id, { trigger: { values, errors: { [field]: sentence(err.message) } } }, errorStatus(err));
+      }
+    });
+
+  /** Creates (pipelineId null) or changes a pipeline; answers the page again with the errors, or null on success. */
+  async function savePipeline(c: Context<AppEnv>, projectId: string, pipelineId: string | null, values: { name: string; config: string }) {
+    const key = pipelineId ? `pipeline-${pipelineId}` : "newPipeline";
+    const parsed = parseConfig(values.config);
+    if (!parsed.ok) return showProject(c, projectId, { [key]: { values, errors: { config: parsed.error } } }, 400);
+    const body = { name: values.name, config: parsed.value };
+    const checked = pipelineId ? check(patchPipelineSchema, body) : check(createPipelineSchema, body);
+    if (!checked.ok) {
+      const errors = fieldErrors(checked.issues.filter((i) => !i.path.startsWith("config")));
+      const issues = checked.issues.filter((i) => i.path.startsWith("config"));
+      if (issues.length > 0) errors.config = "The config has problems: see the list below.";
+      return showProject(c, projectId, { [key]: { values, errors, issues } }, 400);
+    }
+    try {
+      if (pipelineId) await updatePipeline(deps, c.get("user"), projectId, pipelineId, checked.data as z.infer<typeof patchPipelineSchema>);
+      else await createPipeline(deps, c.get("user"), projectId, checked.data as z.infer<typeof createPipelineSchema>);
+    } catch (err) {
+      if (!(err instanceof ApiError) || err.status === 404 || err.status >= 500) throw err;
+      return showProject(c, projectId, { [key]: { values, errors: { name: sentence(err.message) } } }, errorStatus(err));
+    }
+    return null;
+  }
+}
