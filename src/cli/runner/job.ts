@@ -8,8 +8,11 @@ import { matchFiles } from "./glob.ts";
 import type { Logger } from "./log.ts";
 import { LogStream } from "./logs.ts";
 import { StatusReporter } from "./reporter.ts";
-import { prepareSigning, removeSigning } from "./signing.ts";
+import { fetchSecretVariables, prepareSigning, removeSigning } from "./signing.ts";
 import { killLeftovers, runStep } from "./steps.ts";
+import { COOKIE_VAR, newJobCookie, sweepJobProcesses } from "./sweep.ts";
+import { clearActiveJob, JOB_DIR_PREFIX, markActiveJob } from "./workroot.ts";
+import { chownTree, type RunAsUser } from "./run-as.ts";
 import { uploadArtifacts } from "./upload.ts";
 
 const PipelineConfig = z.object({
@@ -60,15 +63,27 @@ export function stepEnv(base: NodeJS.ProcessEnv, config: PipelineConfig, job: Cl
   return env;
 }
 
+/** What every job of this runner shares: values to mask, whose processes the sweep may end, the --run-as user. */
+export interface JobContext {
+  /** Never to appear in a streamed log: the runner's token (and anything else of the runner's). */
+  maskedValues: string[];
+  /** Owners of the processes the end-of-job sweep looks at: the runner's user and the --run-as user. */
+  sweepUids: ReadonlySet<number>;
+  runAs?: RunAsUser;
+}
+
 export class Job {
   private readonly stopper = new AbortController();
   stopReason: StopReason | null = null;
+  /** Carried by every process of the job; the sweep at its end kills whatever still carries it. */
+  private readonly cookie = newJobCookie();
 
   constructor(
     private readonly client: RunnerClient,
     readonly claimed: ClaimedJob,
     private readonly workRoot: string,
     private readonly log: Logger,
+    private readonly context: JobContext = { maskedValues: [], sweepUids: new Set([process.getuid?.() ?? 0]) },
   ) {}
 
   get id(): string {
@@ -89,7 +104,8 @@ export class Job {
     let jobDir: string;
     try {
       await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
-      jobDir = await mkdtemp(join(this.workRoot, `build-${job.build_number}-`));
+      await markActiveJob(this.workRoot, this.cookie);
+      jobDir = await mkdtemp(join(this.workRoot, `${JOB_DIR_PREFIX}${job.build_number}-`));
       await mkdir(join(jobDir, "src"));
     } catch (err) {
       // No place to work: fail the build at once rather than let its lease lapse and retry it here.
@@ -102,6 +118,7 @@ export class Job {
     const srcDir = join(jobDir, "src");
     const secretsDir = join(jobDir, "secrets");
     const logs = new LogStream(client, job.build_id, join(jobDir, "build.log"), this.log);
+    for (const value of this.context.maskedValues) logs.addSecret(value);
     const say = (line: string) => logs.write(`${line}\n`);
     const reporter = new StatusReporter(client, job.build_id, this.log, (code) => this.stop(code === "build_canceled" ? "canceled" : "final"));
     // Daemon calls made for the job stop retrying once the job is stopped.
@@ -135,6 +152,12 @@ export class Job {
       clearInterval(watcher);
       if (timeout) clearTimeout(timeout);
       await killLeftovers();
+      // Processes that left the step's process group (setsid, double fork) still carry the cookie.
+      const swept = await sweepJobProcesses(this.cookie, this.context.sweepUids).catch((err: unknown) => {
+        this.log.error(`build ${job.build_id}: the process sweep failed: ${(err as Error).message}`);
+        return { killed: 0, rounds: 0 };
+      });
+      if (swept.killed > 0) say(`hangar: ended ${swept.killed} process(es) the job left running`);
       await removeSigning(secretsDir);
     }
 
@@ -157,6 +180,7 @@ export class Job {
       this.log.info(`build ${job.build_id}: ${outcome}`);
     }
     await rm(jobDir, { recursive: true, force: true });
+    await clearActiveJob(this.workRoot);
     return outcome;
   }
 
@@ -203,7 +227,7 @@ export class Job {
       commitSha: job.commit_sha,
       dir: srcDir,
       auth,
-      baseEnv: stepEnv(process.env, { ...config, env: {} }, job, {}),
+      baseEnv: stepEnv(process.env, { ...config, env: {} }, job, { [COOKIE_VAR]: this.cookie }),
       onOutput: (b) => logs.write(b),
       signal,
     });
@@ -214,8 +238,20 @@ export class Job {
 
     const signing = await prepareSigning(client, job.build_id, config.platform, ctx.secretsDir, retry);
     for (const secret of signing.secrets) logs.addSecret(secret);
+    if (signing.withheld) say("hangar: signing material withheld: this branch is not protected (or the build is a fork's pull request)");
     if (Object.keys(signing.env).length > 0) say(`hangar: signing material ready (${Object.keys(signing.env).sort().join(", ")})`);
-    const env = stepEnv(process.env, config, job, signing.env);
+    const variables = await fetchSecretVariables(client, job.build_id, retry);
+    if (variables === null) say("hangar: secret variables withheld: this branch is not protected (or the build is a fork's pull request)");
+    for (const value of Object.values(variables ?? {})) logs.addSecret(value);
+    if (variables && Object.keys(variables).length > 0) say(`hangar: secret variables: ${Object.keys(variables).sort().join(", ")}`);
+    const runAs = this.context.runAs;
+    const userEnv: Record<string, string> = runAs ? { HOME: runAs.home, USER: runAs.name, LOGNAME: runAs.name } : {};
+    // A secret variable overrides the runner's own environment and the pipeline's plain `env` of the same name;
+    // Hangar's variables (build id, signing paths, the cookie) are set last and win.
+    const withSecrets = { ...config, env: { ...config.env, ...variables } };
+    const env = stepEnv(process.env, withSecrets, job, { ...signing.env, ...userEnv, [COOKIE_VAR]: this.cookie });
+    if (runAs) await chownTree(join(srcDir, ".."), runAs.uid, runAs.gid);
+    const identity = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
 
     for (const [i, step] of config.steps.entries()) {
       if (signal.aborted) break;
@@ -225,7 +261,7 @@ export class Job {
       reporter.update({ status: "running", step_results: snapshot() });
       say(`\n==> [${i + 1}/${config.steps.length}] ${step.name}\n$ ${step.run}`);
       const started = Date.now();
-      const run = await runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal });
+      const run = await runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, ...identity });
       result.finished_at = nowS();
       result.exit_code = run.exitCode;
       const ok = run.exitCode === 0 && !run.stopped;

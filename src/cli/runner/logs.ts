@@ -31,6 +31,16 @@ export function maskSecrets(buf: Buffer, secrets: Buffer[]): Buffer {
 }
 const MASK = Buffer.from("***");
 
+/** Where the tail of `buf` that is a proper prefix of some secret starts (`buf.length` when none is). */
+export function secretPrefixStart(buf: Buffer, secrets: Buffer[]): number {
+  const longest = secrets[0]?.length ?? 0;
+  for (let p = Math.max(0, buf.length - longest + 1); p < buf.length; p++) {
+    const rest = buf.subarray(p);
+    if (secrets.some((s) => s.length > rest.length && s.subarray(0, rest.length).equals(rest))) return p;
+  }
+  return buf.length;
+}
+
 /** Length of `buf` cut back so it does not end inside a UTF-8 sequence (the daemon may decode chunks as text). */
 export function utf8SafeLength(buf: Buffer): number {
   for (let back = 1; back <= Math.min(3, buf.length); back++) {
@@ -80,12 +90,13 @@ export class LogStream {
   }
 
   /**
-   * Masks the pending bytes and appends them to the spool. Unless `all`, the last (longest secret − 1) bytes stay
-   * held: they could be the start of a secret whose end has not been written yet.
+   * Masks the pending bytes and appends them to the spool. Unless `all`, the tail that could be the start of a
+   * secret whose end has not been written yet (a proper prefix of one) stays held; nothing else waits, so a step
+   * that prints a line and then works for minutes shows that line at once.
    */
   private commit(all: boolean): void {
     this.held = maskSecrets(this.held, this.secrets);
-    const keep = all ? 0 : Math.max(0, (this.secrets[0]?.length ?? 0) - 1);
+    const keep = all ? 0 : this.held.length - secretPrefixStart(this.held, this.secrets);
     const cut = Math.max(0, this.held.length - keep);
     if (cut === 0) return;
     const out = this.held.subarray(0, cut);

@@ -1,7 +1,7 @@
 // The runner's main loop: long-poll claims one job at a time, heartbeats on their own timer, and a SIGTERM that
 // drains (finish the current job, then exit 0) rather than abandoning a build halfway.
 import { DaemonError, UnreachableError, type RunnerClient } from "./client.ts";
-import { Job, type JobOutcome } from "./job.ts";
+import { Job, type JobContext, type JobOutcome } from "./job.ts";
 import type { Logger } from "./log.ts";
 
 export interface LoopOptions {
@@ -11,6 +11,7 @@ export interface LoopOptions {
   /** Run one job (waiting up to `onceWaitS` for it) and exit with its outcome. */
   once: boolean;
   onceWaitS?: number;
+  context?: JobContext;
 }
 
 const DEFAULT_HEARTBEAT_S = 10;
@@ -89,7 +90,7 @@ export async function runLoop(options: LoopOptions): Promise<number> {
       }
       if (!claimed) continue;
       log.info(`claimed build ${claimed.build_id} (#${claimed.build_number}, commit ${claimed.commit_sha})`);
-      current = new Job(client, claimed, options.workRoot, log);
+      current = new Job(client, claimed, options.workRoot, log, options.context);
       let outcome: JobOutcome = "failed";
       try {
         outcome = await current.run();

@@ -1,10 +1,12 @@
 // `hangar runner` and `hangar runner register` (CONTRACT §9).
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { statSync } from "node:fs";
+import { resolve } from "node:path";
 import { parseOptions, readSecretOption, SecretOptionError } from "../options.ts";
 import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
 import { runLoop } from "./loop.ts";
+import { resolveRunAsUser, type RunAsUser } from "./run-as.ts";
+import { cleanWorkRoot, defaultWorkRoot, prepareWorkRoot } from "./workroot.ts";
 
 const HELP = `Usage: hangar runner [--url URL] [--id RUNNER_ID] [--token TOKEN | --token-file FILE] [--workdir DIR] [--once]
        hangar runner register --url URL [--session TOKEN | --session-file FILE] [--name NAME] [--platform P]...
@@ -19,7 +21,9 @@ Options:
   --token TOKEN      the runner's token from \`register\`         (or HANGAR_RUNNER_TOKEN; prefer the variable:
                      a command line is visible to other users of the machine)
   --token-file FILE  read the runner's token from FILE instead
-  --workdir DIR      where job directories are made (default: <tmp>/hangar-runner-<id>)
+  --workdir DIR      the work root, made private (0700); stale job directories in it are removed at start
+                     (default: ~/.hangar-runner/<id>)
+  --run-as USER      run steps as this OS user (the runner must be root; see docs/runner-isolation.md)
   --once             run one job (waiting up to 30 s for it); exit 0 when it succeeded, 1 otherwise
 
 register: registers a new runner with a user session of an owner or admin and prints two lines,
@@ -58,9 +62,16 @@ export async function runnerMain(args: string[]): Promise<number> {
     token: { type: "string" },
     "token-file": { type: "string" },
     workdir: { type: "string" },
+    "run-as": { type: "string" },
     once: { type: "boolean", default: false },
   });
   if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
+  const tokenFile = values["token-file"];
+  if (tokenFile !== undefined) {
+    // A token file others can read is no secret (CONTRACT §9: a file of mode 0600).
+    const mode = statSync(tokenFile, { throwIfNoEntry: false })?.mode;
+    if (mode !== undefined && (mode & 0o077) !== 0) return fail(`--token-file ${tokenFile} is readable by others: chmod 600 ${tokenFile}`);
+  }
   const url = values.url ?? process.env.HANGAR_URL;
   const id = values.id ?? process.env.HANGAR_RUNNER_ID;
   let token: string | undefined;
@@ -79,15 +90,35 @@ export async function runnerMain(args: string[]): Promise<number> {
   if (!id) return fail("the runner id is missing: --id or HANGAR_RUNNER_ID (see `hangar runner register`)");
   if (!token) return fail("the runner token is missing: --token, --token-file or HANGAR_RUNNER_TOKEN (see `hangar runner register`)");
   if (!/^https?:\/\//.test(url)) return fail("--url must be an http:// or https:// URL");
+  // Read once; from here on no child (git, steps) can inherit it, even by accident.
+  delete process.env.HANGAR_RUNNER_TOKEN;
+  delete process.env.HANGAR_SESSION_TOKEN;
 
   const log = createLogger();
+  let runAs: RunAsUser | undefined;
+  if (values["run-as"] !== undefined) {
+    if (process.getuid?.() !== 0) return fail("--run-as needs the runner to run as root");
+    try {
+      runAs = resolveRunAsUser(values["run-as"]);
+    } catch (err) {
+      return fail((err as Error).message);
+    }
+  }
   const client = new RunnerClient(url, token, id, log);
-  const workRoot = resolve(values.workdir ?? join(tmpdir(), `hangar-runner-${id.replace(/[^\w.-]/g, "_")}`));
+  const workRoot = resolve(values.workdir ?? defaultWorkRoot(id));
+  const sweepUids = new Set([process.getuid?.() ?? 0, ...(runAs ? [runAs.uid] : [])]);
+  try {
+    await prepareWorkRoot(workRoot, { runAs: runAs !== undefined });
+    await cleanWorkRoot(workRoot, log, sweepUids);
+  } catch (err) {
+    return fail(`work root ${workRoot}: ${(err as Error).message}`, 1);
+  }
   let code: number;
   try {
     // How long --once waits for a job: 30 s (CONTRACT §9); tests shorten it.
     const onceWaitS = Number(process.env.HANGAR_RUNNER_ONCE_WAIT_S) || undefined;
-    code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS });
+    const context = { maskedValues: [token], sweepUids, runAs };
+    code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS, context });
   } catch (err) {
     if (err instanceof DaemonError) {
       log.error(`the daemon refused the runner: ${err.status} ${err.code} — ${err.message}`);

@@ -9,7 +9,12 @@ export interface SigningMaterial {
   env: Record<string, string>;
   /** Passwords to mask in the build log. */
   secrets: string[];
+  /** The daemon withheld it (403 secrets_withheld: the branch is not protected, or a fork's pull request). */
+  withheld?: boolean;
 }
+
+/** Thrown for 403 secrets_withheld: the build goes on without the material. */
+export class WithheldError extends Error {}
 
 type Fields = Record<string, unknown>;
 
@@ -29,6 +34,7 @@ async function fetchSigning(client: RunnerClient, jobId: string, kind: "android-
     const code = (answer.body as { code?: string } | null)?.code;
     if (code === "no_credentials") return null;
   }
+  if (answer.status === 403 && (answer.body as { code?: string } | null)?.code === "secrets_withheld") throw new WithheldError(kind);
   if (answer.status !== 200) {
     const b = answer.body as { code?: string; message?: string } | null;
     throw new DaemonError(answer.status, b?.code ?? `http_${answer.status}`, b?.message ?? `${kind}: HTTP ${answer.status}`);
@@ -51,7 +57,22 @@ export async function prepareSigning(
   const material: SigningMaterial = { env: {}, secrets: [] };
   if (platform !== "android" && platform !== "ios") return material;
   await mkdir(secretsDir, { recursive: true, mode: 0o700 });
+  try {
+    return await fetchAndWrite(client, jobId, platform, secretsDir, retry, material);
+  } catch (err) {
+    if (!(err instanceof WithheldError)) throw err;
+    return { env: {}, secrets: [], withheld: true };
+  }
+}
 
+async function fetchAndWrite(
+  client: RunnerClient,
+  jobId: string,
+  platform: "android" | "ios",
+  secretsDir: string,
+  retry: RetryPolicy,
+  material: SigningMaterial,
+): Promise<SigningMaterial> {
   if (platform === "android") {
     const doc = await fetchSigning(client, jobId, "android-signing", retry);
     if (!doc) return material;
@@ -95,4 +116,19 @@ export async function prepareSigning(
 
 export async function removeSigning(secretsDir: string): Promise<void> {
   await rm(secretsDir, { recursive: true, force: true });
+}
+
+/** The project's secret variables for the job: `{}` when it has none; `null` when withheld (403 secrets_withheld). */
+export async function fetchSecretVariables(client: RunnerClient, jobId: string, retry: RetryPolicy): Promise<Record<string, string> | null> {
+  const answer = await client.call("GET", client.jobPath(jobId, "/secrets"), { retry });
+  const body = answer.body as Record<string, unknown> | null;
+  if (answer.status === 403 && body?.code === "secrets_withheld") return null;
+  if (answer.status !== 200 || !body || typeof body !== "object") {
+    const b = body as { code?: string; message?: string } | null;
+    throw new DaemonError(answer.status, b?.code ?? `http_${answer.status}`, b?.message ?? `secrets: HTTP ${answer.status}`);
+  }
+  const out: Record<string, string> = {};
+  // Only names a shell accepts, and string values: anything else from the daemon is ignored, not trusted.
+  for (const [name, value] of Object.entries(body)) if (/^[A-Z_][A-Z0-9_]*$/.test(name) && typeof value === "string") out[name] = value;
+  return out;
 }

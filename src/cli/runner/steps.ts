@@ -21,6 +21,9 @@ export interface RunOptions {
   /** Aborting it sends SIGTERM to the process group, then SIGKILL after `killGraceMs`. */
   signal?: AbortSignal;
   killGraceMs?: number;
+  /** Run as this user and group (`--run-as`; the runner is root then). */
+  uid?: number;
+  gid?: number;
 }
 
 /** Process groups still to clean up at the end of the job (background processes a step left behind). */
@@ -43,7 +46,13 @@ function groupAlive(pgid: number): boolean {
 /** Runs `file args` in its own process group and resolves when the leader exits. */
 export function runProcess(file: string, args: string[], options: RunOptions): Promise<ProcessResult> {
   return new Promise((resolve) => {
-    const child = spawn(file, args, { cwd: options.cwd, env: options.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(file, args, {
+      cwd: options.cwd,
+      env: options.env,
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(options.uid !== undefined ? { uid: options.uid, gid: options.gid } : {}),
+    });
     const pgid = child.pid;
     let stopped = false;
     let killTimer: NodeJS.Timeout | null = null;
@@ -92,9 +101,13 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
   });
 }
 
-/** One pipeline step: `sh -c <run>`. */
+/**
+ * One pipeline step: `sh -c <run>`, started by an outer `sh` that waits for it (the `; exit $?` keeps the shell
+ * from exec'ing into the step). The step's parent is then that shell, whose environment is the step's own and
+ * never held the runner's token: `/proc/$PPID/environ` shows nothing a step did not already have (CONTRACT §9).
+ */
 export function runStep(run: string, options: RunOptions): Promise<ProcessResult> {
-  return runProcess("sh", ["-c", run], options);
+  return runProcess("sh", ["-c", 'sh -c "$1"; exit $?', "hangar-step", run], options);
 }
 
 /** Kills whatever the job's processes left running (SIGTERM, then SIGKILL after a short grace). */
