@@ -102,12 +102,19 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
 }
 
 /**
- * One pipeline step: `sh -c <run>`, started by an outer `sh` that waits for it (the `; exit $?` keeps the shell
- * from exec'ing into the step). The step's parent is then that shell, whose environment is the step's own and
+ * The outer shell: starts the step, outlives a SIGTERM to the group (it waits on until the step is gone), then
+ * ends the way the step ended: the same exit code, or the same signal (so a stopped step still reads SIGKILL).
+ */
+const STEP_WRAPPER =
+  'sh -c "$1" & c=$!; trap : TERM INT; while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; ' +
+  'if [ "$s" -gt 128 ]; then trap - TERM INT; kill -s "$(kill -l "$s")" $$; fi; exit "$s"';
+
+/**
+ * One pipeline step: `sh -c <run>`, started by an outer `sh` that waits for it (never exec'ing into it). The step's parent is then that shell, whose environment is the step's own and
  * never held the runner's token: `/proc/$PPID/environ` shows nothing a step did not already have (CONTRACT §9).
  */
 export function runStep(run: string, options: RunOptions): Promise<ProcessResult> {
-  return runProcess("sh", ["-c", 'sh -c "$1"; exit $?', "hangar-step", run], options);
+  return runProcess("sh", ["-c", STEP_WRAPPER, "hangar-step", run], options);
 }
 
 /** Kills whatever the job's processes left running (SIGTERM, then SIGKILL after a short grace). */
