@@ -6,7 +6,7 @@ import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
 import { runLoop } from "./loop.ts";
 import { resolveRunAsUser, type RunAsUser } from "./run-as.ts";
-import { cleanWorkRoot, defaultWorkRoot, prepareWorkRoot } from "./workroot.ts";
+import { cleanWorkRoot, defaultWorkRoot, prepareWorkRoot, WorkRootError } from "./workroot.ts";
 
 const HELP = `Usage: hangar runner [--url URL] [--id RUNNER_ID] [--token TOKEN | --token-file FILE] [--workdir DIR] [--once]
        hangar runner register --url URL [--session TOKEN | --session-file FILE] [--name NAME] [--platform P]...
@@ -111,7 +111,10 @@ export async function runnerMain(args: string[]): Promise<number> {
     await prepareWorkRoot(workRoot, { runAs: runAs !== undefined });
     await cleanWorkRoot(workRoot, log, sweepUids);
   } catch (err) {
-    return fail(`work root ${workRoot}: ${(err as Error).message}`, 1);
+    // Someone else's or a symbolic link: never work there. Anything else (not creatable yet) fails each job at
+    // once instead, as before, so the builds do not sit queued for a runner that cannot start.
+    if (err instanceof WorkRootError) return fail(`work root ${workRoot}: ${err.message}`, 1);
+    log.warn(`work root ${workRoot}: ${(err as Error).message}`);
   }
   let code: number;
   try {
