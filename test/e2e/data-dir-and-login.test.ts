@@ -132,7 +132,8 @@ describe("the data directory", { timeout: 180_000 }, () => {
     writeFileSync(alive, "in flight");
     const again = await start(env);
     expect(partials()).toEqual([alive]);
-    expect(again.stderr()).toContain("partial upload");
+    // stderr is its own pipe: the log line may arrive after the listening line on stdout.
+    await expect.poll(() => again.stderr(), { timeout: 20_000 }).toContain("partial upload");
     await again.stop();
   });
 });
