@@ -8,6 +8,8 @@ import { loopbackDetection } from "./http/middleware/loopback.ts";
 import { requestMetrics } from "./http/middleware/metrics.ts";
 import { MetricsRegistry } from "./domain/metrics.ts";
 import { metricsRoutes } from "./http/routes/metrics.ts";
+import { buildOpenApiDocument } from "./http/openapi.ts";
+import { HANGAR_VERSION } from "./version.ts";
 import { authPathsRequireReady } from "./http/middleware/ready.ts";
 import { artifactStorageRoutes } from "./http/routes/artifact-storage.ts";
 import { artifactsRoutes } from "./http/routes/artifacts.ts";
@@ -69,6 +71,9 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     app.route("/", routes(deps));
   }
   app.route("/", metricsRoutes(deps, metrics));
+  // Built on first request from the finished route table, so it lists every route, itself included.
+  let openApiDocument: unknown;
+  app.get("/v1/openapi.json", (c) => c.json((openApiDocument ??= buildOpenApiDocument(app, { version: HANGAR_VERSION }))));
 
   app.notFound((c) => c.json({ code: "not_found", message: "no such route" }, 404));
   app.onError((err, c) => {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { ConfigError, loadConfig, type HangarConfig } from "../config.ts";
 import { ApiError } from "../errors.ts";
+import { HANGAR_VERSION } from "../version.ts";
 import { BackupError } from "./backup.ts";
 import { parseOptions, type OptionsConfig, type ParsedOptions } from "./options.ts";
 
@@ -106,12 +107,12 @@ const COMMAND_OPTIONS = {
 type CommandName = keyof typeof COMMAND_OPTIONS;
 
 /** This installation's root and package.json, found upward from this module (src/cli/ from source, dist/ bundled). */
-function findPackage(): { root: string; version: string } | undefined {
+function findPackage(): { root: string } | undefined {
   for (const relative of ["../../", "../"]) {
     try {
       const root = fileURLToPath(new URL(relative, import.meta.url));
-      const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8")) as { name?: string; version?: string };
-      if (pkg.name === "hangar" && pkg.version) return { root, version: pkg.version };
+      const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8")) as { name?: string };
+      if (pkg.name === "hangar") return { root };
     } catch {
       // not at this level; try the next
     }
@@ -120,7 +121,7 @@ function findPackage(): { root: string; version: string } | undefined {
 }
 
 export function hangarVersion(): string {
-  return findPackage()?.version ?? "unknown";
+  return HANGAR_VERSION;
 }
 
 /** Errors from the file system or the database that a user can act on: one line, never a stack trace. */

@@ -33,6 +33,12 @@ export function toIssues(issues: readonly IssueLike[], prefix: PropertyKey[] = [
   });
 }
 
+/**
+ * The schema behind each validator middleware, so the OpenAPI document (src/http/openapi.ts) is generated from the
+ * very schemas the routes validate with and cannot drift from them.
+ */
+export const VALIDATOR_SCHEMAS = new WeakMap<object, { target: "json" | "query"; schema: ZodType }>();
+
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
 /** A body that is not empty must say it is JSON (CONTRACT §2: a wrong content type is invalid_input). */
@@ -51,15 +57,19 @@ export function jsonBody<T extends ZodType>(schema: T) {
   const inner = zValidator("json", schema, (result) => {
     if (!result.success) throw new ApiError(400, "invalid_input", "request body failed validation", toIssues(result.error.issues));
   });
-  return createMiddleware(async (c, next) => {
+  const middleware = createMiddleware(async (c, next) => {
     await assertJsonContentType(c);
     return inner(c, next);
   }) as unknown as typeof inner;
+  VALIDATOR_SCHEMAS.set(middleware, { target: "json", schema });
+  return middleware;
 }
 
 /** The same for the query string. */
 export function queryParams<T extends ZodType>(schema: T) {
-  return zValidator("query", schema, (result) => {
+  const middleware = zValidator("query", schema, (result) => {
     if (!result.success) throw new ApiError(400, "invalid_input", "query parameters failed validation", toIssues(result.error.issues));
   });
+  VALIDATOR_SCHEMAS.set(middleware, { target: "query", schema });
+  return middleware;
 }
