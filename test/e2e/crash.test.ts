@@ -125,7 +125,7 @@ async function triggerLoop(ctx: Ctx): Promise<void> {
 
 async function registerLoop(ctx: Ctx): Promise<void> {
   for (let i = 0; ctx.alive; i++) {
-    const r = await send(ctx, "POST", "/v1/runners/register", { token: ctx.ownerToken, body: { name: `r${ctx.round}-reg-${i}`, capabilities: { platforms: ["watchos"] } } });
+    const r = await send(ctx, "POST", "/v1/runners/register", { token: ctx.ownerToken, body: { name: `r${ctx.round}-reg-${i}`, capabilities: { platforms: ["macos"] } } });
     if (!ok(r)) return;
     ctx.ledger.runners.set(r.body.id, r.body.token);
   }
@@ -360,7 +360,7 @@ describe("SIGKILL with writes in flight", () => {
       expect(daemon.proc.signalCode).toBe("SIGKILL");
       ctx.alive = false;
       await Promise.all(loops);
-      expect(ledger.rejected, `refused writes before kill ${round} (seed ${seed})`).toEqual([]);
+      expect(ledger.rejected, `refused writes before kill ${round} (seed ${seed}): ${JSON.stringify(ledger.rejected)}`).toEqual([]);
 
       daemon = await startDaemon(d.env);
       daemons.push(daemon);

@@ -43,6 +43,28 @@ describe("build and project pages", () => {
     }
   });
 
+  it("each installable artifact has an Install link button, for a qa_viewer too; other files only a download", async () => {
+    const upload = async (filename: string) => {
+      const bytes = new TextEncoder().encode(`bytes of ${filename}`);
+      const created = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts`, {
+        token: w.runner.token,
+        body: { filename, size_bytes: bytes.length, content_type: "application/octet-stream" },
+      });
+      expect(created.status, created.text).toBe(200);
+      const put = await t.app.request(new URL(created.body.upload.url).pathname, { method: "PUT", body: bytes }, { peerAddress: "127.0.0.1" });
+      expect(put.status).toBe(200);
+      const done = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts/${created.body.artifact.id}/complete`, { token: w.runner.token });
+      expect(done.status, done.text).toBe(200);
+      return created.body.artifact.id as string;
+    };
+    const apk = await upload("demo.apk");
+    const report = await upload("report.txt");
+    const qa = await page(t, "GET", `/builds/${buildId}`, { session: viewer });
+    expect(qa.text).toContain(`action="/artifacts/${apk}/install-link"`);
+    expect(qa.text).not.toContain(`action="/artifacts/${report}/install-link"`);
+    expect(qa.text).toContain(`action="/builds/${buildId}/artifacts/${report}/download"`);
+  });
+
   it("a qa_viewer's cancel or rerun POST is refused (403)", async () => {
     for (const action of ["cancel", "rerun"]) {
       const res = await page(t, "POST", `/builds/${buildId}/${action}`, { session: viewer });

@@ -17,6 +17,7 @@ import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { LOG_STYLESHEET_URL, LOG_VIEWER_URL } from "../log-viewer.ts";
+import { ArtifactInstall } from "./install.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { formatBytes, relativeTime } from "../text.ts";
 
@@ -337,7 +338,7 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
                     <PostForm action={`/builds/${b.id}/artifacts/${a.id}/download`} class="inline-form">
                       <Button variant="secondary">Download</Button>
                     </PostForm>
-                    {/* The "install" helper adds its install-link button and the app icon here (per artifact). */}
+                    <ArtifactInstall artifact={a} />
                   </div>
                 </td>
               </tr>
