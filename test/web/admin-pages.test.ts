@@ -252,6 +252,32 @@ describe("/settings", () => {
   });
 });
 
+describe("/settings: sign-in on this machine", () => {
+  it("lets the owner switch local sign-in to cli_only: /login then hides it and the API refuses it; admins never see it", async () => {
+    const { t, ownerToken, admin } = await world();
+    const ownerPage = await page(t, "GET", "/settings", { session: ownerToken });
+    expect(ownerPage.text).toContain('action="/settings/local-login"');
+    expect((await page(t, "GET", "/settings", { session: admin.token })).text).not.toContain('action="/settings/local-login"');
+    expect((await page(t, "POST", "/settings/local-login", { session: admin.token, form: { mode: "cli_only" } })).status).toBe(403);
+    const bad = await page(t, "POST", "/settings/local-login", { session: ownerToken, form: { mode: "anyone" } });
+    expect(bad.status).toBe(400);
+    expect(bad.text).toContain("Choose how people may sign in on this machine");
+
+    const saved = await page(t, "POST", "/settings/local-login", { session: ownerToken, form: { mode: "cli_only" } });
+    expect(saved.status).toBe(303);
+    expect((await t.call("GET", "/v1/settings/local-login", { token: ownerToken })).body).toEqual({ mode: "cli_only" });
+    const login = await page(t, "GET", "/login", {});
+    expect(login.text).not.toContain('id="local-login"');
+    expect(login.text).toContain("Signing in on this machine is switched off");
+    const refused = await t.call("POST", "/v1/auth/local/login", { body: {} });
+    expect(refused.status).toBe(403);
+    expect(refused.body.code).toBe("local_login_disabled");
+
+    expect((await page(t, "POST", "/settings/local-login", { session: ownerToken, form: { mode: "loopback" } })).status).toBe(303);
+    expect((await page(t, "GET", "/login", {})).text).toContain('id="local-login"');
+  });
+});
+
 describe("/audit", () => {
   it("lists events newest first, escaping their strings", async () => {
     const { t, ownerToken } = await world();

@@ -3,8 +3,8 @@ import { createMiddleware } from "hono/factory";
 import type { AppEnv, Logger } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 
-/** A URL path segment that is one of our tokens: 32 bytes base64url (43 chars) or 64 hex characters. */
-const TOKEN_SEGMENT = /^(?:[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
+/** A URL path segment that is one of our tokens: 32 bytes base64url (43 chars, with or without a bearer prefix such as hgu_) or 64 hex. */
+const TOKEN_SEGMENT = /^(?:(?:hg[usrw]_)?[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
 
 /** The path as it may be logged: token segments replaced, query string dropped (it may hold a ticket). */
 export function redactPath(path: string): string {

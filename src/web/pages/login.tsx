@@ -4,7 +4,7 @@ import { ApiError } from "../../errors.ts";
 import { constantTimeEqual } from "../../domain/crypto.ts";
 import { loadInstance } from "../../domain/instance.ts";
 import { redeemLocalLoginCode } from "../../domain/local-login-codes.ts";
-import { localLogin } from "../../domain/local-login.ts";
+import { localLogin, readLocalLoginSetting } from "../../domain/local-login.ts";
 import { completeOidcSignIn, readOidcSettings, startOidcSignIn, verifySetupOwnerOidc } from "../../domain/oidc.ts";
 import { revokeSessionStatement, touchSetupSession } from "../../domain/sessions.ts";
 import { trustedProxyLogin } from "../../domain/trusted-proxy.ts";
@@ -44,12 +44,15 @@ interface LoginChoices {
 async function loginChoices(deps: AppDeps, isLoopback: boolean): Promise<LoginChoices> {
   const inst = await loadInstance(deps);
   const localMode = inst.runtimeMode === "local";
-  const local = localMode && isLoopback;
+  const cliOnly = (await readLocalLoginSetting(deps)).mode === "cli_only";
+  const local = localMode && isLoopback && !cliOnly;
   const localHint = local
     ? null
-    : localMode
-      ? "Hangar runs in local mode: open it on the machine it runs on, or run npx hangar login there for a one-time sign-in link."
-      : null;
+    : localMode && cliOnly
+      ? "Signing in on this machine is switched off: run npx hangar login on the machine for a one-time sign-in link."
+      : localMode
+        ? "Hangar runs in local mode: open it on the machine it runs on, or run npx hangar login there for a one-time sign-in link."
+        : null;
   const oidc = await readOidcSettings(deps);
   // In local mode OIDC, too, answers loopback clients only.
   const oidcUsable = oidc !== null && (!localMode || isLoopback) && !(inst.runtimeMode === "remote" && inst.remoteAuthMode === "trusted_proxy");

@@ -4,6 +4,7 @@ import type { StorageProvider } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { readArtifactStorageSettings, updateArtifactStorageSettings } from "../../domain/artifact-storage-update.ts";
+import { LOCAL_LOGIN_MODES, readLocalLoginSetting, updateLocalLoginSetting, type LocalLoginMode } from "../../domain/local-login.ts";
 import { readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
 import { configureOidcSettings, readOidcSettings, standardCallbackUri } from "../../domain/oidc.ts";
 import { readPreferences, updatePreferences } from "../../domain/preferences.ts";
@@ -24,6 +25,7 @@ interface SettingsData {
   oidc: { issuer_url: string; client_id: string; has_client_secret: boolean } | null;
   callbackUri: string;
   storage: Awaited<ReturnType<typeof readArtifactStorageSettings>>;
+  localLogin: LocalLoginMode;
 }
 
 /** A refused form: the section it belongs to, the words to show, and the values to put back. */
@@ -34,11 +36,31 @@ interface FormProblem {
 }
 
 /**
- * SLOT for the local-login setting (`loopback` | `cli_only`, owner only, CONTRACT §3): filled when its domain
- * functions land. Return null to show nothing.
+ * The local-login setting (CONTRACT §3, owner only): `loopback` lets any process on this machine sign in without a
+ * password; `cli_only` leaves only `hangar login`, which needs access to the data directory.
  */
-export function localLoginSection(_ctx: PageCtx, _problem: FormProblem | null): Child {
-  return null;
+export function localLoginSection(mode: LocalLoginMode, remote: boolean, problem: FormProblem | null): Child {
+  return (
+    <Section
+      title="Sign-in on this machine"
+      id="local-login"
+      description="Any program on this machine can open a connection to Hangar, a build step included. When runners share the machine, leave only hangar login."
+    >
+      <Problem problem={problem} section="local-login" />
+      <PostForm action="/settings/local-login">
+        <RadioGroup
+          legend="Local sign-in"
+          name="mode"
+          value={mode}
+          options={[
+            { value: "loopback", label: remote ? "Allow \u201cSign in on this machine\u201d (also in remote mode: every visitor through a proxy on this host looks local)" : "Allow \u201cSign in on this machine\u201d from this machine's browser" },
+            { value: "cli_only", label: "Only through npx hangar login (a one-time link printed on this machine)" },
+          ]}
+        />
+        <Button>Save local sign-in</Button>
+      </PostForm>
+    </Section>
+  );
 }
 
 function Problem(props: { problem: FormProblem | null; section: SectionId }) {
@@ -152,7 +174,7 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
         </PostForm>
       </Section>
 
-      {isOwner ? localLoginSection(props.ctx, problem) : null}
+      {isOwner ? localLoginSection(data.localLogin, remote, problem) : null}
     </Layout>
   );
 }
@@ -210,6 +232,7 @@ async function loadSettings(deps: AppDeps, requestUrl: string): Promise<Settings
     oidc: oidc ? { issuer_url: oidc.issuer_url, client_id: oidc.client_id, has_client_secret: oidc.client_secret_sealed !== null } : null,
     callbackUri: await standardCallbackUri(deps, new URL(requestUrl).origin),
     storage: await readArtifactStorageSettings(deps),
+    localLogin: (await readLocalLoginSetting(deps)).mode,
   };
 }
 
@@ -286,6 +309,16 @@ export function settingsPages(deps: AppDeps) {
         const secret = form.client_secret ?? "";
         const saved = await configureOidcSettings(deps, c.get("user"), { issuer_url: issuer, client_id: clientId, ...(secret !== "" ? { client_secret: secret } : {}) });
         return `The provider ${saved.discovered_issuer} answered; sign-in with OIDC is configured.`;
+      }),
+    )
+    .post(
+      "/settings/local-login",
+      owner,
+      change("local-login", async (c, form) => {
+        const mode = LOCAL_LOGIN_MODES.find((m) => m === form.mode);
+        if (!mode) throw new ApiError(400, "invalid_input", "choose how people may sign in on this machine");
+        await updateLocalLoginSetting(deps, c.get("user"), mode);
+        return mode === "cli_only" ? "Sign-in on this machine now needs npx hangar login." : "Sign in on this machine is allowed.";
       }),
     )
     .post(
