@@ -165,6 +165,35 @@ describe("/runners", () => {
     expect(list.text).toMatch(/badge-ok">online/);
   });
 
+  it("rotates a runner's token (new one shown once, old one refused at once) and removes a runner", async () => {
+    const { t, ownerToken, admin } = await world();
+    const reg = await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: "linux-1", capabilities: { platforms: ["android"] } } });
+    const list = await page(t, "GET", "/runners", { session: admin.token });
+    expect(list.text).toContain(`action="/runners/${reg.body.id}/rotate-token"`);
+    expect(list.text).toContain(`action="/runners/${reg.body.id}/remove"`);
+
+    const rotated = await page(t, "POST", `/runners/${reg.body.id}/rotate-token`, { session: admin.token });
+    expect(rotated.status).toBe(200);
+    const fresh = /id="runner-token" readonly="" value="([^"]+)"/.exec(rotated.text)?.[1];
+    expect(fresh).toMatch(/^hgr_/);
+    expect(fresh).not.toBe(reg.body.token);
+    const old = await t.call("POST", `/v1/runners/${reg.body.id}/heartbeat`, { token: reg.body.token, body: {} });
+    expect(old.status).toBe(401);
+    expect(old.body.code).toBe("invalid_runner_token");
+    expect((await t.call("POST", `/v1/runners/${reg.body.id}/heartbeat`, { token: fresh, body: {} })).status).toBe(200);
+
+    const removed = await page(t, "POST", `/runners/${reg.body.id}/remove`, { session: ownerToken });
+    expect(removed.status).toBe(303);
+    expect((await t.call("GET", "/v1/runners", { token: ownerToken })).body).toHaveLength(0);
+    const gone = await t.call("POST", `/v1/runners/${reg.body.id}/heartbeat`, { token: fresh, body: {} });
+    expect(gone.status).toBe(401);
+    expect(gone.body.code).toBe("invalid_runner_token");
+    // Removing it again: the page answers 404 in words, not a JSON error.
+    const again = await page(t, "POST", `/runners/${reg.body.id}/remove`, { session: ownerToken });
+    expect(again.status).toBe(404);
+    expect(again.headers.get("content-type")).toMatch(/^text\/html/);
+  });
+
   it("escapes a hostile runner name and capability strings", async () => {
     const { t, ownerToken } = await world();
     const reg = await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: `${HOSTILE}"><img src=x onerror=alert(1)>`, capabilities: { platforms: ["ios"] } } });

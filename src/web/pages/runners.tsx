@@ -3,11 +3,12 @@ import type { Child } from "hono/jsx";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { readNetworkSettings } from "../../domain/network-settings.ts";
-import { listRunners, registerRunner, type RunnerCapabilities } from "../../domain/runners.ts";
+import { getRunner, listRunners, registerRunner, removeRunner, rotateRunnerToken, type RunnerCapabilities } from "../../domain/runners.ts";
 import type { RunnerRow } from "../../domain/runner-auth.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section, StatusBadge, Table, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
+import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 
@@ -33,11 +34,20 @@ export function standaloneRunnerCommands(_registered: Registered): Child {
 }
 
 /**
- * SLOT for the "runners" helper: per-runner actions (remove, rotate token) in the list's last column, as POST
- * forms to routes of this file. The viewer is an owner or admin (this page is for them only).
+ * Per-runner actions in the list's last column (the viewer is an owner or admin: this page is for them only).
+ * Both take effect at once on every daemon: the old token fails on its next call (CONTRACT §6).
  */
-export function runnerActions(_runner: RunnerRow): Child {
-  return null;
+export function runnerActions(runner: RunnerRow): Child {
+  return (
+    <div class="actions">
+      <form method="post" action={`/runners/${runner.id}/rotate-token`} class="inline-form" data-confirm="The runner's current token stops working at once. Continue?">
+        <Button variant="secondary">Rotate token</Button>
+      </form>
+      <form method="post" action={`/runners/${runner.id}/remove`} class="inline-form" data-confirm="Remove this runner? Its token stops working; a running build of it fails.">
+        <Button variant="danger">Remove</Button>
+      </form>
+    </div>
+  );
 }
 
 function shellQuote(s: string): string {
@@ -147,5 +157,18 @@ export function runnersPages(deps: AppDeps) {
         if (!(err instanceof ApiError)) throw err;
         return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error={sentence(err.message)} name={name} />, 400);
       }
+    })
+    .post("/runners/:runner_id/rotate-token", managers, async (c) => {
+      const runnerId = c.req.param("runner_id");
+      const token = await rotateRunnerToken(deps, c.get("user"), runnerId);
+      const registered = { runner: await getRunner(deps, runnerId), token, daemonUrl: await daemonUrlFor(deps, c.req.url) };
+      // The new token is shown once, with the commands that use it, as after a registration.
+      return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} registered={registered} />);
+    })
+    .post("/runners/:runner_id/remove", managers, async (c) => {
+      const runner = await getRunner(deps, c.req.param("runner_id"));
+      await removeRunner(deps, c.get("user"), runner.id);
+      setFlash(c, "ok", `Runner ${runner.name ?? runner.id} removed; its token no longer works.`);
+      return c.redirect("/runners", 303);
     });
 }
