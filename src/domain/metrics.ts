@@ -113,6 +113,8 @@ export async function renderMetrics(deps: Pick<AppDeps, "db" | "processMetrics">
     sql`SELECT platform, count(*) AS n FROM builds WHERE status = 'queued' GROUP BY platform`,
   );
   const runnerRows = await deps.db.all<{ status: string; n: number }>(sql`SELECT status, count(*) AS n FROM runners GROUP BY status`);
+  // Messages to targets still to send (the outbox loop turns build events into these within a second).
+  const [outboxRow] = await deps.db.all<{ n: number }>(sql`SELECT count(*) AS n FROM outbox WHERE status = 'pending'`);
   const byStatus = (rows: Array<{ status: string; n: number }>, statuses: readonly string[]): Array<[Labels, number]> =>
     statuses.map((status) => [{ status }, Number(rows.find((r) => r.status === status)?.n ?? 0)]);
   const parts = [
@@ -127,6 +129,7 @@ export async function renderMetrics(deps: Pick<AppDeps, "db" | "processMetrics">
       queueRows.map((r): [Labels, number] => [{ platform: r.platform }, Number(r.n)]),
     ),
     gauge("hangar_runners", "Registered runners by status.", byStatus(runnerRows, RUNNER_STATUSES)),
+    gauge("hangar_outbox_pending", "Notifications and commit statuses waiting to be delivered.", [[{}, Number(outboxRow?.n ?? 0)]]),
   ];
   if (deps.processMetrics) parts.push(deps.processMetrics());
   return parts.join("");

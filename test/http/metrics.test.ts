@@ -54,6 +54,9 @@ describe("GET /metrics", () => {
     const depth = family(before.families, "hangar_queue_depth");
     expect(sample(depth, { platform: "any" })).toBe(1);
     expect(sample(depth, { platform: "ios" })).toBe(1);
+    // No notification or commit-status target is configured: no message waits in the outbox.
+    expect(family(before.families, "hangar_outbox_pending").type).toBe("gauge");
+    expect(sample(family(before.families, "hangar_outbox_pending"), {})).toBe(0);
     const runners = family(before.families, "hangar_runners");
     expect(runners.samples.reduce((n, m) => n + m.value, 0)).toBe(2);
 
