@@ -13,6 +13,7 @@ import { readNetworkSettings } from "./network-settings.ts";
 import type { OidcClient } from "./oidc-client.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "./setup.ts";
 import { newOwnerValues, signIn, type UserRow } from "./users.ts";
+import { readStreamCapped } from "./streams.ts";
 
 /**
  * OIDC sign-in (SPEC Auth, CONTRACT §3): discovery, the authorization request (PKCE S256, state, nonce) and the
@@ -123,32 +124,13 @@ function sameIssuer(a: string, b: string): boolean {
 
 /** Reads a body up to `maxBytes`; a larger one is cut off rather than buffered. */
 async function readCapped(res: Response, maxBytes: number): Promise<string> {
-  const declared = Number(res.headers.get("content-length") ?? "0");
-  if (declared > maxBytes) {
-    await res.body?.cancel();
-    throw new Error(`answer larger than ${maxBytes} bytes`);
+  try {
+    return new TextDecoder().decode(await readStreamCapped(res.body, res.headers.get("content-length"), maxBytes, () => new Error(`answer larger than ${maxBytes} bytes`)));
+  } catch (err) {
+    // Refused before reading: release the connection (a body being read was cancelled already).
+    await res.body?.cancel().catch(() => undefined);
+    throw err;
   }
-  if (!res.body) return "";
-  const reader = res.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel();
-      throw new Error(`answer larger than ${maxBytes} bytes`);
-    }
-    chunks.push(value);
-  }
-  const all = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    all.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return new TextDecoder().decode(all);
 }
 
 /** GET through deps.fetch with a timeout that covers the body too, no redirects, and a size cap. */

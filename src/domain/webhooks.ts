@@ -6,7 +6,7 @@ import { builds, pipelines, projects, webhookDeliveries, webhooks } from "../db/
 import type { AppDeps } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { auditStatement } from "./audit.ts";
-import { randomToken } from "./crypto.ts";
+import { prefixedToken, TOKEN_PREFIXES } from "./crypto.ts";
 import { FORGE_ADAPTERS, type ForgeRequest, type RepoInfo } from "./forges/index.ts";
 import { parseBaseUrl, readNetworkSettings } from "./network-settings.ts";
 import { checkDestinationNow, findDestinationNotAllowed } from "./outbound.ts";
@@ -76,7 +76,7 @@ export async function createWebhook(
 ) {
   await getProject(deps, projectId);
   if (input.api_url) await assertDestinationAllowed(deps, input.api_url);
-  const secret = `hgw_${randomToken()}`;
+  const secret = prefixedToken(TOKEN_PREFIXES.webhookSecret);
   const now = deps.clock.now();
   const row: WebhookRow = {
     id: crypto.randomUUID(),

@@ -11,6 +11,7 @@ import {
   receiveWebhook,
   toWebhookJson,
 } from "../../domain/webhooks.ts";
+import { readStreamCapped } from "../../domain/streams.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 
@@ -19,30 +20,7 @@ import { jsonBody } from "../validate.ts";
  * first, and the stream is counted as it arrives, so a body that lies about its length is cut off too.
  */
 export async function readBodyCapped(req: Request, max: number): Promise<Uint8Array> {
-  const tooLarge = () => new ApiError(413, "payload_too_large", `request body exceeds ${max} bytes`);
-  const declared = Number(req.headers.get("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > max) throw tooLarge();
-  if (!req.body) return new Uint8Array(0);
-  const reader = req.body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      await reader.cancel().catch(() => undefined);
-      throw tooLarge();
-    }
-    chunks.push(value);
-  }
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
+  return readStreamCapped(req.body, req.headers.get("content-length"), max, () => new ApiError(413, "payload_too_large", `request body exceeds ${max} bytes`));
 }
 
 /** Inbound webhooks (CONTRACT §11): the project's webhook settings for builders, and the public receiver. */
