@@ -25,7 +25,7 @@ async function child(mode: string, file: string, platform: string): Promise<void
   const ms: number[] = [];
   let summary: unknown;
   if (mode === "extract") {
-    const { extractAppMetadata } = await import("../src/domain/app-metadata.ts");
+    const { extractAppMetadata } = await import("../src/domain/artifacts/app-metadata.ts");
     const size = statSync(file).size;
     const handle = await open(file, "r");
     // The same ranged read the local store does (src/storage/local-disk.ts readRange).

@@ -9,7 +9,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { createNodeListener, loadConfig } from "../src/index.ts";
 import { createNodeDeps } from "../src/runtime/node-deps.ts";
-import { issueBootstrapToken } from "../src/domain/setup.ts";
+import { issueBootstrapToken } from "../src/domain/setup/setup.ts";
 import { SCRIPT, SCRIPT_URL } from "../src/web/assets.ts";
 
 const N = Number(process.env.BENCH_UI_N ?? 200);

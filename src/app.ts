@@ -6,7 +6,7 @@ import { corsFromSettings } from "./http/middleware/cors.ts";
 import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
 import { loopbackDetection } from "./http/middleware/loopback.ts";
 import { requestMetrics } from "./http/middleware/metrics.ts";
-import { MetricsRegistry } from "./domain/metrics.ts";
+import { MetricsRegistry } from "./domain/common/metrics.ts";
 import { metricsRoutes } from "./http/routes/metrics.ts";
 import { buildOpenApiDocument } from "./http/openapi.ts";
 import { HANGAR_VERSION } from "./version.ts";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { parseOutboundAllow, type OutboundAllowList } from "./domain/outbound.ts";
+import { parseOutboundAllow, type OutboundAllowList } from "./domain/common/outbound.ts";
 
 const seconds = (fallback: number) => z.coerce.number().int().min(1).default(fallback);
 

@@ -1,11 +1,11 @@
 import type { Context } from "hono";
 import type { HangarConfig } from "./config.ts";
 import type { Db } from "./db/types.ts";
-import type { SecretBox } from "./domain/crypto.ts";
-import type { GitClient } from "./domain/git.ts";
-import type { JobSignal } from "./domain/job-signal.ts";
-import type { MetricsRegistry } from "./domain/metrics.ts";
-import type { UserRow } from "./domain/users.ts";
+import type { SecretBox } from "./domain/common/crypto.ts";
+import type { GitClient } from "./domain/projects/git.ts";
+import type { JobSignal } from "./domain/builds/job-signal.ts";
+import type { MetricsRegistry } from "./domain/common/metrics.ts";
+import type { UserRow } from "./domain/auth/users.ts";
 import type { ArtifactStore, StoreTarget } from "./storage/types.ts";
 
 /** Time source in epoch seconds. Tests pass a ManualClock; nothing else reads the wall clock. */
@@ -34,7 +34,7 @@ export interface AppDeps {
   /** Whether a directory exists (created if missing) and is writable: artifact-storage validation; absent on Workers. */
   checkWritableDir?: (path: string) => Promise<boolean>;
   /**
-   * Outbound HTTP through the outbound guard (CONTRACT §12; src/domain/outbound.ts): refuses loopback, private,
+   * Outbound HTTP through the outbound guard (CONTRACT §12; src/domain/common/outbound.ts): refuses loopback, private,
    * link-local… destinations unless HANGAR_OUTBOUND_ALLOW lists them (throws DestinationNotAllowedError), never
    * follows a redirect, and has a deadline and an answer cap. Node: src/runtime/outbound.ts.
    */
@@ -42,7 +42,7 @@ export interface AppDeps {
   /**
    * Checks a destination URL now, resolving its name where the host can (Node), for settings saved and
    * targets created: throws DestinationNotAllowedError; `listed` = every address is in HANGAR_OUTBOUND_ALLOW
-   * (plain http is allowed there only). Absent: IP literals and localhost only (src/domain/outbound.ts).
+   * (plain http is allowed there only). Absent: IP literals and localhost only (src/domain/common/outbound.ts).
    */
   checkDestination?: (url: string) => Promise<{ listed: boolean }>;
   /** `git ls-remote` for branch resolution (Node: the real git binary, src/runtime/git.ts). */

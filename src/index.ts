@@ -13,7 +13,7 @@ export { createApp } from "./app.ts";
 export { loadConfig, type HangarConfig } from "./config.ts";
 export type { AppDeps, AppEnv, Clock, Logger } from "./deps.ts";
 export { createNodeDeps, nodePeerAddress } from "./runtime/node-deps.ts";
-export { runMaintenance } from "./domain/maintenance.ts";
+export { runMaintenance } from "./domain/setup/maintenance.ts";
 
 /** A `node:http` request listener serving the whole handler set; the socket peer feeds the loopback rules. */
 export function createNodeListener(deps: AppDeps) {

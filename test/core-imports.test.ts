@@ -104,7 +104,7 @@ describe("the core's import graph", () => {
     const { files, findings } = auditGraph(join(SRC, "app.ts"));
     expect(findings).toEqual([]);
     // The walk really covers the handler set.
-    for (const f of ["src/app.ts", "src/domain/setup.ts", "src/domain/users.ts", "src/http/routes/setup.ts", "src/http/middleware/loopback.ts"]) {
+    for (const f of ["src/app.ts", "src/domain/setup/setup.ts", "src/domain/auth/users.ts", "src/http/routes/setup.ts", "src/http/middleware/loopback.ts"]) {
       expect(files).toContain(f);
     }
     expect(files.some((f) => f.startsWith("src/runtime/") || f.startsWith("src/cli/"))).toBe(false);

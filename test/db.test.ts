@@ -8,8 +8,8 @@ import { sql } from "drizzle-orm";
 import { ConfigError, loadConfig } from "../src/config.ts";
 import { openDb } from "../src/db/client.ts";
 import { EmbeddedClient } from "../src/db/embedded.ts";
-import { sha256Hex } from "../src/domain/crypto.ts";
-import { issueBootstrapToken } from "../src/domain/setup.ts";
+import { sha256Hex } from "../src/domain/common/crypto.ts";
+import { issueBootstrapToken } from "../src/domain/setup/setup.ts";
 import { createNodeDeps, type NodeRuntime } from "../src/runtime/node-deps.ts";
 
 const dirs: string[] = [];

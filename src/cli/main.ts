@@ -247,7 +247,7 @@ async function loginCommand(config: HangarConfig, args: string[]): Promise<numbe
   const values = parseOptions(args, { email: { type: "string" }, "print-token": { type: "boolean", default: false } });
   if (typeof values === "string") return usageError(values, help);
   const { openDb, migrateDb, systemClock, prepareDataDir, readDaemonUrl } = await loadDbModules();
-  const { createCliSession, createLocalLoginCode } = await import("../domain/local-login-codes.ts");
+  const { createCliSession, createLocalLoginCode } = await import("../domain/auth/local-login-codes.ts");
   const daemonUrl = values["print-token"] ? null : readDaemonUrl(config.dataDir);
   if (!values["print-token"] && !daemonUrl) {
     return fail(`no running daemon found for data directory ${config.dataDir} (no daemon.url): start it with \`hangar serve\`, or use --print-token`);
@@ -291,7 +291,7 @@ async function loadDbModules() {
     import("../db/client.ts"),
     import("../db/migrate.ts"),
     import("../deps.ts"),
-    import("../domain/setup.ts"),
+    import("../domain/setup/setup.ts"),
     import("../runtime/data-dir.ts"),
   ]);
   return { openDb, migrateDb, systemClock, issueBootstrapToken, prepareDataDir, readDaemonUrl };

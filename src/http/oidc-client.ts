@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import type { AppDeps, AppEnv } from "../deps.ts";
-import { resolveOidcClient, type OidcClient } from "../domain/oidc-client.ts";
+import { resolveOidcClient, type OidcClient } from "../domain/auth/oidc-client.ts";
 
 /** The OIDC client of a request (API and web routes alike): the socket's peer and, behind a trusted proxy, X-Forwarded-For. */
 export function oidcClientOf(deps: AppDeps, c: Context<AppEnv>): Promise<OidcClient> {

@@ -3,8 +3,8 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { classifyRepoUrl, type GitClient, type GitCredentials, type LsRemoteResult } from "../domain/git.ts";
-import { checkResolved, checkUrlWithoutDns, EMPTY_ALLOW_LIST, findDestinationNotAllowed, parseIpLiteral, type OutboundAllowList } from "../domain/outbound.ts";
+import { classifyRepoUrl, type GitClient, type GitCredentials, type LsRemoteResult } from "../domain/projects/git.ts";
+import { checkResolved, checkUrlWithoutDns, EMPTY_ALLOW_LIST, findDestinationNotAllowed, parseIpLiteral, type OutboundAllowList } from "../domain/common/outbound.ts";
 
 const LS_REMOTE_TIMEOUT_MS = 15_000;
 

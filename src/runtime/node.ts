@@ -3,13 +3,13 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createApp } from "../app.ts";
 import type { HangarConfig } from "../config.ts";
-import { loadInstance } from "../domain/instance.ts";
-import { runMaintenance } from "../domain/maintenance.ts";
+import { loadInstance } from "../domain/setup/instance.ts";
+import { runMaintenance } from "../domain/setup/maintenance.ts";
 import { answerClientErrorsWithJson, requestErrorResponse, setServerTimeouts } from "./http-server.ts";
 import { createNodeDeps } from "./node-deps.ts";
 import { startOutboxLoop } from "./outbox-loop.ts";
 import { prepareDataDir, removeDaemonUrl, writeDaemonUrl } from "./data-dir.ts";
-import { defaultLocalBaseDir, readActiveStorageSettings } from "../domain/artifact-storage-settings.ts";
+import { defaultLocalBaseDir, readActiveStorageSettings } from "../domain/settings/artifact-storage-settings.ts";
 import { describeError } from "../errors.ts";
 import { removePartialUploads } from "../storage/local-disk.ts";
 

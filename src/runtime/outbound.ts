@@ -9,7 +9,7 @@ import {
   DestinationNotAllowedError,
   type OutboundAllowList,
   type OutboundLimits,
-} from "../domain/outbound.ts";
+} from "../domain/common/outbound.ts";
 
 /**
  * The Node half of the outbound guard (CONTRACT §12): every name is resolved by the connection itself and each

@@ -1,6 +1,6 @@
 import type { AppDeps } from "../deps.ts";
 import { describeError } from "../errors.ts";
-import { runOutboxOnce } from "../domain/outbox.ts";
+import { runOutboxOnce } from "../domain/events/outbox.ts";
 
 export interface OutboxLoop {
   stop(): Promise<void>;

@@ -1,6 +1,6 @@
 import type { Child } from "hono/jsx";
 import type { UserRole } from "../db/schema/constants.ts";
-import type { UserRow } from "../domain/users.ts";
+import type { UserRow } from "../domain/auth/users.ts";
 import { Flash, Name, type FlashMessage } from "./components.tsx";
 import { SCRIPT_URL, STYLESHEET_URL } from "./assets.ts";
 

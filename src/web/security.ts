@@ -1,6 +1,6 @@
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../deps.ts";
-import { readNetworkSettings } from "../domain/network-settings.ts";
+import { readNetworkSettings } from "../domain/settings/network-settings.ts";
 
 /** A fresh nonce per response: 16 random bytes, base64. */
 function newNonce(): string {

@@ -5,9 +5,9 @@ import type { JSX } from "hono/jsx/jsx-runtime";
 import type { UserRole } from "../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
-import { loadInstance } from "../domain/instance.ts";
-import { validateUserSession } from "../domain/sessions.ts";
-import type { UserRow } from "../domain/users.ts";
+import { loadInstance } from "../domain/setup/instance.ts";
+import { validateUserSession } from "../domain/auth/sessions.ts";
+import type { UserRow } from "../domain/auth/users.ts";
 import { takeFlash } from "./flash.ts";
 import { ErrorPage, type PageCtx } from "./layout.tsx";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { BUILD_STATUSES, FINAL_BUILD_STATUSES, type BuildStatus } from "../../src/db/schema/constants.ts";
 import { ApiError } from "../../src/errors.ts";
-import { assertRunnerReport, BUILD_TRANSITIONS, canTransition, isFinalStatus, REPORTABLE_STATUSES } from "../../src/domain/build-machine.ts";
+import { assertRunnerReport, BUILD_TRANSITIONS, canTransition, isFinalStatus, REPORTABLE_STATUSES } from "../../src/domain/builds/build-machine.ts";
 
 // The whole table, written out independently of the implementation: [from, to] pairs that are allowed.
 const ALLOWED = new Set([

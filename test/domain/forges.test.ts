@@ -1,12 +1,12 @@
 import examples from "@octokit/webhooks-examples";
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
-import { parseBitbucket } from "../../src/domain/forges/bitbucket.ts";
-import { parseGitea } from "../../src/domain/forges/gitea.ts";
-import { parseGithub } from "../../src/domain/forges/github.ts";
-import { parseGitlab } from "../../src/domain/forges/gitlab.ts";
-import { matchRefGlob } from "../../src/domain/ref-glob.ts";
-import { effectiveTriggers, pipelineWantsBuild, skipReason } from "../../src/domain/triggers.ts";
+import { parseBitbucket } from "../../src/domain/events/forges/bitbucket.ts";
+import { parseGitea } from "../../src/domain/events/forges/gitea.ts";
+import { parseGithub } from "../../src/domain/events/forges/github.ts";
+import { parseGitlab } from "../../src/domain/events/forges/gitlab.ts";
+import { matchRefGlob } from "../../src/domain/common/ref-glob.ts";
+import { effectiveTriggers, pipelineWantsBuild, skipReason } from "../../src/domain/events/triggers.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the examples package types every event; tests read loosely
 function github(name: string): any[] {

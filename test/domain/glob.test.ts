@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compileGlob, expandBraces } from "../../src/domain/glob.ts";
+import { compileGlob, expandBraces } from "../../src/domain/common/glob.ts";
 
 describe("linear-time globs", () => {
   const cases: Array<[string, string, boolean]> = [

@@ -7,7 +7,7 @@ import {
   parseIpLiteral,
   parseOutboundAllow,
   refusedCategory,
-} from "../../src/domain/outbound.ts";
+} from "../../src/domain/common/outbound.ts";
 
 const refused = (url: string, allow = EMPTY_ALLOW_LIST): DestinationNotAllowedError => {
   try {

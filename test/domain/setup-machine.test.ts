@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { SETUP_STATES, type SetupState } from "../../src/db/schema/constants.ts";
-import { assertSetupOperation } from "../../src/domain/setup.ts";
-import { allowedFrom, nextSetupState, SETUP_TRANSITIONS, type SetupOperation } from "../../src/domain/setup-machine.ts";
-import type { InstanceRow } from "../../src/domain/instance.ts";
+import { assertSetupOperation } from "../../src/domain/setup/setup.ts";
+import { allowedFrom, nextSetupState, SETUP_TRANSITIONS, type SetupOperation } from "../../src/domain/setup/setup-machine.ts";
+import type { InstanceRow } from "../../src/domain/setup/instance.ts";
 
 const _ = null;
 

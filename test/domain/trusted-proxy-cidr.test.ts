@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { isTrustedPeer, parseCidr } from "../../src/domain/trusted-proxy.ts";
+import { isTrustedPeer, parseCidr } from "../../src/domain/auth/trusted-proxy.ts";
 
 describe("isTrustedPeer", () => {
   it.each([

@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { issueBootstrapToken } from "../../src/domain/setup.ts";
+import { issueBootstrapToken } from "../../src/domain/setup/setup.ts";
 import { createNodeDeps, createNodeListener, loadConfig } from "../../src/index.ts";
 import type { NodeRuntime } from "../../src/runtime/node-deps.ts";
 

@@ -9,8 +9,8 @@ import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDb } from "../../src/db/client.ts";
 import { systemClock } from "../../src/deps.ts";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { OIDC_SETTING } from "../../src/domain/preflight.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { http, makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 
 interface Proxy {

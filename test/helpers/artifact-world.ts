@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { builds, pipelines, projects, runners } from "../../src/db/schema/index.ts";
 import type { BuildStatus } from "../../src/db/schema/constants.ts";
-import { randomToken, sha256Hex } from "../../src/domain/crypto.ts";
-import { ARTIFACT_STORAGE_SETTING } from "../../src/domain/artifact-storage-settings.ts";
-import { writeSetting } from "../../src/domain/instance.ts";
+import { randomToken, sha256Hex } from "../../src/domain/common/crypto.ts";
+import { ARTIFACT_STORAGE_SETTING } from "../../src/domain/settings/artifact-storage-settings.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
 import type { TestApp } from "./app.ts";
 import { completeLocalSetup } from "./factories.ts";
 

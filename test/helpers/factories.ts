@@ -1,9 +1,9 @@
 import { eq } from "drizzle-orm";
 import { instance, users } from "../../src/db/schema/index.ts";
 import type { UserRole, UserStatus } from "../../src/db/schema/constants.ts";
-import { issueBootstrapToken } from "../../src/domain/setup.ts";
-import { createUserSession } from "../../src/domain/sessions.ts";
-import type { UserRow } from "../../src/domain/users.ts";
+import { issueBootstrapToken } from "../../src/domain/setup/setup.ts";
+import { createUserSession } from "../../src/domain/auth/sessions.ts";
+import type { UserRow } from "../../src/domain/auth/users.ts";
 import type { TestApp } from "./app.ts";
 
 /** Runs the real setup API in local mode: token → session → owner → complete. Returns the owner's session. */

@@ -4,8 +4,8 @@
 import { execFileSync } from "node:child_process";
 import { inflateRawSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { NETWORK_SETTING } from "../../src/domain/network-settings.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import {
   DEMO_INFO,

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents, instanceSettings } from "../../src/db/schema/index.ts";
-import { ARTIFACT_STORAGE_SETTING, readActiveStorageSettings } from "../../src/domain/artifact-storage-settings.ts";
+import { ARTIFACT_STORAGE_SETTING, readActiveStorageSettings } from "../../src/domain/settings/artifact-storage-settings.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";
 

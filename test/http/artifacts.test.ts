@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { artifacts } from "../../src/db/schema/index.ts";
-import { runMaintenance } from "../../src/domain/maintenance.ts";
+import { runMaintenance } from "../../src/domain/setup/maintenance.ts";
 import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import type { StoreTarget } from "../../src/storage/types.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";

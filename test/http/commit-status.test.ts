@@ -1,6 +1,6 @@
 import examples from "@octokit/webhooks-examples";
 import { beforeAll, describe, expect, it } from "vitest";
-import { countPendingDeliveries, runOutboxOnce } from "../../src/domain/outbox.ts";
+import { countPendingDeliveries, runOutboxOnce } from "../../src/domain/events/outbox.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { claim, createPipeline, createProject, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { completeLocalSetup } from "../helpers/factories.ts";

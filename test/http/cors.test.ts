@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { OIDC_SETTING } from "../../src/domain/preflight.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, sessionFor } from "../helpers/factories.ts";
 

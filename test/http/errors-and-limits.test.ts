@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { issueBootstrapToken } from "../../src/domain/setup.ts";
+import { issueBootstrapToken } from "../../src/domain/setup/setup.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, startSetup } from "../helpers/factories.ts";
 

@@ -1,8 +1,8 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { NETWORK_SETTING } from "../../src/domain/network-settings.ts";
-import { TRUSTED_PROXY_SETTING } from "../../src/domain/trusted-proxy.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
+import { TRUSTED_PROXY_SETTING } from "../../src/domain/auth/trusted-proxy.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, makeIpa, pathOf, sha256Of, uploadArtifact, useS3Storage, type ArtifactWorld } from "../helpers/artifact-world.ts";
 import { setInstance, userWithRole } from "../helpers/factories.ts";

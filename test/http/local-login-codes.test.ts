@@ -2,7 +2,7 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents } from "../../src/db/schema/index.ts";
-import { createCliSession, createLocalLoginCode, LOCAL_LOGIN_CODE_TTL_S, redeemLocalLoginCode } from "../../src/domain/local-login-codes.ts";
+import { createCliSession, createLocalLoginCode, LOCAL_LOGIN_CODE_TTL_S, redeemLocalLoginCode } from "../../src/domain/auth/local-login-codes.ts";
 import { ApiError } from "../../src/errors.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, createUser } from "../helpers/factories.ts";

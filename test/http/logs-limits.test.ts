@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { runMaintenance } from "../../src/domain/maintenance.ts";
+import { runMaintenance } from "../../src/domain/setup/maintenance.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { appendLog, buildWorld, claim, queueBuild, reportStatus } from "../helpers/builds.ts";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { maskChunk, SecretMatcher } from "../../src/domain/log-mask.ts";
+import { maskChunk, SecretMatcher } from "../../src/domain/logs/log-mask.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { appendLog, buildWorld, claim, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { userWithRole } from "../helpers/factories.ts";

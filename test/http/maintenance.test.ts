@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { runMaintenance } from "../../src/domain/maintenance.ts";
+import { runMaintenance } from "../../src/domain/setup/maintenance.ts";
 import type { StoreTarget } from "../../src/storage/types.ts";
 import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { makeTestApp } from "../helpers/app.ts";

@@ -1,7 +1,7 @@
 import { Webhook } from "standardwebhooks";
 import { beforeAll, describe, expect, it } from "vitest";
-import { countPendingDeliveries, retryDelayMs, runOutboxOnce } from "../../src/domain/outbox.ts";
-import { sweep } from "../../src/domain/sweeper.ts";
+import { countPendingDeliveries, retryDelayMs, runOutboxOnce } from "../../src/domain/events/outbox.ts";
+import { sweep } from "../../src/domain/builds/sweeper.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { claim, createPipeline, createProject, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";

@@ -1,7 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { instanceSettings, oidcPendingRequests, users } from "../../src/db/schema/index.ts";
-import type { SecretBox } from "../../src/domain/crypto.ts";
+import type { SecretBox } from "../../src/domain/common/crypto.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { startSetup } from "../helpers/factories.ts";
 import {

@@ -1,7 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { instanceSettings, oidcPendingRequests, users } from "../../src/db/schema/index.ts";
-import { runMaintenance } from "../../src/domain/maintenance.ts";
+import { runMaintenance } from "../../src/domain/setup/maintenance.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, sessionFor, setInstance } from "../helpers/factories.ts";
 import {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DestinationNotAllowedError, EMPTY_ALLOW_LIST, parseOutboundAllow } from "../../src/domain/outbound.ts";
+import { DestinationNotAllowedError, EMPTY_ALLOW_LIST, parseOutboundAllow } from "../../src/domain/common/outbound.ts";
 import { createNodeOutbound, guardedLookup } from "../../src/runtime/outbound.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { buildWorld, createPipeline, createProject, makeGitRepo, type GitRepo } from "../helpers/builds.ts";

@@ -358,7 +358,7 @@ describe("why queued (CONTRACT §13)", () => {
     });
     // Offline after the window, as the sweeper sees it.
     u.clock.advance(u.deps.config.runnerOfflineAfterS + 1);
-    const { sweep } = await import("../../src/domain/sweeper.ts");
+    const { sweep } = await import("../../src/domain/builds/sweeper.ts");
     await sweep(u.deps);
     const offline = (await get(first.id)).queue;
     expect(offline.reason).toBe("no_runner_online");

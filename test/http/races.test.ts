@@ -4,11 +4,11 @@
 import { eq, SQL } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { artifacts, instance, urlTokens, userSessions, users } from "../../src/db/schema/index.ts";
-import { readActiveStorageSettings } from "../../src/domain/artifact-storage-settings.ts";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { OIDC_SETTING } from "../../src/domain/preflight.ts";
+import { readActiveStorageSettings } from "../../src/domain/settings/artifact-storage-settings.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import type { Db } from "../../src/db/types.ts";
-import { sweep } from "../../src/domain/sweeper.ts";
+import { sweep } from "../../src/domain/builds/sweeper.ts";
 import { makeTestApp, type CallResult, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { createUser, sessionFor } from "../helpers/factories.ts";

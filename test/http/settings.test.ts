@@ -1,10 +1,10 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents } from "../../src/db/schema/index.ts";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { NETWORK_SETTING, readNetworkSettings } from "../../src/domain/network-settings.ts";
-import { OIDC_SETTING } from "../../src/domain/preflight.ts";
-import { TRUSTED_PROXY_SETTING } from "../../src/domain/trusted-proxy.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { NETWORK_SETTING, readNetworkSettings } from "../../src/domain/settings/network-settings.ts";
+import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
+import { TRUSTED_PROXY_SETTING } from "../../src/domain/auth/trusted-proxy.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, sessionFor, userWithRole } from "../helpers/factories.ts";
 

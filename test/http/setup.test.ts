@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents, bootstrapTokens, setupSessions, users } from "../../src/db/schema/index.ts";
-import { issueBootstrapToken } from "../../src/domain/setup.ts";
+import { issueBootstrapToken } from "../../src/domain/setup/setup.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, setInstance, startSetup } from "../helpers/factories.ts";
 

@@ -1,8 +1,8 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { builds, runners } from "../../src/db/schema/index.ts";
-import { runMaintenance } from "../../src/domain/maintenance.ts";
-import { sweep } from "../../src/domain/sweeper.ts";
+import { runMaintenance } from "../../src/domain/setup/maintenance.ts";
+import { sweep } from "../../src/domain/builds/sweeper.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, createPipeline, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 

@@ -3,7 +3,7 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { runners, setupSessions, userSessions } from "../../src/db/schema/index.ts";
-import { sha256Hex } from "../../src/domain/crypto.ts";
+import { sha256Hex } from "../../src/domain/common/crypto.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, startSetup } from "../helpers/factories.ts";
 

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents, instanceSettings, users } from "../../src/db/schema/index.ts";
-import { readTrustedProxySettings, TRUSTED_PROXY_SETTING } from "../../src/domain/trusted-proxy.ts";
+import { readTrustedProxySettings, TRUSTED_PROXY_SETTING } from "../../src/domain/auth/trusted-proxy.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, createUser, startSetup } from "../helpers/factories.ts";
 

@@ -3,8 +3,8 @@
 import jsQR from "jsqr";
 import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/instance.ts";
-import { NETWORK_SETTING } from "../../src/domain/network-settings.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { DEMO_INFO, decodePng, encodeCgbi, encodePng, makeApk, makeIpaArchive, makeProfile, samplePixels } from "../helpers/app-fixtures.ts";
 import { artifactWorld, pathOf, uploadArtifact, type ArtifactWorld } from "../helpers/artifact-world.ts";

@@ -2,9 +2,9 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { loadInstance } from "../../domain/instance.ts";
-import { authenticateRunnerId, findRunnerByToken } from "../../domain/runner-auth.ts";
-import { touchSetupSession, validateUserSession } from "../../domain/sessions.ts";
+import { loadInstance } from "../../domain/setup/instance.ts";
+import { authenticateRunnerId, findRunnerByToken } from "../../domain/runners/runner-auth.ts";
+import { touchSetupSession, validateUserSession } from "../../domain/auth/sessions.ts";
 import type { UserRole } from "../../db/schema/constants.ts";
 
 /** The Bearer token of the request; a missing header is `missing_auth`, a malformed one an invalid credential. */

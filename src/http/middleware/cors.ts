@@ -1,8 +1,8 @@
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { loadInstance } from "../../domain/instance.ts";
-import { readNetworkSettings } from "../../domain/network-settings.ts";
+import { loadInstance } from "../../domain/setup/instance.ts";
+import { readNetworkSettings } from "../../domain/settings/network-settings.ts";
 
 const ALLOW_METHODS = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 const ALLOW_HEADERS = "Authorization, Content-Type, X-Request-Id";

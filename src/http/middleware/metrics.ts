@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { matchedRoutes } from "hono/route";
 import type { AppEnv } from "../../deps.ts";
-import type { MetricsRegistry } from "../../domain/metrics.ts";
+import type { MetricsRegistry } from "../../domain/common/metrics.ts";
 
 /**
  * The route pattern that answered (`/v1/builds/:build_id`), never the raw path: ids and URL tokens would make

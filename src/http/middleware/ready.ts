@@ -1,7 +1,7 @@
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { loadInstance } from "../../domain/instance.ts";
+import { loadInstance } from "../../domain/setup/instance.ts";
 
 /** `/v1/auth/*` exists only once the instance is ready (SPEC): 409 setup_incomplete before. */
 export function requireReady(deps: AppDeps) {

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { STORAGE_PROVIDERS } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { readArtifactStorageSettings, updateArtifactStorageSettings } from "../../domain/artifact-storage-update.ts";
+import { readArtifactStorageSettings, updateArtifactStorageSettings } from "../../domain/settings/artifact-storage-update.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { filenameProblem } from "../../domain/artifacts.ts";
+import { filenameProblem } from "../../domain/artifacts/artifacts.ts";
 
 const metadataText = z.string().trim().min(1).max(1024);
 

@@ -12,9 +12,9 @@ import {
   openDownload,
   receiveLocalUpload,
   type ByteResponse,
-} from "../../domain/artifacts.ts";
-import { createInstallLink } from "../../domain/install.ts";
-import type { MetricsRegistry } from "../../domain/metrics.ts";
+} from "../../domain/artifacts/artifacts.ts";
+import { createInstallLink } from "../../domain/artifacts/install.ts";
+import type { MetricsRegistry } from "../../domain/common/metrics.ts";
 import { ROLES, requireRunner, requireUser } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { createArtifactSchema } from "./artifacts.schemas.ts";

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { localLogin } from "../../domain/local-login.ts";
-import { revokeSessionStatement } from "../../domain/sessions.ts";
+import { localLogin } from "../../domain/auth/local-login.ts";
+import { revokeSessionStatement } from "../../domain/auth/sessions.ts";
 import { requireUser } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { emailSchema } from "./setup.schemas.ts";

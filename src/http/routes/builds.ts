@@ -11,8 +11,8 @@ import {
   toCreatedBuildJson,
   triggerBuild,
   triggerBuildSchema,
-} from "../../domain/builds.ts";
-import { readLog } from "../../domain/logs.ts";
+} from "../../domain/builds/builds.ts";
+import { readLog } from "../../domain/logs/logs.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { installArtifactRedirect, installDownload, installIcon, installManifest } from "../../domain/install.ts";
+import { installArtifactRedirect, installDownload, installIcon, installManifest } from "../../domain/artifacts/install.ts";
 import { byteResponse, pngResponse } from "./artifacts.ts";
 
 /** Installer paths (SPEC: no version prefix, token in the path). Nothing here may be cached. */

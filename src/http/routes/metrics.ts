@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { constantTimeEqual } from "../../domain/crypto.ts";
-import { loadInstance } from "../../domain/instance.ts";
-import { renderMetrics, type MetricsRegistry } from "../../domain/metrics.ts";
+import { constantTimeEqual } from "../../domain/common/crypto.ts";
+import { loadInstance } from "../../domain/setup/instance.ts";
+import { renderMetrics, type MetricsRegistry } from "../../domain/common/metrics.ts";
 import { ApiError } from "../../errors.ts";
 
 /**

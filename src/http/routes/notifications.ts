@@ -8,7 +8,7 @@ import {
   listNotifications,
   testNotification,
   toNotificationJson,
-} from "../../domain/notifications.ts";
+} from "../../domain/events/notifications.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 

@@ -8,7 +8,7 @@ import {
   startOidcSignIn,
   startSetupOwnerOidc,
   verifySetupOwnerOidc,
-} from "../../domain/oidc.ts";
+} from "../../domain/auth/oidc.ts";
 import { requireSetupSession, requireUser, ROLES } from "../middleware/auth.ts";
 import { oidcClientOf } from "../oidc-client.ts";
 import { requireReady } from "../middleware/ready.ts";

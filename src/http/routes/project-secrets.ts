@@ -10,8 +10,8 @@ import {
   SECRET_NAME,
   setProtection,
   toProtectionJson,
-} from "../../domain/project-secrets.ts";
-import { getProject } from "../../domain/projects.ts";
+} from "../../domain/projects/project-secrets.ts";
+import { getProject } from "../../domain/projects/projects.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 

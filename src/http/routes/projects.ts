@@ -21,7 +21,7 @@ import {
   toProjectJson,
   updatePipeline,
   updateProject,
-} from "../../domain/projects.ts";
+} from "../../domain/projects/projects.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { setupStatus } from "../../domain/setup.ts";
+import { setupStatus } from "../../domain/setup/setup.ts";
 
 export function publicRoutes(deps: AppDeps) {
   return new Hono<AppEnv>()

@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { appendLog } from "../../domain/logs.ts";
+import { appendLog } from "../../domain/logs/logs.ts";
 import {
   heartbeat,
   heartbeatSchema,
@@ -14,7 +14,7 @@ import {
   rotateRunnerToken,
   toRunnerJson,
   updateRunner,
-} from "../../domain/runners.ts";
+} from "../../domain/runners/runners.ts";
 import {
   androidSigning,
   checkoutAuth,
@@ -26,10 +26,10 @@ import {
   jobStatusSchema,
   reportJobStatus,
   toJobJson,
-} from "../../domain/scheduler.ts";
+} from "../../domain/builds/scheduler.ts";
 import { requireRunner, requireRunnerOrUser, requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
-import type { UserRow } from "../../domain/users.ts";
+import type { UserRow } from "../../domain/auth/users.ts";
 
 const logQuerySchema = z.object({ offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
 const JOB = "/v1/runners/:runner_id/jobs/:job_id";

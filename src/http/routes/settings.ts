@@ -2,10 +2,10 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { RUNTIME_MODES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { assertNetworkChangeAllowed, readNetworkSettings, updateNetworkSettings } from "../../domain/network-settings.ts";
-import { LOCAL_LOGIN_MODES, readLocalLoginSetting, updateLocalLoginSetting } from "../../domain/local-login.ts";
-import { readPreferences, updatePreferences } from "../../domain/preferences.ts";
-import { runPreflight } from "../../domain/preflight.ts";
+import { assertNetworkChangeAllowed, readNetworkSettings, updateNetworkSettings } from "../../domain/settings/network-settings.ts";
+import { LOCAL_LOGIN_MODES, readLocalLoginSetting, updateLocalLoginSetting } from "../../domain/auth/local-login.ts";
+import { readPreferences, updatePreferences } from "../../domain/auth/preferences.ts";
+import { runPreflight } from "../../domain/setup/preflight.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { completeSetup, createLocalOwner, setSetupPreferences, verifyBootstrapToken } from "../../domain/setup.ts";
+import { completeSetup, createLocalOwner, setSetupPreferences, verifyBootstrapToken } from "../../domain/setup/setup.ts";
 import { requireSetupOpen, requireSetupSession } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { localOwnerSchema, setupPreferencesSchema, verifyBootstrapSchema } from "./setup.schemas.ts";

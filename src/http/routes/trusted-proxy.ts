@@ -9,7 +9,7 @@ import {
   sharedSecretSchema,
   trustedProxyLogin,
   userEmailHeaderSchema,
-} from "../../domain/trusted-proxy.ts";
+} from "../../domain/auth/trusted-proxy.ts";
 import { requireSetupSession } from "../middleware/auth.ts";
 import { requireReady } from "../middleware/ready.ts";
 import { jsonBody } from "../validate.ts";

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ASSIGNABLE_ROLES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { listAuditEvents } from "../../domain/audit.ts";
+import { listAuditEvents } from "../../domain/common/audit.ts";
 import {
   changeUserRole,
   disableUser,
@@ -12,7 +12,7 @@ import {
   listUsers,
   toUserJson,
   transferOwnership,
-} from "../../domain/users.ts";
+} from "../../domain/auth/users.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 import { emailSchema } from "./setup.schemas.ts";

@@ -10,8 +10,8 @@ import {
   MAX_WEBHOOK_BODY_BYTES,
   receiveWebhook,
   toWebhookJson,
-} from "../../domain/webhooks.ts";
-import { readStreamCapped } from "../../domain/streams.ts";
+} from "../../domain/events/webhooks.ts";
+import { readStreamCapped } from "../../domain/common/streams.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 

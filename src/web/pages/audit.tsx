@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { listAuditEvents } from "../../domain/audit.ts";
+import { listAuditEvents } from "../../domain/common/audit.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { EmptyState, Name, Section, Table, Time } from "../components.tsx";
 import { Layout, type PageCtx } from "../layout.tsx";

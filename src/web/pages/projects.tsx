@@ -1,7 +1,7 @@
 import { Hono, type Context } from "hono";
 import type { z, ZodType } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { triggerBuild, triggerBuildSchema } from "../../domain/builds.ts";
+import { triggerBuild, triggerBuildSchema } from "../../domain/builds/builds.ts";
 import {
   createPipeline,
   createPipelineSchema,
@@ -19,7 +19,7 @@ import {
   type PipelineConfig,
   type PipelineRow,
   type ProjectRow,
-} from "../../domain/projects.ts";
+} from "../../domain/projects/projects.ts";
 import { ApiError, type ValidationIssue } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { toIssues } from "../../http/validate.ts";

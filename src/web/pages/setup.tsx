@@ -3,10 +3,10 @@ import { z } from "zod";
 import type { RemoteAuthMode, RuntimeMode } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { loadInstance, type InstanceRow } from "../../domain/instance.ts";
-import { configureSetupOidc, readOidcSettings, standardCallbackUri, startSetupOwnerOidc } from "../../domain/oidc.ts";
-import { touchSetupSession } from "../../domain/sessions.ts";
-import { completeSetup, createLocalOwner, setSetupPreferences, verifyBootstrapToken } from "../../domain/setup.ts";
+import { loadInstance, type InstanceRow } from "../../domain/setup/instance.ts";
+import { configureSetupOidc, readOidcSettings, standardCallbackUri, startSetupOwnerOidc } from "../../domain/auth/oidc.ts";
+import { touchSetupSession } from "../../domain/auth/sessions.ts";
+import { completeSetup, createLocalOwner, setSetupPreferences, verifyBootstrapToken } from "../../domain/setup/setup.ts";
 import {
   cidrListSchema,
   claimTrustedProxyOwner,
@@ -17,8 +17,8 @@ import {
   readTrustedProxySettings,
   sharedSecretSchema,
   userEmailHeaderSchema,
-} from "../../domain/trusted-proxy.ts";
-import { findUserById, signIn } from "../../domain/users.ts";
+} from "../../domain/auth/trusted-proxy.ts";
+import { findUserById, signIn } from "../../domain/auth/users.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { Button, CopyField, Field, PostForm, RadioGroup, Select, TextArea } from "../components.tsx";
 import { sentence } from "../errors.tsx";

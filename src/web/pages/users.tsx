@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import { ASSIGNABLE_ROLES, type UserRole } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, transferOwnership, type UserRow } from "../../domain/users.ts";
+import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, transferOwnership, type UserRow } from "../../domain/auth/users.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { Button, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";

@@ -1,0 +1,44 @@
+import ipaddr from "ipaddr.js";
+import type { AppDeps } from "../../deps.ts";
+import { isTrustedPeer, TRUSTED_PROXY_SETTING, type StoredTrustedProxySettings } from "./trusted-proxy.ts";
+import { readSetting } from "../setup/instance.ts";
+
+/** Who starts or finishes an OIDC sign-in: whether the request is loopback (CONTRACT §3) and whom its starts count against. */
+export interface OidcClient {
+  isLoopback: boolean;
+  /** The client's address as counted for the per-client cap on pending starts. */
+  key: string;
+}
+
+/** An address in one spelling: IPv4-mapped IPv6 as IPv4, IPv6 compressed; null when it is not an address. */
+function canonicalAddress(text: string | undefined): string | null {
+  if (!text) return null;
+  const bare = text.trim().replace(/^\[|\]$/g, "");
+  if (!ipaddr.isValid(bare)) return null;
+  const parsed = ipaddr.parse(bare);
+  if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) return (parsed as ipaddr.IPv6).toIPv4Address().toString();
+  return parsed.toString();
+}
+
+/**
+ * The client of an OIDC start (CONTRACT §3): the TCP peer; or, when the peer is a proxy we trust (loopback, or in
+ * `trusted_proxy_cidrs`), the last address its X-Forwarded-For adds: the one that proxy saw, which no client can
+ * forge. Everyone behind one proxy that adds nothing counts as that proxy.
+ */
+export async function resolveOidcClient(
+  deps: Pick<AppDeps, "db">,
+  input: { peerAddress: string | undefined; forwardedFor: string | undefined; isLoopback: boolean },
+): Promise<OidcClient> {
+  const peer = canonicalAddress(input.peerAddress) ?? "unknown";
+  let key = peer;
+  if (input.forwardedFor !== undefined) {
+    const stored = await readSetting<StoredTrustedProxySettings>(deps, TRUSTED_PROXY_SETTING);
+    const cidrs = stored?.value.trusted_proxy_cidrs ?? [];
+    const peerIsLoopback = peer !== "unknown" && ipaddr.parse(peer).range() === "loopback";
+    if (peerIsLoopback || (cidrs.length > 0 && isTrustedPeer(peer, cidrs))) {
+      const last = input.forwardedFor.split(",").at(-1);
+      key = canonicalAddress(last) ?? peer;
+    }
+  }
+  return { isLoopback: input.isLoopback, key };
+}

@@ -1,0 +1,305 @@
+import ipaddr from "ipaddr.js";
+import { sql } from "drizzle-orm";
+import { z } from "zod";
+import { instance, instanceSettings } from "../../db/schema/index.ts";
+import type { AppDeps } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { recordAudit } from "../common/audit.ts";
+import { constantTimeEqual } from "../common/crypto.ts";
+import { loadInstance, readSetting } from "../setup/instance.ts";
+import { assertSetupOperation, createOwner, transitionStatement } from "../setup/setup.ts";
+import { newOwnerValues, normalizeEmail, signIn } from "./users.ts";
+
+/** Settings key of the trusted-proxy document in instance_settings. */
+export const TRUSTED_PROXY_SETTING = "trusted_proxy";
+/** The header that carries the shared secret (CONTRACT §3). */
+export const TRUSTED_PROXY_SECRET_HEADER = "x-hangar-trusted-proxy-secret";
+/** The identity header when none is configured (CONTRACT §3; the spec's `x-service-user-email`). */
+export const DEFAULT_USER_EMAIL_HEADER = "x-hangar-user-email";
+/** The identity header of the named access gateway that install-link rule 4 keys on. */
+export const GATEWAY_USER_HEADER = "x-gateway-username";
+
+/** The stored document. Secrets are sealed with the key file's box; header names are stored lower-cased. */
+export interface StoredTrustedProxySettings {
+  setup_owner_email: string | null;
+  user_email_header: string;
+  trusted_proxy_cidrs: string[];
+  shared_secret_sealed: string | null;
+  gateway_access_ticket_sealed: string | null;
+  configured_at: number;
+}
+
+/** What other areas read: the configuration with the gateway ticket opened (the shared secret stays inside). */
+export interface TrustedProxySettings {
+  setupOwnerEmail: string | null;
+  userEmailHeader: string;
+  cidrs: string[];
+  hasSharedSecret: boolean;
+  gatewayAccessTicket: string | null;
+  configuredAt: number;
+}
+
+type SecretDeps = Pick<AppDeps, "db" | "clock" | "secrets">;
+
+// ---------------------------------------------------------------------------------------------------------
+// Addresses and CIDRs
+
+type Address = ipaddr.IPv4 | ipaddr.IPv6;
+type Range = [Address, number];
+
+/** A peer address as the socket reports it, IPv4-mapped IPv6 unwrapped to IPv4; null when unparsable. */
+function parsePeer(peer: string | undefined): Address | null {
+  if (!peer) return null;
+  try {
+    // process() turns ::ffff:10.0.0.1 into 10.0.0.1, so one IPv4 CIDR covers both socket forms.
+    return ipaddr.process(peer.trim());
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * A CIDR as typed by an operator, strictly: dotted-quad IPv4 or IPv6, a bare address meaning one host, no
+ * zone id, no host bits set ("10.0.0.5/8" is refused rather than guessed at: this list grants sign-in).
+ * Answers the range in canonical form, or an error message.
+ */
+export function parseCidr(text: string): { range: Range; canonical: string } | { error: string } {
+  const value = text.trim();
+  if (value.includes("%")) return { error: "zone ids are not allowed" };
+  let candidate = value;
+  if (!value.includes("/")) {
+    if (ipaddr.IPv4.isValidFourPartDecimal(value)) candidate = `${value}/32`;
+    else if (ipaddr.IPv6.isValid(value)) candidate = `${value}/128`;
+  }
+  let range: Range;
+  if (ipaddr.IPv4.isValidCIDRFourPartDecimal(candidate)) range = ipaddr.IPv4.parseCIDR(candidate);
+  else if (ipaddr.IPv6.isValidCIDR(candidate)) range = ipaddr.IPv6.parseCIDR(candidate);
+  else return { error: "not an IPv4 or IPv6 CIDR such as 10.0.0.0/8 or fd00::/8" };
+  const [address, bits] = range;
+  const network = address.kind() === "ipv4" ? ipaddr.IPv4.networkAddressFromCIDR(candidate) : ipaddr.IPv6.networkAddressFromCIDR(candidate);
+  if (network.toNormalizedString() !== address.toNormalizedString()) {
+    return { error: `host bits are set; did you mean ${network.toString()}/${bits}?` };
+  }
+  return { range, canonical: `${address.toString()}/${bits}` };
+}
+
+/** IPv4-mapped IPv6 ranges (::ffff:10.0.0.0/104) become the IPv4 range they denote, to match unwrapped peers. */
+function comparableRange([address, bits]: Range): Range {
+  if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
+    return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
+  }
+  return [address, bits];
+}
+
+/**
+ * Whether the TCP peer may assert identities. Only the socket address counts: the proxy itself adds the
+ * forwarding headers. An empty list trusts loopback peers only (a proxy on this machine; CONTRACT §3).
+ */
+export function isTrustedPeer(peer: string | undefined, cidrs: readonly string[]): boolean {
+  const address = parsePeer(peer);
+  if (!address) return false;
+  if (cidrs.length === 0) return address.range() === "loopback";
+  for (const cidr of cidrs) {
+    const parsed = parseCidr(cidr);
+    if ("error" in parsed) continue;
+    const [network, bits] = comparableRange(parsed.range);
+    if (network.kind() === address.kind() && address.match(network, bits)) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Input rules (used by the route's zod schema, so a failure is 400 invalid_input with issues)
+
+const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
+/** Headers a client or the transport controls, or our own secret: never an identity header. */
+const RESERVED_HEADERS = new Set([
+  "host", "authorization", "cookie", "content-type", "content-length", "transfer-encoding", "connection", "origin",
+  TRUSTED_PROXY_SECRET_HEADER,
+]);
+const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
+
+export const userEmailHeaderSchema = z
+  .string()
+  .trim()
+  .regex(HEADER_TOKEN, "must be an HTTP header name")
+  .transform((name) => name.toLowerCase())
+  .refine((name) => !RESERVED_HEADERS.has(name), "this header cannot carry the user's identity");
+
+export const cidrListSchema = z.array(z.string().max(64)).max(64).superRefine((cidrs, ctx) => {
+  cidrs.forEach((cidr, index) => {
+    const parsed = parseCidr(cidr);
+    if ("error" in parsed) ctx.addIssue({ code: "custom", path: [index], message: `${JSON.stringify(cidr)}: ${parsed.error}` });
+  });
+});
+
+/** A value that travels in a header: visible ASCII, long enough not to be guessed. */
+export const sharedSecretSchema = z
+  .string()
+  .min(16, "must be at least 16 characters")
+  .max(512)
+  .regex(VISIBLE_ASCII, "must be visible ASCII without spaces");
+
+export const gatewayTicketSchema = z.string().min(1).max(4096).regex(VISIBLE_ASCII, "must be visible ASCII without spaces");
+
+const identityEmailSchema = z.email().max(320);
+
+// ---------------------------------------------------------------------------------------------------------
+// Reading and writing the document
+
+async function loadDocument(deps: Pick<AppDeps, "db">): Promise<StoredTrustedProxySettings | null> {
+  return (await readSetting<StoredTrustedProxySettings>(deps, TRUSTED_PROXY_SETTING))?.value ?? null;
+}
+
+/** The trusted-proxy configuration, or null before configure (artifacts read the gateway ticket from here). */
+export async function readTrustedProxySettings(deps: Pick<AppDeps, "db" | "secrets">): Promise<TrustedProxySettings | null> {
+  const doc = await loadDocument(deps);
+  if (!doc) return null;
+  return {
+    setupOwnerEmail: doc.setup_owner_email,
+    userEmailHeader: doc.user_email_header,
+    cidrs: doc.trusted_proxy_cidrs,
+    hasSharedSecret: doc.shared_secret_sealed !== null,
+    gatewayAccessTicket: doc.gateway_access_ticket_sealed ? await deps.secrets.open(doc.gateway_access_ticket_sealed) : null,
+    configuredAt: doc.configured_at,
+  };
+}
+
+export interface ConfigureTrustedProxyInput {
+  setup_owner_email?: string | null;
+  user_email_header?: string;
+  trusted_proxy_cidrs?: string[];
+  /** Omitted: keep the stored one; null: remove it. */
+  shared_secret?: string | null;
+  /** Omitted: keep the stored one; null: remove it. */
+  gateway_access_ticket?: string | null;
+}
+
+function assertTrustedProxyMode(inst: { runtimeMode: string; remoteAuthMode: string }, what: string): void {
+  if (inst.runtimeMode !== "remote" || inst.remoteAuthMode !== "trusted_proxy") {
+    throw new ApiError(403, "mode_restricted", `${what} needs runtime_mode=remote with remote_auth_mode=trusted_proxy`);
+  }
+}
+
+/**
+ * Setup: stores the configuration and moves bootstrap_pending → idp_configured (repeatable there). The
+ * document write is conditional on the state change having landed in the same batch, so a configure racing
+ * an owner claim never rewrites the settings the owner was claimed under.
+ */
+export async function configureTrustedProxy(deps: SecretDeps, input: ConfigureTrustedProxyInput) {
+  const inst = await loadInstance(deps);
+  const next = assertSetupOperation(inst, "configure_trusted_proxy");
+  assertTrustedProxyMode(inst, "trusted-proxy configuration");
+  const previous = await loadDocument(deps);
+  const now = deps.clock.now();
+  const sealOrKeep = async (value: string | null | undefined, kept: string | null | undefined) =>
+    value === undefined ? (kept ?? null) : value === null ? null : deps.secrets.seal(value);
+  const doc: StoredTrustedProxySettings = {
+    setup_owner_email: input.setup_owner_email ? normalizeEmail(input.setup_owner_email) : null,
+    user_email_header: input.user_email_header ?? DEFAULT_USER_EMAIL_HEADER,
+    trusted_proxy_cidrs: (input.trusted_proxy_cidrs ?? []).map((cidr) => {
+      const parsed = parseCidr(cidr);
+      return "error" in parsed ? cidr : parsed.canonical;
+    }),
+    shared_secret_sealed: await sealOrKeep(input.shared_secret, previous?.shared_secret_sealed),
+    gateway_access_ticket_sealed: await sealOrKeep(input.gateway_access_ticket, previous?.gateway_access_ticket_sealed),
+    configured_at: now,
+  };
+  const json = JSON.stringify(doc);
+  const transitionLanded = sql`exists (select 1 from ${instance} where ${instance.id} = 1 and ${instance.state} = ${next} and ${instance.ownerUserId} is null)`;
+  const [moved] = await deps.db.batch([
+    transitionStatement(deps, "configure_trusted_proxy", next),
+    deps.db
+      .insert(instanceSettings)
+      .select(sql`select ${TRUSTED_PROXY_SETTING}, ${json}, ${now} where ${transitionLanded}`)
+      .onConflictDoUpdate({ target: instanceSettings.key, set: { value: sql`excluded.value`, updatedAt: now } }),
+  ]);
+  if (moved.length === 0) throw new ApiError(409, "invalid_state", "the owner was already created");
+  // Recorded only once the change has landed.
+  await recordAudit(deps, {
+    action: "setup.trusted_proxy_configured",
+    targetType: "instance",
+    targetId: inst.instanceId,
+    details: {
+      user_email_header: doc.user_email_header,
+      trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
+      has_shared_secret: doc.shared_secret_sealed !== null,
+      has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
+    },
+  });
+  return {
+    state: next,
+    setup_owner_email: doc.setup_owner_email,
+    user_email_header: doc.user_email_header,
+    trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
+    has_shared_secret: doc.shared_secret_sealed !== null,
+    has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
+    configured_at: now,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Asserting an identity
+
+export interface ProxyRequest {
+  /** The TCP peer address from the host; never a header. */
+  peer: string | undefined;
+  headers: Headers;
+}
+
+/**
+ * The email a trusted proxy asserts, checked in this order: peer in the allowlist, the shared secret
+ * (constant-time), then the identity header. Header lookups are case-insensitive (`Headers.get`).
+ */
+export async function assertedEmail(deps: Pick<AppDeps, "secrets">, doc: StoredTrustedProxySettings, req: ProxyRequest): Promise<string> {
+  if (!isTrustedPeer(req.peer, doc.trusted_proxy_cidrs)) {
+    throw new ApiError(403, "trusted_proxy_peer_not_allowed", "this request did not come from a trusted proxy");
+  }
+  if (doc.shared_secret_sealed !== null) {
+    const given = req.headers.get(TRUSTED_PROXY_SECRET_HEADER);
+    if (given === null || given === "") throw new ApiError(401, "trusted_proxy_shared_secret_missing", "the proxy's shared secret header is missing");
+    const expected = await deps.secrets.open(doc.shared_secret_sealed);
+    if (!constantTimeEqual(given, expected)) throw new ApiError(401, "trusted_proxy_shared_secret_invalid", "the proxy's shared secret does not match");
+  }
+  const identity = req.headers.get(doc.user_email_header)?.trim();
+  if (!identity) throw new ApiError(401, "trusted_proxy_identity_missing", `the identity header ${doc.user_email_header} is missing`);
+  if (!identityEmailSchema.safeParse(identity).success) {
+    throw new ApiError(401, "trusted_proxy_identity_invalid", "the identity header does not hold a valid email");
+  }
+  return normalizeEmail(identity);
+}
+
+async function requireDocument(deps: Pick<AppDeps, "db">): Promise<StoredTrustedProxySettings> {
+  const doc = await loadDocument(deps);
+  if (!doc) throw new ApiError(409, "trusted_proxy_not_configured", "the trusted proxy is not configured yet");
+  return doc;
+}
+
+/** Setup: the proxy-asserted user becomes the owner (idp_configured → owner_created). */
+export async function claimTrustedProxyOwner(deps: SecretDeps, req: ProxyRequest) {
+  const inst = await loadInstance(deps);
+  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+  assertTrustedProxyMode(inst, "claiming the owner through a trusted proxy");
+  const doc = await requireDocument(deps);
+  const next = assertSetupOperation(inst, "claim_trusted_proxy_owner");
+  const email = await assertedEmail(deps, doc, req);
+  if (doc.setup_owner_email !== null && doc.setup_owner_email !== email) {
+    throw new ApiError(403, "trusted_proxy_owner_email_mismatch", "the asserted identity is not the configured setup owner email");
+  }
+  const created = await createOwner(deps, "claim_trusted_proxy_owner", next, newOwnerValues(deps, email));
+  return { state: created.state, owner_email: created.owner_email };
+}
+
+/** Sign-in through the proxy (SPEC trusted-proxy login rules 1–5). */
+export async function trustedProxyLogin(deps: SecretDeps, req: ProxyRequest) {
+  const inst = await loadInstance(deps);
+  assertTrustedProxyMode(inst, "trusted-proxy login");
+  const doc = await requireDocument(deps);
+  const email = await assertedEmail(deps, doc, req);
+  return signIn(deps, { email, method: "trusted_proxy" });
+}
+
+/** Whether trusted-proxy sign-in is configured (the preflight's remote_auth_configured). */
+export async function isTrustedProxyConfigured(deps: Pick<AppDeps, "db">): Promise<boolean> {
+  return (await loadDocument(deps)) !== null;
+}

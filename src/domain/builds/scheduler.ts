@@ -1,0 +1,276 @@
+import type { Row } from "@libsql/client";
+import { and, eq, inArray, sql } from "drizzle-orm";
+import { z } from "zod";
+import { clientOf } from "../../db/fixed-sql.ts";
+import { builds, runners } from "../../db/schema/index.ts";
+import type { AppDeps } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
+import { stepResultSchema, type BuildRow } from "./builds.ts";
+import { endStepResults, endStepResultsSql } from "./step-results.ts";
+import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "../projects/projects.ts";
+import { refreshRunnerStatement } from "../runners/runners.ts";
+import { recordAudit } from "../common/audit.ts";
+import { assertCredentialsReleasable } from "../projects/credential-release.ts";
+import { openSecrets } from "../projects/project-secrets.ts";
+
+type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
+
+/** How often a waiting claim looks at the database for builds queued by another daemon (CONTRACT §8). */
+const POLL_MIN_MS = 250;
+const POLL_JITTER_MS = 200;
+export const MAX_CLAIM_WAIT_S = 30;
+
+export const claimQuerySchema = z.object({ wait: z.coerce.number().int().min(0).max(MAX_CLAIM_WAIT_S).default(0) });
+
+export const jobStatusSchema = z.object({
+  status: z.enum(REPORTABLE_STATUSES),
+  exit_code: z.number().int().min(-255).max(255).optional(),
+  step_results: z.array(stepResultSchema).max(100).optional(),
+});
+
+/** The claimed job (SPEC "Claimed job" plus CONTRACT §6's repo_url and pipeline_name). */
+export interface ClaimedJob {
+  build_id: string;
+  project_id: string;
+  pipeline_id: string;
+  pipeline_name: string;
+  build_number: number;
+  config_snapshot: PipelineConfig;
+  commit_sha: string;
+  branch: string;
+  repo_url: string;
+  /** What started the build (`push`, `pull_request`, … for webhooks; null for a manual build). */
+  trigger_event: string | null;
+  lease_expires_at: number;
+}
+
+/**
+ * The claim itself: ONE conditional UPDATE picks the oldest queued build this runner can run and assigns it.
+ * SQLite runs a statement under the database's single write lock, and the outer `status = 'queued'` re-check
+ * means a build another writer took first is never taken again, so no build is claimed twice, even by two
+ * daemon processes on one file. A draining runner matches nothing. The runner's heartbeat goes in the same batch.
+ */
+export async function claimOnce(deps: SchedDeps, runnerId: string, options: { heartbeat?: boolean } = {}): Promise<ClaimedJob | null> {
+  const now = deps.clock.now();
+  const claim = { sql: CLAIM_SQL, args: [runnerId, now + deps.config.jobLeaseS, now, runnerId, runnerId] };
+  const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
+  const client = clientOf(deps.db);
+  let row: Row | undefined;
+  if (options.heartbeat === false) {
+    // A long-poll retry: an empty claim writes nothing, and the runner row is touched only when a job came.
+    row = (await client.execute(claim)).rows[0];
+    if (row) await client.execute(refresh);
+  } else {
+    row = (await client.batch([claim, refresh], "deferred"))[0]?.rows[0];
+  }
+  if (!row) return null;
+  const b = row as unknown as ClaimRow;
+  deps.metrics?.buildPickup.observe(Math.max(0, now - Number(b.queued_at)));
+  return {
+    build_id: String(b.id),
+    project_id: String(b.project_id),
+    pipeline_id: String(b.pipeline_id),
+    pipeline_name: b.pipeline_name ?? "",
+    build_number: Number(b.build_number),
+    config_snapshot: JSON.parse(String(b.config_snapshot)) as PipelineConfig,
+    commit_sha: String(b.commit_sha),
+    branch: String(b.branch),
+    repo_url: b.repo_url ?? "",
+    trigger_event: b.trigger_event ?? null,
+    lease_expires_at: b.lease_expires_at === null ? 0 : Number(b.lease_expires_at),
+  };
+}
+
+/**
+ * The claim as fixed SQL (issue 16): drizzle built this statement afresh on every claim, which cost more than
+ * running it. Same statement as the builder made: the runner's platforms are read inside it, so a concurrent
+ * PATCH or drain is honoured too; it returns only what the claimed job needs, with the two names the runner needs
+ * beside the build row. Arguments: runner id, lease expiry, now, runner id, runner id.
+ */
+const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?, attempt_count = attempt_count + 1, lease_expires_at = ?, updated_at = ?
+WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELECT value FROM json_each((SELECT capabilities FROM runners
+  WHERE id = ? AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any') ORDER BY queued_at, rowid LIMIT 1)
+  AND status = 'queued' AND EXISTS (SELECT 1 FROM runners WHERE runners.id = ? AND runners.status != 'draining')
+RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at,
+  (SELECT repo_url FROM projects WHERE projects.id = builds.project_id) AS repo_url,
+  (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id) AS pipeline_name`;
+
+/** The columns CLAIM_SQL returns, as the driver hands them over. */
+interface ClaimRow {
+  id: string;
+  project_id: string;
+  pipeline_id: string;
+  build_number: number;
+  config_snapshot: string;
+  commit_sha: string;
+  branch: string;
+  trigger_event: string | null;
+  lease_expires_at: number | null;
+  queued_at: number;
+  repo_url: string | null;
+  pipeline_name: string | null;
+}
+
+/**
+ * `refreshRunnerStatement(deps, runnerId, { heartbeat: true })` as fixed SQL: draining sticks, otherwise busy
+ * while the runner holds an assigned or running build. Arguments: runner id, now, now, runner id.
+ */
+const CLAIM_HEARTBEAT_SQL = `UPDATE runners SET status = CASE WHEN status IN ('draining') THEN status ELSE CASE WHEN EXISTS
+  (SELECT 1 FROM builds WHERE builds.runner_id = ? AND builds.status IN ('assigned', 'running')) THEN 'busy' ELSE 'online' END END,
+  last_heartbeat_at = ?, updated_at = ? WHERE id = ?`;
+
+/**
+ * POST .../claim?wait=N: claim now, else wait for this process's job signal (instant) or the next database
+ * poll (builds queued by another daemon) and retry, until N seconds pass. Null means 204.
+ * `abort` ends the wait when the client goes away, so no job is assigned to a runner that stopped listening.
+ */
+export async function claimJob(
+  deps: SchedDeps & Pick<AppDeps, "jobSignal">,
+  runnerId: string,
+  waitS: number,
+  abort?: AbortSignal,
+): Promise<ClaimedJob | null> {
+  // Wall time, not deps.clock: the wait is a real duration even under a test's ManualClock.
+  const deadline = Date.now() + waitS * 1000;
+  for (let attempt = 0; ; attempt++) {
+    if (abort?.aborted) return null;
+    // The first try records the heartbeat (a claim counts as one); retries during the wait do not rewrite it.
+    const claimed = await claimOnce(deps, runnerId, { heartbeat: attempt === 0 });
+    if (claimed) return claimed;
+    const left = deadline - Date.now();
+    if (left <= 0) return null;
+    // A draining runner takes no new work, so there is nothing to wait for.
+    if (attempt === 0 && (await isDraining(deps, runnerId))) return null;
+    await deps.jobSignal.wait(Math.min(left, POLL_MIN_MS + Math.random() * POLL_JITTER_MS), abort);
+  }
+}
+
+async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<boolean> {
+  const row = await deps.db.select({ status: runners.status }).from(runners).where(eq(runners.id, runnerId)).get();
+  return row?.status === "draining";
+}
+
+/** The build `jobId` if this runner holds it (or held it last); 404 not_found otherwise (CONTRACT §6). */
+export async function getRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string): Promise<BuildRow> {
+  const row = await deps.db.select().from(builds).where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId))).get();
+  if (!row) throw new ApiError(404, "not_found", "no such job on this runner");
+  return row;
+}
+
+export function toJobJson(b: BuildRow) {
+  return { build_id: b.id, status: b.status, cancel_requested: b.cancelRequested, lease_expires_at: b.leaseExpiresAt };
+}
+
+/**
+ * A runner's status report: one conditional UPDATE guarded by the allowed previous states (assigned → running
+ * → final), which also renews the lease. When it matches nothing, the build is read to name the reason.
+ */
+export async function reportJobStatus(
+  deps: SchedDeps,
+  runnerId: string,
+  jobId: string,
+  input: z.infer<typeof jobStatusSchema>,
+): Promise<BuildRow> {
+  const { status } = input;
+  let exitCode = input.exit_code;
+  if (status === "succeeded") {
+    exitCode ??= 0;
+    if (exitCode !== 0) throw new ApiError(400, "invalid_input", "a succeeded build needs exit code 0");
+  } else if (status === "failed") {
+    exitCode ??= 1;
+    if (exitCode === 0) throw new ApiError(400, "invalid_input", "a failed build needs a non-zero exit code");
+  }
+  const now = deps.clock.now();
+  const final = isFinalStatus(status);
+  const fields: Partial<Record<keyof BuildRow, unknown>> = {
+    status,
+    leaseExpiresAt: final ? sql`${builds.leaseExpiresAt}` : now + deps.config.jobLeaseS,
+    startedAt: sql`COALESCE(${builds.startedAt}, ${now})`,
+    updatedAt: now,
+  };
+  if (exitCode !== undefined) fields.exitCode = exitCode;
+  if (input.step_results !== undefined) fields.stepResults = input.step_results;
+  // A build that ends other than succeeded leaves no step running (issue 10), whatever the runner reported.
+  if (final && status !== "succeeded") fields.stepResults = input.step_results !== undefined ? endStepResults(input.step_results, now) : endStepResultsSql(now);
+  if (final) {
+    fields.finishedAt = now;
+    fields.failureReason = status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
+  }
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(builds)
+      // Drizzle accepts SQL expressions in set(); the record type above only widens the values to allow them.
+      .set(fields as Parameters<ReturnType<typeof deps.db.update<typeof builds>>["set"]>[0])
+      .where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId), inArray(builds.status, reportableFrom(status))))
+      .returning(),
+    refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
+  ]);
+  if (updated[0]) return updated[0];
+  const current = await getRunnerJob(deps, runnerId, jobId);
+  assertRunnerReport(current.status, current.cancelRequested, status);
+  // The guard passed on a fresh read: the state moved under us between the two statements; report the refusal.
+  throw new ApiError(409, "invalid_transition", `a ${current.status} build cannot become ${status}`);
+}
+
+/** Credentials are handed out only for a job this runner holds right now (409 job_not_active otherwise). */
+async function activeJobProject(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string) {
+  const build = await getRunnerJob(deps, runnerId, jobId);
+  if (!(ACTIVE_STATUSES as readonly string[]).includes(build.status)) {
+    throw new ApiError(409, "job_not_active", "the job is not assigned or running");
+  }
+  return { build, project: await getProject(deps, build.projectId) };
+}
+
+type CredentialKind = "checkout" | "android_signing" | "ios_signing" | "secrets";
+
+/**
+ * Every hand-out is an audit event (CONTRACT §6): the runner as actor, the build as target, the kind, never the
+ * secret. Written before the answer leaves, so no credential is handed out unrecorded.
+ */
+async function recordHandOut(deps: Pick<AppDeps, "db" | "clock">, runnerId: string, build: BuildRow, kind: CredentialKind): Promise<void> {
+  await recordAudit(deps, {
+    action: "runner.credentials_fetched",
+    targetType: "build",
+    targetId: build.id,
+    details: { actor_type: "runner", actor_runner_id: runnerId, kind, project_id: build.projectId, branch: build.branch },
+  });
+}
+
+type CredDeps = Pick<AppDeps, "db" | "secrets" | "clock">;
+
+export async function checkoutAuth(deps: CredDeps, runnerId: string, jobId: string) {
+  // Source access is released to every build of the project (CONTRACT §5), protected branch or not.
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  const creds = await openSourceCredentials(deps, project);
+  if (!creds) throw new ApiError(404, "no_credentials", "the project has no source credentials");
+  await recordHandOut(deps, runnerId, build, "checkout");
+  return { username: creds.username, password: creds.password, expires_at: build.leaseExpiresAt };
+}
+
+export async function androidSigning(deps: CredDeps, runnerId: string, jobId: string) {
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project);
+  const signing = await openAndroidSigning(deps, project);
+  if (!signing) throw new ApiError(404, "no_credentials", "the project has no Android signing credentials");
+  await recordHandOut(deps, runnerId, build, "android_signing");
+  return signing;
+}
+
+export async function iosSigning(deps: CredDeps, runnerId: string, jobId: string) {
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project);
+  const signing = await openIosSigning(deps, project);
+  if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
+  await recordHandOut(deps, runnerId, build, "ios_signing");
+  return signing;
+}
+
+/** The project's secret variables for a job, `{}` when it has none; same rules as the signing calls. */
+export async function jobSecrets(deps: CredDeps, runnerId: string, jobId: string): Promise<Record<string, string>> {
+  const { build, project } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project);
+  const secrets = await openSecrets(deps, project.id);
+  await recordHandOut(deps, runnerId, build, "secrets");
+  return secrets;
+}

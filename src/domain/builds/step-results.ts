@@ -1,0 +1,28 @@
+import { sql, type SQL } from "drizzle-orm";
+import { builds } from "../../db/schema/index.ts";
+
+/**
+ * A build that ends without its runner's last word (canceled, timed out, lost, runner removed) must not leave a
+ * step `running` forever (issue 10): the running step becomes `failed` at the moment the build ended, and steps
+ * that never started become `skipped`. Done in SQL so the sweeper's bulk UPDATEs end every build's steps in the
+ * same statement that ends the build.
+ */
+export function endStepResultsSql(now: number): SQL {
+  return sql`CASE WHEN ${builds.stepResults} IS NULL OR json_valid(${builds.stepResults}) = 0 THEN ${builds.stepResults} ELSE (
+    SELECT json_group_array(CASE json_extract(value, '$.status')
+      WHEN 'running' THEN json_set(value, '$.status', 'failed', '$.finished_at', ${now})
+      WHEN 'pending' THEN json_set(value, '$.status', 'skipped')
+      ELSE json(value) END)
+    FROM (SELECT value FROM json_each(${builds.stepResults}) ORDER BY key)
+  ) END`;
+}
+
+interface StepLike {
+  status: string;
+  finished_at?: number;
+}
+
+/** The same rule for step results a runner reports with a final status. */
+export function endStepResults<T extends StepLike>(steps: T[], now: number): T[] {
+  return steps.map((s) => (s.status === "running" ? { ...s, status: "failed", finished_at: s.finished_at ?? now } : s.status === "pending" ? { ...s, status: "skipped" } : s));
+}

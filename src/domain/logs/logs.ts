@@ -1,0 +1,166 @@
+import { and, asc, eq, gte, sql } from "drizzle-orm";
+import { buildLogChunks, builds } from "../../db/schema/index.ts";
+import type { AppDeps } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { isFinalStatus } from "../builds/build-machine.ts";
+import { getBuild } from "../builds/builds.ts";
+import { getProject, projectLogSecrets } from "../projects/projects.ts";
+import { getRunnerJob } from "../builds/scheduler.ts";
+import { concatBytes, matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
+
+/**
+ * Build logs (CONTRACT §6). Two offset spaces:
+ * - the runner writes at RAW byte offsets of what it sent (`builds.log_bytes` counts them), so a retried chunk
+ *   is recognised and a gap refused;
+ * - readers read the STORED log (secrets replaced by `***`) at offsets of the stored bytes.
+ *
+ * A secret split across two chunks: after masking, the tail of the log that could be the start of a secret
+ * (a proper prefix of one) is held back in a pending row (start_offset -1) and joined to the next chunk before
+ * masking. Readers see it only once the build is final, then itself masked. So no stored byte ever shows part
+ * of a secret that later chunks complete. Secrets shorter than 4 bytes are not masked (they would shred the log).
+ * Overlapping occurrences are masked as one run of `***`.
+ */
+const PENDING_OFFSET = -1;
+const APPEND_RETRIES = 3;
+const READ_PAGE_BYTES = 4 * 1024 * 1024;
+
+/** The line that ends a log cut at HANGAR_MAX_LOG_BYTES (CONTRACT §6). */
+export function truncationLine(maxBytes: number): string {
+  return `hangar: log truncated at ${maxBytes} bytes\n`;
+}
+
+/**
+ * Appends a chunk the runner sent at raw offset `offset`; answers the raw byte count now received. Masking is
+ * one Aho–Corasick pass over the chunk (src/domain/logs/log-mask.ts). Past HANGAR_MAX_LOG_BYTES of stored log the
+ * truncation line is written once and later chunks only move the raw offset. A build final for longer than
+ * HANGAR_LOG_GRACE_S takes no more chunks (409 invalid_transition): a finished log stays finished.
+ */
+export async function appendLog(
+  deps: Pick<AppDeps, "db" | "secrets" | "clock" | "config">,
+  runnerId: string,
+  jobId: string,
+  offset: number,
+  chunk: Uint8Array,
+): Promise<{ log_bytes: number }> {
+  const maxBytes = deps.config.maxLogBytes;
+  for (let attempt = 0; attempt < APPEND_RETRIES; attempt++) {
+    const build = await getRunnerJob(deps, runnerId, jobId);
+    if (isFinalStatus(build.status) && deps.clock.now() - (build.finishedAt ?? build.updatedAt) > deps.config.logGraceS) {
+      throw new ApiError(409, "invalid_transition", `the build is ${build.status} and its log is closed`);
+    }
+    const have = build.logBytes;
+    if (offset > have) throw new ApiError(409, "log_offset_mismatch", `expected offset ${have}, got ${offset}`);
+    // A retried chunk (wholly stored already) is ignored; an overlapping one contributes only its new bytes.
+    if (offset + chunk.length <= have) return { log_bytes: have };
+    const fresh = chunk.subarray(have - offset);
+
+    // The UPDATE is the guard: only the writer that finds log_bytes still at `have` moves it, and the following
+    // statements run only when it did (changes() = 1), all in one atomic batch.
+    const guard = deps.db
+      .update(builds)
+      .set({ logBytes: have + fresh.length })
+      .where(and(eq(builds.id, jobId), eq(builds.logBytes, have)));
+    const storedSize = await storedLogSize(deps, jobId);
+    if (storedSize > maxBytes) {
+      // Truncated already: the bytes are counted (the runner's offsets stay right) and dropped.
+      const [moved] = await deps.db.batch([guard]);
+      if (moved.rowsAffected === 1) return { log_bytes: have + fresh.length };
+      continue;
+    }
+
+    const matcher = matcherFor(await projectLogSecrets(deps, await getProject(deps, build.projectId)));
+    const pendingRow = await deps.db
+      .select({ content: buildLogChunks.content })
+      .from(buildLogChunks)
+      .where(and(eq(buildLogChunks.buildId, jobId), eq(buildLogChunks.startOffset, PENDING_OFFSET)))
+      .get();
+    let { stored, pending } = maskChunk(matcher, concatBytes([pendingRow ? new Uint8Array(pendingRow.content) : new Uint8Array(0), fresh]));
+    if (storedSize + stored.length + pending.length > maxBytes) {
+      // Cut at the cap (the stored part is masked already, so any cut is safe), then the one truncation line;
+      // the held-back tail is dropped with the rest. The line makes the stored size exceed the cap: the marker.
+      const room = Math.max(0, maxBytes - storedSize);
+      const kept = stored.subarray(0, room);
+      const newline = kept.length > 0 && kept[kept.length - 1] !== 0x0a ? "\n" : "";
+      stored = concatBytes([kept, new TextEncoder().encode(`${newline}${truncationLine(maxBytes)}`)]);
+      pending = new Uint8Array(0);
+    }
+    const insertStored = deps.db.run(
+      sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${storedSize}, ${toBlob(stored)} WHERE changes() = 1`,
+    );
+    const upsertPending = deps.db.run(
+      sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${PENDING_OFFSET}, ${toBlob(pending)} WHERE changes() = 1
+          ON CONFLICT (build_id, start_offset) DO UPDATE SET content = excluded.content`,
+    );
+    const results = stored.length > 0 ? await deps.db.batch([guard, insertStored, upsertPending]) : await deps.db.batch([guard, upsertPending]);
+    if (results[0].rowsAffected === 1) return { log_bytes: have + fresh.length };
+    // Another append of the same job won the race: look again.
+  }
+  throw new ApiError(409, "log_offset_mismatch", "the log changed concurrently; retry at the current offset");
+}
+
+/** libSQL binds Uint8Array as a blob on every driver; a fresh copy so no subarray view shares a larger buffer. */
+function toBlob(bytes: Uint8Array): Uint8Array {
+  return bytes.slice();
+}
+
+/**
+ * The stored log from byte `offset`, one page at a time. `complete` is true when the build is final and this page
+ * reaches the end: the held-back tail is then included (masked).
+ */
+export async function readLog(
+  deps: Pick<AppDeps, "db">,
+  buildId: string,
+  offset: number,
+): Promise<{ bytes: Uint8Array; nextOffset: number; complete: boolean }> {
+  const build = await getBuild(deps, buildId);
+  const complete = isFinalStatus(build.status);
+  const overlapping = and(
+    eq(buildLogChunks.buildId, buildId),
+    gte(buildLogChunks.startOffset, 0),
+    sql`${buildLogChunks.startOffset} + length(${buildLogChunks.content}) > ${offset}`,
+  );
+  // A page holds about READ_PAGE_BYTES: sizes first (no content read), then the chunks that fit.
+  const sizes = await deps.db
+    .select({ start: buildLogChunks.startOffset, length: sql<number>`length(${buildLogChunks.content})` })
+    .from(buildLogChunks)
+    .where(overlapping)
+    .orderBy(asc(buildLogChunks.startOffset));
+  let budget = READ_PAGE_BYTES;
+  let taken = 0;
+  while (taken < sizes.length && (taken === 0 || budget > 0)) budget -= Number(sizes[taken++]!.length);
+  const more = taken < sizes.length;
+  const until = more ? sizes[taken]!.start : Number.MAX_SAFE_INTEGER;
+  const rows =
+    taken === 0
+      ? []
+      : await deps.db
+          .select({ start: buildLogChunks.startOffset, content: buildLogChunks.content })
+          .from(buildLogChunks)
+          .where(and(overlapping, sql`${buildLogChunks.startOffset} < ${until}`))
+          .orderBy(asc(buildLogChunks.startOffset));
+  const parts = rows.map((row) => new Uint8Array(row.content).subarray(Math.max(0, offset - row.start)));
+  if (complete && !more) {
+    const pending = await deps.db
+      .select({ content: buildLogChunks.content })
+      .from(buildLogChunks)
+      .where(and(eq(buildLogChunks.buildId, buildId), eq(buildLogChunks.startOffset, PENDING_OFFSET)))
+      .get();
+    if (pending && pending.content.length > 0) {
+      // The held-back tail is by construction the start of a secret: show it masked unless it is tiny.
+      const tail = pending.content.length >= MIN_SECRET_BYTES - 1 ? new TextEncoder().encode("***") : new Uint8Array(pending.content);
+      const tailFrom = offset - (await storedLogSize(deps, buildId));
+      if (tailFrom < tail.length) parts.push(tail.subarray(Math.max(0, tailFrom)));
+    }
+  }
+  const bytes = concatBytes(parts);
+  return { bytes, nextOffset: offset + bytes.length, complete: complete && !more };
+}
+
+async function storedLogSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<number> {
+  const row = await deps.db
+    .select({ size: sql<number>`COALESCE(MAX(${buildLogChunks.startOffset} + length(${buildLogChunks.content})), 0)` })
+    .from(buildLogChunks)
+    .where(and(eq(buildLogChunks.buildId, buildId), gte(buildLogChunks.startOffset, 0)))
+    .get();
+  return Number(row?.size ?? 0);
+}

@@ -1,0 +1,132 @@
+// Secret variables and credential protection of a project (CONTRACT §5).
+import { and, asc, eq } from "drizzle-orm";
+import { z } from "zod";
+import { projects, projectSecrets } from "../../db/schema/index.ts";
+import type { AppDeps } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { sql } from "drizzle-orm";
+import { auditStatement, auditStatementWhen } from "../common/audit.ts";
+import { compileGlob } from "../common/glob.ts";
+import { getProject, type ProjectRow } from "./projects.ts";
+import type { UserRow } from "../auth/users.ts";
+
+type DbDeps = Pick<AppDeps, "db" | "clock">;
+
+export const SECRET_NAME = /^[A-Z_][A-Z0-9_]{0,63}$/;
+const MAX_SECRET_BYTES = 64 * 1024;
+/** What protection means when a project never set it: every branch gets its credentials. */
+export const DEFAULT_PROTECTED_BRANCHES = ["**"];
+
+export const secretNameSchema = z.string().regex(SECRET_NAME, "a name matches [A-Z_][A-Z0-9_]{0,63}");
+
+export const putSecretSchema = z.strictObject({
+  value: z
+    .string()
+    .refine((v) => new TextEncoder().encode(v).length <= MAX_SECRET_BYTES, "a value is at most 64 KiB")
+    // A NUL cannot travel in an environment variable; refuse it here rather than lose it at the runner.
+    .refine((v) => !v.includes("\u0000"), "a value cannot contain NUL characters"),
+});
+
+/** A branch glob: what git allows in a ref name, plus the glob characters; compiled once to refuse bad ones. */
+const branchGlob = z
+  .string()
+  .min(1)
+  .max(256)
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+  .refine((g) => !/[\x00-\x20\x7f~^:\\]/.test(g), "not a branch glob")
+  .refine((g) => {
+    try {
+      compileGlob(g);
+      return true;
+    } catch {
+      return false;
+    }
+  }, "the glob expands to too many alternatives");
+
+export const protectionSchema = z.strictObject({ branches: z.array(branchGlob).max(100) });
+
+export function protectedBranches(project: ProjectRow): string[] {
+  return project.protectedBranches ?? DEFAULT_PROTECTED_BRANCHES;
+}
+
+export function toProtectionJson(project: ProjectRow) {
+  return { branches: protectedBranches(project) };
+}
+
+/** True when builds of `branch` may receive the project's signing material and secret variables. */
+export function branchIsProtected(project: ProjectRow, branch: string): boolean {
+  return protectedBranches(project).some((g) => compileGlob(g).test(branch));
+}
+
+export async function setProtection(deps: DbDeps, actor: UserRow, projectId: string, input: z.infer<typeof protectionSchema>): Promise<ProjectRow> {
+  await getProject(deps, projectId);
+  const now = deps.clock.now();
+  const branches = [...new Set(input.branches)];
+  await deps.db.batch([
+    deps.db.update(projects).set({ protectedBranches: branches, updatedAt: now }).where(eq(projects.id, projectId)),
+    auditStatement(deps, { action: "project.protection.set", actor, targetType: "project", targetId: projectId, details: { branches } }),
+  ]);
+  return getProject(deps, projectId);
+}
+
+export async function putSecret(
+  deps: DbDeps & Pick<AppDeps, "secrets">,
+  actor: UserRow,
+  projectId: string,
+  name: string,
+  value: string,
+): Promise<{ name: string; updated_at: number }> {
+  await getProject(deps, projectId);
+  const sealed = await deps.secrets.seal(value);
+  const now = deps.clock.now();
+  await deps.db.batch([
+    deps.db
+      .insert(projectSecrets)
+      .values({ projectId, name, valueSealed: sealed, createdAt: now, updatedAt: now })
+      .onConflictDoUpdate({ target: [projectSecrets.projectId, projectSecrets.name], set: { valueSealed: sealed, updatedAt: now } }),
+    // The name is not secret; the value never goes anywhere but the sealed column.
+    auditStatement(deps, { action: "project.secret.set", actor, targetType: "project", targetId: projectId, details: { name } }),
+  ]);
+  return { name, updated_at: now };
+}
+
+export async function listSecrets(deps: Pick<AppDeps, "db">, projectId: string): Promise<Array<{ name: string; updated_at: number }>> {
+  await getProject(deps, projectId);
+  const rows = await deps.db
+    .select({ name: projectSecrets.name, updatedAt: projectSecrets.updatedAt })
+    .from(projectSecrets)
+    .where(eq(projectSecrets.projectId, projectId))
+    .orderBy(asc(projectSecrets.name));
+  return rows.map((r) => ({ name: r.name, updated_at: r.updatedAt }));
+}
+
+export async function deleteSecret(deps: DbDeps, actor: UserRow, projectId: string, name: string): Promise<void> {
+  await getProject(deps, projectId);
+  const [deleted] = await deps.db.batch([
+    deps.db
+      .delete(projectSecrets)
+      .where(and(eq(projectSecrets.projectId, projectId), eq(projectSecrets.name, name)))
+      .returning({ name: projectSecrets.name }),
+    // Only a delete that removed a row is recorded (the batch runs the two in order).
+    auditStatementWhen(deps, { action: "project.secret.delete", actor, targetType: "project", targetId: projectId, details: { name } }, sql`changes() = 1`),
+  ]);
+  if (deleted.length === 0) throw new ApiError(404, "not_found", "no such secret variable");
+}
+
+/** Every secret variable of a project, opened: for the runner's secrets call and for log masking. */
+export async function openSecrets(deps: Pick<AppDeps, "db" | "secrets">, projectId: string): Promise<Record<string, string>> {
+  const rows = await deps.db
+    .select({ name: projectSecrets.name, valueSealed: projectSecrets.valueSealed })
+    .from(projectSecrets)
+    .where(eq(projectSecrets.projectId, projectId))
+    .orderBy(asc(projectSecrets.name));
+  const out: Record<string, string> = {};
+  for (const row of rows) {
+    try {
+      out[row.name] = await deps.secrets.open(row.valueSealed);
+    } catch {
+      throw new ApiError(500, "decryption_error", "a stored secret variable cannot be decrypted");
+    }
+  }
+  return out;
+}

@@ -1,0 +1,414 @@
+import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import { z } from "zod";
+import { PLATFORMS, TRIGGER_EVENTS } from "../../db/schema/constants.ts";
+import { builds, pipelines, projects } from "../../db/schema/index.ts";
+import type { AppDeps } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { auditStatement, auditStatementWhen } from "../common/audit.ts";
+import { NON_FINAL_STATUSES } from "../builds/build-machine.ts";
+import type { GitCredentials } from "./git.ts";
+import { isValidBranchName } from "./git.ts";
+import { openSecrets } from "./project-secrets.ts";
+import type { UserRow } from "../auth/users.ts";
+
+export type ProjectRow = typeof projects.$inferSelect;
+export type PipelineRow = typeof pipelines.$inferSelect;
+type DbDeps = Pick<AppDeps, "db" | "clock">;
+
+/**
+ * Repository locations git may clone: http(s), ssh, git, file URLs, scp-like `user@host:path`, or an absolute
+ * path. Nothing starting with `-` (option injection) and no whitespace or control characters.
+ */
+const REPO_URL = /^(?:(?:https?|ssh|git|file):\/\/[^\s]+|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[^\s]+|\/[^\s]*)$/;
+
+export const branchSchema = z.string().refine(isValidBranchName, "not a valid branch name");
+
+export const createProjectSchema = z.object({
+  name: z.string().trim().min(1).max(100),
+  repo_url: z
+    .string()
+    .max(2048)
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path"),
+  default_branch: branchSchema.default("main"),
+});
+
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+const glob = z.string().min(1).max(1024);
+
+/** One entry of `config.triggers` (CONTRACT §11); what it means lives in domain/triggers.ts. */
+export const pipelineTriggerSchema = z.strictObject({
+  event: z.enum(TRIGGER_EVENTS),
+  branches: z.array(glob).max(100).optional(),
+  tags: z.array(glob).max(100).optional(),
+});
+
+/** An artifact item: a glob (uploaded when the build succeeds) or `{path, when}`; `always` uploads after a failure too. */
+export const artifactItemSchema = z.union([
+  glob,
+  z.strictObject({ path: glob, when: z.enum(["on_success", "always"]).default("on_success") }),
+]);
+
+/**
+ * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
+ * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped.
+ */
+export const pipelineConfigSchema = z.strictObject({
+  platform: z.enum(PLATFORMS),
+  steps: z
+    .array(z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }))
+    .min(1)
+    .max(100),
+  artifacts: z.array(artifactItemSchema).max(100).optional(),
+  env: z
+    .record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024))
+    .optional(),
+  timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
+  triggers: z.array(pipelineTriggerSchema).max(50).optional(),
+});
+export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
+
+const projectName = z.string().trim().min(1).max(100);
+const pipelineName = z.string().trim().min(1).max(100);
+
+export const createPipelineSchema = z.object({
+  name: pipelineName,
+  config: pipelineConfigSchema,
+});
+
+export const patchProjectSchema = z.strictObject({
+  name: projectName.optional(),
+  repo_url: createProjectSchema.shape.repo_url.optional(),
+  default_branch: branchSchema.optional(),
+});
+
+/** A new config applies to builds queued after the change; queued ones keep their snapshot. */
+export const patchPipelineSchema = z.strictObject({
+  name: pipelineName.optional(),
+  config: pipelineConfigSchema.optional(),
+});
+
+export const sourceCredentialsSchema = z.object({
+  username: z.string().min(1).max(256).optional(),
+  token: z.string().min(1).max(8192),
+});
+
+const base64 = z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
+
+export const androidSigningSchema = z.object({
+  keystore_base64: base64,
+  keystore_password: z.string().min(1).max(1024),
+  key_alias: z.string().min(1).max(256),
+  key_password: z.string().min(1).max(1024),
+});
+
+export const iosSigningSchema = z.object({
+  certificate_p12_base64: base64,
+  certificate_password: z.string().max(1024),
+  provisioning_profile_base64: base64,
+});
+
+export type SourceCredentials = z.infer<typeof sourceCredentialsSchema>;
+export type AndroidSigning = z.infer<typeof androidSigningSchema>;
+export type IosSigning = z.infer<typeof iosSigningSchema>;
+
+export function toProjectJson(p: ProjectRow) {
+  return {
+    id: p.id,
+    name: p.name,
+    repo_url: p.repoUrl,
+    default_branch: p.defaultBranch,
+    has_source_credentials: p.sourceCredentialsSealed !== null,
+    has_android_signing: p.androidSigningSealed !== null,
+    has_ios_signing: p.iosSigningSealed !== null,
+    created_at: p.createdAt,
+    updated_at: p.updatedAt,
+  };
+}
+
+export function toPipelineJson(p: PipelineRow) {
+  return { id: p.id, project_id: p.projectId, name: p.name, config: p.config as PipelineConfig, created_at: p.createdAt, updated_at: p.updatedAt };
+}
+
+/** Names are unique among live projects, compared without regard to ASCII case. */
+function projectNameTaken(name: string, exceptId: string | null) {
+  return sql`EXISTS (SELECT 1 FROM projects AS other WHERE lower(other.name) = lower(${name}) AND other.deleted_at IS NULL
+    AND other.id IS NOT ${exceptId})`;
+}
+
+function pipelineNameTaken(projectId: string, name: string, exceptId: string | null) {
+  return sql`EXISTS (SELECT 1 FROM pipelines AS other WHERE other.project_id = ${projectId} AND lower(other.name) = lower(${name})
+    AND other.deleted_at IS NULL AND other.id IS NOT ${exceptId})`;
+}
+
+/** A build of the project (or of one pipeline) that is not final yet keeps it from being deleted. */
+function hasActiveBuild(column: "project_id" | "pipeline_id", id: string) {
+  const statuses = sql.join(NON_FINAL_STATUSES.map((st) => sql`${st}`), sql`, `);
+  return sql`EXISTS (SELECT 1 FROM ${builds} WHERE ${sql.identifier(column)} = ${id} AND status IN (${statuses}))`;
+}
+
+function duplicate(what: string, name: string): ApiError {
+  return new ApiError(409, "already_exists", `a ${what} named "${name}" already exists`);
+}
+
+/**
+ * The name check and the insert are one conditional statement (INSERT … SELECT … WHERE NOT EXISTS): SQLite runs it
+ * under the single write lock, so two concurrent creates of one name cannot both land.
+ */
+export async function createProject(deps: DbDeps, actor: UserRow, input: z.infer<typeof createProjectSchema>): Promise<ProjectRow> {
+  const now = deps.clock.now();
+  const id = crypto.randomUUID();
+  const [inserted] = await deps.db.batch([
+    deps.db.run(sql`INSERT INTO projects (id, name, repo_url, default_branch, last_build_number, created_by, created_at, updated_at)
+      SELECT ${id}, ${input.name}, ${input.repo_url}, ${input.default_branch}, 0, ${actor.id}, ${now}, ${now}
+      WHERE NOT ${projectNameTaken(input.name, null)}`),
+    auditStatementWhen(deps, { action: "project.create", actor, targetType: "project", targetId: id, details: { name: input.name } }, sql`changes() = 1`),
+  ]);
+  if (inserted.rowsAffected !== 1) throw duplicate("project", input.name);
+  return getProject(deps, id);
+}
+
+export async function listProjects(deps: Pick<AppDeps, "db">): Promise<ProjectRow[]> {
+  return deps.db.select().from(projects).where(isNull(projects.deletedAt)).orderBy(asc(projects.createdAt), asc(projects.name));
+}
+
+/** A live project; 404 for an unknown or deleted one. `includeDeleted` is for reading what old builds point at. */
+export async function getProject(deps: Pick<AppDeps, "db">, id: string, options: { includeDeleted?: boolean } = {}): Promise<ProjectRow> {
+  const row = await deps.db.select().from(projects).where(eq(projects.id, id)).get();
+  if (!row || (row.deletedAt !== null && !options.includeDeleted)) throw new ApiError(404, "not_found", "no such project");
+  return row;
+}
+
+export async function updateProject(
+  deps: DbDeps,
+  actor: UserRow,
+  projectId: string,
+  input: z.infer<typeof patchProjectSchema>,
+): Promise<ProjectRow> {
+  const before = await getProject(deps, projectId);
+  const name = input.name ?? before.name;
+  const now = deps.clock.now();
+  const changed = Object.keys(input).filter((k) => input[k as keyof typeof input] !== undefined);
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(projects)
+      .set({
+        name,
+        repoUrl: input.repo_url ?? before.repoUrl,
+        defaultBranch: input.default_branch ?? before.defaultBranch,
+        updatedAt: now,
+      })
+      .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${projectNameTaken(name, projectId)}`)),
+    auditStatementWhen(deps, { action: "project.update", actor, targetType: "project", targetId: projectId, details: { fields: changed } }, sql`changes() = 1`),
+  ]);
+  if (updated.rowsAffected !== 1) {
+    await getProject(deps, projectId); // 404 when it was deleted meanwhile
+    throw duplicate("project", name);
+  }
+  return getProject(deps, projectId);
+}
+
+/**
+ * Soft delete: the row stays (builds, artifacts and logs keep naming it) but leaves every list and lookup; its
+ * sealed credentials are wiped and its pipelines go with it. Refused with 409 project_busy while a build of it is
+ * queued, assigned or running; the check is inside the UPDATE, so a build queued concurrently either lands first
+ * (and the delete is refused) or finds the project gone.
+ */
+export async function deleteProject(deps: DbDeps, actor: UserRow, projectId: string): Promise<void> {
+  await getProject(deps, projectId);
+  const now = deps.clock.now();
+  const [deleted] = await deps.db.batch([
+    deps.db
+      .update(projects)
+      .set({ deletedAt: now, updatedAt: now, sourceCredentialsSealed: null, androidSigningSealed: null, iosSigningSealed: null })
+      .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${hasActiveBuild("project_id", projectId)}`)),
+    auditStatementWhen(deps, { action: "project.delete", actor, targetType: "project", targetId: projectId }, sql`changes() = 1`),
+    deps.db
+      .update(pipelines)
+      .set({ deletedAt: now, updatedAt: now })
+      .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt), sql`(SELECT deleted_at FROM projects WHERE id = ${projectId}) = ${now}`)),
+  ]);
+  if (deleted.rowsAffected !== 1) {
+    await getProject(deps, projectId);
+    throw new ApiError(409, "project_busy", "a build of this project is queued, assigned or running; cancel it or wait for it to finish");
+  }
+}
+
+export async function createPipeline(
+  deps: DbDeps,
+  actor: UserRow,
+  projectId: string,
+  input: z.infer<typeof createPipelineSchema>,
+): Promise<PipelineRow> {
+  await getProject(deps, projectId);
+  const now = deps.clock.now();
+  const id = crypto.randomUUID();
+  const [inserted] = await deps.db.batch([
+    deps.db.run(sql`INSERT INTO pipelines (id, project_id, name, config, created_at, updated_at)
+      SELECT ${id}, ${projectId}, ${input.name}, ${JSON.stringify(input.config)}, ${now}, ${now}
+      WHERE EXISTS (SELECT 1 FROM projects WHERE id = ${projectId} AND deleted_at IS NULL)
+        AND NOT ${pipelineNameTaken(projectId, input.name, null)}`),
+    auditStatementWhen(
+      deps,
+      { action: "pipeline.create", actor, targetType: "pipeline", targetId: id, details: { project_id: projectId, name: input.name } },
+      sql`changes() = 1`,
+    ),
+  ]);
+  if (inserted.rowsAffected !== 1) {
+    await getProject(deps, projectId);
+    throw duplicate("pipeline", input.name);
+  }
+  return getPipeline(deps, projectId, id);
+}
+
+export async function listPipelines(deps: Pick<AppDeps, "db">, projectId: string): Promise<PipelineRow[]> {
+  await getProject(deps, projectId);
+  return deps.db
+    .select()
+    .from(pipelines)
+    .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt)))
+    .orderBy(asc(pipelines.createdAt));
+}
+
+export async function getPipeline(
+  deps: Pick<AppDeps, "db">,
+  projectId: string,
+  pipelineId: string,
+  options: { includeDeleted?: boolean } = {},
+): Promise<PipelineRow> {
+  const row = await deps.db.select().from(pipelines).where(eq(pipelines.id, pipelineId)).get();
+  if (!row || row.projectId !== projectId || (row.deletedAt !== null && !options.includeDeleted)) {
+    throw new ApiError(404, "not_found", "no such pipeline in this project");
+  }
+  return row;
+}
+
+export async function updatePipeline(
+  deps: DbDeps,
+  actor: UserRow,
+  projectId: string,
+  pipelineId: string,
+  input: z.infer<typeof patchPipelineSchema>,
+): Promise<PipelineRow> {
+  await getProject(deps, projectId);
+  const before = await getPipeline(deps, projectId, pipelineId);
+  const name = input.name ?? before.name;
+  const now = deps.clock.now();
+  const changed = Object.keys(input).filter((k) => input[k as keyof typeof input] !== undefined);
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(pipelines)
+      .set({ name, config: input.config ?? before.config, updatedAt: now })
+      .where(and(eq(pipelines.id, pipelineId), isNull(pipelines.deletedAt), sql`NOT ${pipelineNameTaken(projectId, name, pipelineId)}`)),
+    auditStatementWhen(
+      deps,
+      { action: "pipeline.update", actor, targetType: "pipeline", targetId: pipelineId, details: { project_id: projectId, fields: changed } },
+      sql`changes() = 1`,
+    ),
+  ]);
+  if (updated.rowsAffected !== 1) {
+    await getPipeline(deps, projectId, pipelineId);
+    throw duplicate("pipeline", name);
+  }
+  return getPipeline(deps, projectId, pipelineId);
+}
+
+/** Soft delete, refused with 409 project_busy while a build of this pipeline is not final (as for projects). */
+export async function deletePipeline(deps: DbDeps, actor: UserRow, projectId: string, pipelineId: string): Promise<void> {
+  await getProject(deps, projectId);
+  await getPipeline(deps, projectId, pipelineId);
+  const now = deps.clock.now();
+  const [deleted] = await deps.db.batch([
+    deps.db
+      .update(pipelines)
+      .set({ deletedAt: now, updatedAt: now })
+      .where(and(eq(pipelines.id, pipelineId), isNull(pipelines.deletedAt), sql`NOT ${hasActiveBuild("pipeline_id", pipelineId)}`)),
+    auditStatementWhen(
+      deps,
+      { action: "pipeline.delete", actor, targetType: "pipeline", targetId: pipelineId, details: { project_id: projectId } },
+      sql`changes() = 1`,
+    ),
+  ]);
+  if (deleted.rowsAffected !== 1) {
+    await getPipeline(deps, projectId, pipelineId);
+    throw new ApiError(409, "project_busy", "a build of this pipeline is queued, assigned or running; cancel it or wait for it to finish");
+  }
+}
+
+type SealedColumn = "sourceCredentialsSealed" | "androidSigningSealed" | "iosSigningSealed";
+
+/** Seals a credential document into one of the project's columns; the answer carries only has_* flags. */
+export async function storeProjectSecret(
+  deps: Pick<AppDeps, "db" | "clock" | "secrets">,
+  actor: UserRow,
+  projectId: string,
+  column: SealedColumn,
+  value: SourceCredentials | AndroidSigning | IosSigning,
+): Promise<ProjectRow> {
+  await getProject(deps, projectId);
+  const sealed = await deps.secrets.seal(JSON.stringify(value));
+  const now = deps.clock.now();
+  await deps.db.batch([
+    deps.db.update(projects).set({ [column]: sealed, updatedAt: now }).where(eq(projects.id, projectId)),
+    auditStatement(deps, { action: `project.${column.replace("Sealed", "")}.set`, actor, targetType: "project", targetId: projectId }),
+  ]);
+  return getProject(deps, projectId);
+}
+
+async function openSealed<T>(deps: Pick<AppDeps, "secrets">, sealed: string | null): Promise<T | null> {
+  if (sealed === null) return null;
+  try {
+    return JSON.parse(await deps.secrets.open(sealed)) as T;
+  } catch {
+    throw new ApiError(500, "decryption_error", "stored credentials cannot be decrypted");
+  }
+}
+
+/** The project's git credentials, as git and the runner's checkout use them. */
+export async function openSourceCredentials(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<GitCredentials | null> {
+  const creds = await openSealed<SourceCredentials>(deps, project.sourceCredentialsSealed);
+  // Hosts ignore the user name for token auth, but git needs one; "x-access-token" is what GitHub documents.
+  return creds ? { username: creds.username ?? "x-access-token", password: creds.token } : null;
+}
+
+export function openAndroidSigning(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<AndroidSigning | null> {
+  return openSealed<AndroidSigning>(deps, project.androidSigningSealed);
+}
+
+export function openIosSigning(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<IosSigning | null> {
+  return openSealed<IosSigning>(deps, project.iosSigningSealed);
+}
+
+/** Every secret of the project that must never appear in a stored log (CONTRACT §6), secret variables included. */
+export async function projectLogSecrets(deps: Pick<AppDeps, "secrets" | "db">, project: ProjectRow): Promise<string[]> {
+  const [source, android, ios, variables] = await Promise.all([
+    openSealed<SourceCredentials>(deps, project.sourceCredentialsSealed),
+    openAndroidSigning(deps, project),
+    openIosSigning(deps, project),
+    openSecrets(deps, project.id),
+  ]);
+  return [source?.token, android?.keystore_password, android?.key_password, ios?.certificate_password, ...Object.values(variables)].filter(
+    (s): s is string => typeof s === "string" && s.length > 0,
+  );
+}
+
+export interface NameDirectory {
+  projects: Map<string, { id: string; name: string; deleted: boolean }>;
+  pipelines: Map<string, { id: string; projectId: string; name: string; deleted: boolean }>;
+}
+
+/** Every project and pipeline name, deleted ones included: what lists of builds show beside each build. */
+export async function nameDirectory(deps: Pick<AppDeps, "db">): Promise<NameDirectory> {
+  const [p, pl] = await Promise.all([
+    deps.db.select({ id: projects.id, name: projects.name, deletedAt: projects.deletedAt }).from(projects).orderBy(asc(projects.name)),
+    deps.db
+      .select({ id: pipelines.id, projectId: pipelines.projectId, name: pipelines.name, deletedAt: pipelines.deletedAt })
+      .from(pipelines)
+      .orderBy(asc(pipelines.name)),
+  ]);
+  return {
+    projects: new Map(p.map((r) => [r.id, { id: r.id, name: r.name, deleted: r.deletedAt !== null }])),
+    pipelines: new Map(pl.map((r) => [r.id, { id: r.id, projectId: r.projectId, name: r.name, deleted: r.deletedAt !== null }])),
+  };
+}

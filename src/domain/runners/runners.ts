@@ -1,0 +1,256 @@
+import { and, asc, eq, gte, inArray, sql, type SQL } from "drizzle-orm";
+import { z } from "zod";
+import { builds, runners } from "../../db/schema/index.ts";
+import type { AppDeps } from "../../deps.ts";
+import { ApiError } from "../../errors.ts";
+import { auditStatement } from "../common/audit.ts";
+import { ACTIVE_STATUSES } from "../builds/build-machine.ts";
+import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
+import type { RunnerRow } from "./runner-auth.ts";
+import { endStepResultsSql } from "../builds/step-results.ts";
+import type { UserRow } from "../auth/users.ts";
+
+type DbDeps = Pick<AppDeps, "db" | "clock">;
+
+/** Platforms a runner can build for (CONTRACT §6): `any` is a pipeline's wildcard, never a capability. */
+export const RUNNER_PLATFORMS = ["ios", "android", "macos"] as const;
+
+/** `platforms` drives the claim; other capability keys are kept as given (SPEC: not shown). */
+export const capabilitiesSchema = z.looseObject({
+  platforms: z
+    .array(z.enum(RUNNER_PLATFORMS, { error: "a platform is one of ios, android, macos" }))
+    .max(16)
+    .default([])
+    // A repeated platform means nothing more; keep the list a set so narrowing compares cleanly.
+    .transform((list) => [...new Set(list)]),
+});
+export type RunnerCapabilities = z.infer<typeof capabilitiesSchema>;
+
+export const registerRunnerSchema = z.object({
+  name: z.string().trim().min(1).max(100).optional(),
+  capabilities: capabilitiesSchema.optional(),
+});
+
+export const patchRunnerSchema = z.object({
+  name: z.string().trim().min(1).max(100).optional(),
+  capabilities: capabilitiesSchema.optional(),
+  status: z.enum(["online", "draining"]).optional(),
+});
+
+/** A runner may report `busy` too; the daemon derives online/busy from its active jobs either way. */
+export const heartbeatSchema = z.object({ status: z.enum(["online", "busy", "draining"]).optional() });
+
+export function toRunnerJson(r: RunnerRow) {
+  return {
+    id: r.id,
+    name: r.name,
+    status: r.status,
+    capabilities: r.capabilities as RunnerCapabilities,
+    last_heartbeat_at: r.lastHeartbeatAt,
+    registered_by: r.registeredBy,
+    created_at: r.createdAt,
+    updated_at: r.updatedAt,
+  };
+}
+
+export async function registerRunner(
+  deps: DbDeps,
+  actor: UserRow,
+  input: z.infer<typeof registerRunnerSchema>,
+): Promise<{ runner: RunnerRow; token: string }> {
+  const token = prefixedToken(TOKEN_PREFIXES.runner);
+  const now = deps.clock.now();
+  const runner: RunnerRow = {
+    id: crypto.randomUUID(),
+    name: input.name ?? null,
+    tokenHash: await sha256Hex(token),
+    status: "online",
+    capabilities: input.capabilities ?? { platforms: [] },
+    // Registration starts the offline clock, so a runner that never calls in goes offline like any other.
+    lastHeartbeatAt: now,
+    registeredBy: actor.id,
+    createdAt: now,
+    updatedAt: now,
+  };
+  await deps.db.batch([
+    deps.db.insert(runners).values(runner),
+    auditStatement(deps, { action: "runner.register", actor, targetType: "runner", targetId: runner.id }),
+  ]);
+  return { runner, token };
+}
+
+export async function listRunners(deps: Pick<AppDeps, "db">): Promise<RunnerRow[]> {
+  return deps.db.select().from(runners).orderBy(asc(runners.createdAt), asc(runners.id));
+}
+
+export async function getRunner(deps: Pick<AppDeps, "db">, id: string): Promise<RunnerRow> {
+  const row = await deps.db.select().from(runners).where(eq(runners.id, id)).get();
+  if (!row) throw new ApiError(404, "not_found", "no such runner");
+  return row;
+}
+
+/**
+ * One statement that brings a runner's status in line with its jobs: `busy` while it holds an assigned or
+ * running build, else `online`; `draining` sticks until the runner asks for `online`. With `heartbeat`, it
+ * also records the call (an `offline` runner comes back). Conditional on the row, so it is safe to repeat.
+ */
+export function refreshRunnerStatement(
+  deps: DbDeps,
+  runnerId: string,
+  options: { heartbeat?: boolean; requested?: "online" | "busy" | "draining" } = {},
+) {
+  const now = deps.clock.now();
+  const active = sql`EXISTS (SELECT 1 FROM ${builds} WHERE ${builds.runnerId} = ${runnerId} AND ${builds.status} IN ('assigned', 'running'))`;
+  const derived = sql`CASE WHEN ${active} THEN 'busy' ELSE 'online' END`;
+  let status: SQL;
+  if (options.requested === "draining") status = sql`'draining'`;
+  else if (options.requested !== undefined) status = derived;
+  else {
+    // Without a request, draining sticks; offline sticks too unless the runner itself is calling in.
+    const sticky = sql.raw(options.heartbeat ? "('draining')" : "('draining', 'offline')");
+    status = sql`CASE WHEN ${runners.status} IN ${sticky} THEN ${runners.status} ELSE ${derived} END`;
+  }
+  return deps.db
+    .update(runners)
+    .set(options.heartbeat ? { status, lastHeartbeatAt: now, updatedAt: now } : { status, updatedAt: now })
+    .where(eq(runners.id, runnerId));
+}
+
+/**
+ * Who is changing a runner: the runner itself (its token) may only narrow its platforms, so a stolen token cannot
+ * widen a runner to claim another platform's jobs and their signing keys; an owner or admin may set any.
+ */
+export type RunnerEditor = { kind: "runner" } | { kind: "user"; user: UserRow };
+
+export async function updateRunner(
+  deps: DbDeps,
+  runnerId: string,
+  input: z.infer<typeof patchRunnerSchema>,
+  editor: RunnerEditor = { kind: "runner" },
+): Promise<RunnerRow> {
+  const current = await getRunner(deps, runnerId);
+  const now = deps.clock.now();
+  const fields: Partial<RunnerRow> = { updatedAt: now };
+  if (input.name !== undefined) fields.name = input.name;
+  let guard: SQL | undefined;
+  if (input.capabilities !== undefined) {
+    const had = (current.capabilities as RunnerCapabilities).platforms ?? [];
+    const wanted = input.capabilities.platforms;
+    if (editor.kind === "runner") {
+      const widened = wanted.filter((p) => !had.includes(p));
+      if (widened.length > 0) {
+        throw new ApiError(403, "forbidden", `a runner may only narrow its platforms; ${widened.join(", ")} needs an owner or admin`);
+      }
+      // The check above read the row; the UPDATE only lands while the capabilities are still what was read, so a
+      // concurrent narrowing by an admin cannot be undone by a stale runner write.
+      guard = sql`${runners.capabilities} = ${JSON.stringify(current.capabilities)}`;
+    }
+    fields.capabilities = input.capabilities;
+  }
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(runners)
+      .set(fields)
+      .where(guard ? and(eq(runners.id, runnerId), guard) : eq(runners.id, runnerId))
+      .returning({ id: runners.id }),
+    // A user's edit is not a sign of life from the runner.
+    refreshRunnerStatement(deps, runnerId, { heartbeat: editor.kind === "runner", requested: input.status }),
+    auditStatement(deps, {
+      action: "runner.update",
+      actor: editor.kind === "user" ? editor.user : null,
+      targetType: "runner",
+      targetId: runnerId,
+      details: {
+        by: editor.kind,
+        ...(input.capabilities ? { platforms: input.capabilities.platforms } : {}),
+        ...(input.status ? { status: input.status } : {}),
+      },
+    }),
+  ]);
+  if (updated.length === 0) throw new ApiError(409, "invalid_transition", "the runner changed meanwhile; read it and try again");
+  return getRunner(deps, runnerId);
+}
+
+/**
+ * Removes a runner (CONTRACT §6). One batch: its assigned build goes back to the queue, a running one fails with
+ * `runner_removed`, the row goes (so its token fails on the next lookup of every daemon), and the audit event.
+ */
+export async function removeRunner(deps: DbDeps & Pick<AppDeps, "jobSignal">, actor: UserRow, runnerId: string): Promise<void> {
+  const runner = await getRunner(deps, runnerId);
+  const now = deps.clock.now();
+  await deps.db.batch([
+    deps.db
+      .update(builds)
+      .set({ status: "queued", runnerId: null, leaseExpiresAt: null, updatedAt: now })
+      .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "assigned"))),
+    deps.db
+      .update(builds)
+      .set({ status: "failed", failureReason: "runner_removed", exitCode: null, finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
+      .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "running"))),
+    deps.db.delete(runners).where(eq(runners.id, runnerId)),
+    auditStatement(deps, {
+      action: "runner.remove",
+      actor,
+      targetType: "runner",
+      targetId: runnerId,
+      details: { name: runner.name, registered_by: runner.registeredBy },
+    }),
+  ]);
+  // A build back in the queue wakes the runners long-polling this process (others find it by polling).
+  deps.jobSignal.notify();
+}
+
+/** A fresh token for a runner; the old one fails on the next call to any daemon. Only the hash is kept. */
+export async function rotateRunnerToken(deps: DbDeps, actor: UserRow, runnerId: string): Promise<string> {
+  await getRunner(deps, runnerId);
+  const token = prefixedToken(TOKEN_PREFIXES.runner);
+  const now = deps.clock.now();
+  const [updated] = await deps.db.batch([
+    deps.db
+      .update(runners)
+      .set({ tokenHash: await sha256Hex(token), updatedAt: now })
+      .where(eq(runners.id, runnerId))
+      .returning({ id: runners.id }),
+    auditStatement(deps, { action: "runner.rotate_token", actor, targetType: "runner", targetId: runnerId }),
+  ]);
+  if (updated.length === 0) throw new ApiError(404, "not_found", "no such runner");
+  return token;
+}
+
+/** Seconds between heartbeats we ask for: a third of the tighter of the offline window and the lease. */
+export function heartbeatInterval(deps: Pick<AppDeps, "config">): number {
+  return Math.max(1, Math.floor(Math.min(deps.config.runnerOfflineAfterS, deps.config.jobLeaseS) / 3));
+}
+
+/**
+ * A heartbeat records the call, renews the leases of the runner's active jobs and names the jobs it must stop:
+ * builds on this runner that were canceled (or timed out) within the last lease period.
+ */
+export async function heartbeat(deps: Pick<AppDeps, "db" | "clock" | "config">, runnerId: string, requested?: "online" | "busy" | "draining") {
+  const now = deps.clock.now();
+  await deps.db.batch([
+    deps.db
+      .update(builds)
+      .set({ leaseExpiresAt: now + deps.config.jobLeaseS, updatedAt: now })
+      .where(and(eq(builds.runnerId, runnerId), inArray(builds.status, [...ACTIVE_STATUSES]))),
+    refreshRunnerStatement(deps, runnerId, { heartbeat: true, requested }),
+  ]);
+  const [runner, canceled] = await Promise.all([getRunner(deps, runnerId), cancelJobIds(deps, runnerId)]);
+  return { runner: toRunnerJson(runner), cancel_job_ids: canceled, next_heartbeat_in_s: heartbeatInterval(deps) };
+}
+
+async function cancelJobIds(deps: Pick<AppDeps, "db" | "clock" | "config">, runnerId: string): Promise<string[]> {
+  const since = deps.clock.now() - deps.config.jobLeaseS;
+  const rows = await deps.db
+    .select({ id: builds.id })
+    .from(builds)
+    .where(
+      and(
+        eq(builds.runnerId, runnerId),
+        inArray(builds.status, ["canceled", "timed_out"]),
+        eq(builds.cancelRequested, true),
+        gte(builds.finishedAt, since),
+      ),
+    );
+  return rows.map((r) => r.id);
+}
