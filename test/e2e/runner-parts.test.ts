@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { RunnerClient, backoffDelay } from "../../src/cli/runner/client.ts";
 import { displayUrl, gitEnv } from "../../src/cli/runner/checkout.ts";
-import { globToRegExp, isSafeGlob, matchFiles } from "../../src/cli/runner/glob.ts";
+import { compileArtifactGlob, isSafeGlob, matchFiles } from "../../src/cli/runner/artifact-files.ts";
 import { LogStream, maskSecrets, utf8SafeLength } from "../../src/cli/runner/logs.ts";
 import { runStep } from "../../src/cli/runner/steps.ts";
 import { removeDir } from "./runner-harness.ts";
@@ -28,7 +28,7 @@ describe("artifact globs", () => {
       ["./out/a.txt", "out/a.txt", true],
       ["dist/**", "dist/a/b/c", true],
     ];
-    for (const [glob, path, expected] of cases) expect(globToRegExp(glob).test(path), `${glob} ~ ${path}`).toBe(expected);
+    for (const [glob, path, expected] of cases) expect(compileArtifactGlob(glob)!.test(path), `${glob} ~ ${path}`).toBe(expected);
     expect(isSafeGlob("../secrets/*")).toBe(false);
     expect(isSafeGlob("/etc/*")).toBe(false);
     expect(isSafeGlob("out/*.apk")).toBe(true);
@@ -43,10 +43,33 @@ describe("artifact globs", () => {
     writeFileSync(join(root, ".git/config.apk"), "not an artifact");
     writeFileSync(join(scratch, "outside.apk"), "outside");
     symlinkSync(join(scratch, "outside.apk"), join(root, "build/link.apk"));
-    expect(await matchFiles(root, ["**/*.apk", "build/*.aab", "../*.apk", "missing/exact.txt"])).toEqual([
-      "build/app.aab",
-      "build/outputs/apk/app-release.apk",
-    ]);
+    expect(await matchFiles(root, ["**/*.apk", "build/*.aab", "../*.apk", "missing/exact.txt"])).toEqual({
+      files: ["build/app.aab", "build/outputs/apk/app-release.apk"],
+      refused: ["../*.apk"],
+    });
+  });
+
+  it("match in linear time: globs that make a backtracking matcher take hours answer at once, on a real tree", async () => {
+    // 160 nested `a` directories holding `c`: `**/a/**/a/**/a/**/a/**/b` as a backtracking regular expression
+    // ((?:.*/)?a/(?:.*/)?a/…) tries every way to split the path among the five `**` before failing; picomatch
+    // took 31 s at 160 segments. The same for `*a*a*a*a*a*a*b` within one 20,000-character name.
+    const deep = join(scratch, "deep");
+    const dirs = Array.from({ length: 160 }, () => "a");
+    mkdirSync(join(deep, ...dirs), { recursive: true });
+    writeFileSync(join(deep, ...dirs, "c"), "leaf");
+    const longName = "a".repeat(20_000);
+    const started = performance.now();
+    expect(compileArtifactGlob("**/a/**/a/**/a/**/a/**/b")!.test(`${dirs.join("/")}/c`)).toBe(false);
+    expect(compileArtifactGlob("out/*a*a*a*a*a*a*b")!.test(`out/${longName}`)).toBe(false);
+    expect(compileArtifactGlob("out/*a*a*a*a*a*a*b")!.test(`out/${longName}b`)).toBe(true);
+    const walked = await matchFiles(deep, ["**/a/**/a/**/a/**/a/**/b", "**/a/**/a/**/a/**/a/**/c"]);
+    const elapsed = performance.now() - started;
+    expect(walked.files).toEqual([`${dirs.join("/")}/c`]);
+    // Milliseconds here; the bound only has to separate linear from exponential, with room for a loaded machine.
+    expect(elapsed).toBeLessThan(3_000);
+    // A glob the matcher will not take (more than 256 brace alternatives) is reported, not silently dropped.
+    expect(compileArtifactGlob("{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}")).toBeNull();
+    expect((await matchFiles(deep, ["{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}"])).refused).toHaveLength(1);
   });
 });
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import { checkoutCommit, basicHeaderValue, type CheckoutAuth } from "./checkout.ts";
 import { DaemonError, type ClaimedJob, type RunnerClient, type StatusReport, type StepResult } from "./client.ts";
-import { matchFiles } from "./glob.ts";
+import { matchFiles } from "./artifact-files.ts";
 import type { Logger } from "./log.ts";
 import { LogStream } from "./logs.ts";
 import { StatusReporter } from "./reporter.ts";
@@ -283,7 +283,8 @@ export class Job {
   /** Uploads the files matching `globs`; false when an upload failed. */
   private async uploadMatching(globs: string[], srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }): Promise<boolean> {
     if (globs.length === 0) return true;
-    const files = await matchFiles(srcDir, globs);
+    const { files, refused } = await matchFiles(srcDir, globs);
+    for (const glob of refused) say(`hangar: artifact pattern ${JSON.stringify(glob)} not used: it reaches outside the checkout or is too large`);
     if (files.length === 0) {
       say(`hangar: no file matches the artifact patterns ${globs.join(", ")}`);
       return true;
