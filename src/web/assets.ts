@@ -81,6 +81,9 @@ tbody tr:last-child td{border-bottom:0}
 .steps li[aria-current=step]{color:var(--fg);font-weight:700}
 .steps li.done::before{content:"\\2713  "}
 .checklist{list-style:none;padding:0;margin:0}
+.created-secret{border:2px solid var(--info);border-radius:8px;padding:.8rem;margin:0 0 1rem}
+.forge-steps{margin:.5rem 0 0;padding-left:1.3rem}.forge-steps li{margin:0 0 .3rem}
+.hint .block{display:block}
 .checklist li{display:flex;gap:.6rem;padding:.45rem 0;border-bottom:1px solid var(--border)}
 .checklist li:last-child{border-bottom:0}
 .checklist .hint{display:block}

@@ -1,4 +1,4 @@
-import { and, asc, eq, gt, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { NotificationEvent } from "../../db/schema/constants.ts";
 import { buildEvents, builds, notifications, outbox, outboxAttempts, pipelines, projects, webhooks } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
@@ -386,4 +386,29 @@ export async function countPendingDeliveries(deps: Pick<AppDeps, "db">): Promise
   const row = await deps.db.select({ n: sql<number>`count(*)` }).from(outbox).where(eq(outbox.status, "pending")).get();
   const events = await deps.db.select({ n: sql<number>`count(*)` }).from(buildEvents).where(eq(buildEvents.expanded, 0)).get();
   return (row?.n ?? 0) + (events?.n ?? 0);
+}
+
+/**
+ * The latest attempts to one target with what each carried (the build and its event): the project page's
+ * "recent deliveries" of a notification or of a webhook's commit statuses. Test sends have no build.
+ */
+export async function listTargetAttempts(deps: Pick<AppDeps, "db">, targetKind: OutboxRow["targetKind"], targetId: string, limit: number) {
+  const rows = await deps.db
+    .select({ attempt: outboxAttempts, event: outbox.event, buildId: outbox.buildId, buildNumber: builds.buildNumber })
+    .from(outboxAttempts)
+    .leftJoin(outbox, eq(outbox.seq, outboxAttempts.outboxSeq))
+    .leftJoin(builds, eq(builds.id, outbox.buildId))
+    .where(and(eq(outboxAttempts.targetKind, targetKind), eq(outboxAttempts.targetId, targetId)))
+    .orderBy(desc(outboxAttempts.seq))
+    .limit(limit);
+  return rows.map((r) => ({
+    id: r.attempt.id,
+    attempt: r.attempt.attempt,
+    status_code: r.attempt.statusCode,
+    error: r.attempt.error,
+    created_at: r.attempt.createdAt,
+    event: r.event,
+    build_id: r.buildId,
+    build_number: r.buildNumber,
+  }));
 }

@@ -1,4 +1,5 @@
 import { Hono, type Context } from "hono";
+import type { Child } from "hono/jsx";
 import type { z, ZodType } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { triggerBuild, triggerBuildSchema } from "../../domain/builds/builds.ts";
@@ -29,6 +30,7 @@ import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { LOG_STYLESHEET_URL } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 
 const NEW_CONFIG = `{
   "platform": "android",
@@ -160,7 +162,7 @@ function PipelineForm(props: { action: string; idPrefix: string; name: string; c
   );
 }
 
-function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms }) {
+function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child }) {
   const p = props.project;
   const forms = props.forms;
   const edit = forms.project;
@@ -239,7 +241,9 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
           <dd>{p.iosSigningSealed !== null ? "set" : "not set"}</dd>
         </dl>
       </Section>
-      {/* The "runners" helper adds the secret variables section here; the "hooks" helper adds webhooks and notifications. */}
+      {/* The "runners" helper adds the secret variables section here. */}
+      {/* Webhooks, notifications and their deliveries (src/web/pages/project-events.tsx), builders only. */}
+      {props.events}
 
       {props.canWrite ? (
         <Section title="Project settings" id="project-settings">
@@ -269,10 +273,12 @@ export function projectPages(deps: AppDeps) {
   const builders = requireBrowserUser(deps, { roles: ROLES.builders });
   const canWrite = (c: Context<AppEnv>) => (ROLES.builders as readonly string[]).includes(c.get("user").role);
 
-  const showProject = async (c: Context<AppEnv>, id: string, forms: Forms, status: 200 | 400 | 409 = 200) => {
+  const showProject = async (c: Context<AppEnv>, id: string, forms: Forms, status: 200 | 400 | 409 = 200, events: EventsState = {}) => {
     const project = await getProject(deps, id);
     const pipelines = await listPipelines(deps, id);
-    return renderPage(c, <ProjectPage ctx={pageContext(c, deps)} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} />, status);
+    const ctx = pageContext(c, deps);
+    const eventSections = await projectEventsSlot(deps, ctx, project, events);
+    return renderPage(c, <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} />, status);
   };
   const errorStatus = (err: ApiError) => (err.status === 409 ? 409 : 400);
 
@@ -372,7 +378,8 @@ export function projectPages(deps: AppDeps) {
         const field = err.code === "branch_not_found" ? "branch" : "form";
         return showProject(c, id, { trigger: { values, errors: { [field]: sentence(err.message) } } }, errorStatus(err));
       }
-    });
+    })
+    .route("/", projectEventPages(deps, (c, id, state, status) => showProject(c, id, {}, status, state)));
 
   /** Creates (pipelineId null) or changes a pipeline; answers the page again with the errors, or null on success. */
   async function savePipeline(c: Context<AppEnv>, projectId: string, pipelineId: string | null, values: { name: string; config: string }) {
