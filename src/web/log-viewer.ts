@@ -30,6 +30,7 @@ const LH = 18;          // px per line: fixed (white-space: pre, no wrapping), s
 const OVERSCAN = 30;    // lines rendered above and below the viewport
 const TAIL = ${LOG_TAIL_BYTES};
 const WINDOW = ${LOG_WINDOW_BYTES};
+const BIDI = /[\\u061C\\u200E\\u200F\\u202A-\\u202E\\u2066-\\u2069]/g;
 
 const root = document.getElementById("log");
 if (root) start(root);
@@ -74,7 +75,11 @@ function start(root) {
   function lineHtml(text) {
     // ansi_up escapes &, <, >, " and '; its spans carry style="…" which the CSP would refuse: keep the value
     // in data-s and apply it through CSSOM below. The text itself can never form a tag (it is escaped).
-    return au.ansi_to_html(text + "\\u001b[0m").replace(/<span style="/g, '<span data-s="');
+    // Bidi controls pass through escaping untouched and would reorder the line (Trojan Source): each one is
+    // shown as a visible <U+202E> marker, as names are elsewhere on the page.
+    return au.ansi_to_html(text + "\\u001b[0m")
+      .replace(/<span style="/g, '<span data-s="')
+      .replace(BIDI, (ch) => '<span class="ctl">&lt;U+' + ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "&gt;</span>");
   }
 
   function render() {
@@ -273,6 +278,7 @@ font:12.5px/18px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;contain:st
 .ln-no{display:inline-block;width:4.5em;padding-right:.75em;text-align:right;color:#6e7681;text-decoration:none;user-select:none}
 .ln-no:hover{color:#d6dde6}
 .ln-text.muted{color:#6e7681}
+.ln-text{unicode-bidi:isolate}.ctl{color:#ffa657;border:1px solid #6e7681;border-radius:3px}
 .log-toolbar{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;margin:0 0 .5rem}
 .ansi-black-fg{color:#484f58}.ansi-red-fg{color:#ff7b72}.ansi-green-fg{color:#3fb950}.ansi-yellow-fg{color:#d29922}
 .ansi-blue-fg{color:#58a6ff}.ansi-magenta-fg{color:#bc8cff}.ansi-cyan-fg{color:#39c5cf}.ansi-white-fg{color:#b1bac4}

@@ -19,7 +19,7 @@ import { Layout, type PageCtx } from "../layout.tsx";
 import { LOG_STYLESHEET_URL, LOG_VIEWER_URL } from "../log-viewer.ts";
 import { ArtifactInstall } from "./install.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
-import { formatBytes, relativeTime } from "../text.ts";
+import { formatBytes, neutralise, relativeTime } from "../text.ts";
 
 const TONES: Record<string, string> = {
   succeeded: "ok",
@@ -68,7 +68,8 @@ function shortSha(sha: string): string {
 /** Live state of a build for the page's script: status with its badge tone, steps with durations. */
 function buildUpdate(b: BuildRow, now: number) {
   const steps = ((b.stepResults as StepResult[] | null) ?? []).map((s) => ({
-    name: s.name,
+    // The script sets it as text; bidi controls are made visible here, as <Name> does on the server.
+    name: neutralise(s.name),
     status: s.status,
     tone: TONES[s.status] ?? "neutral",
     duration: stepDuration(s, now),
