@@ -1,7 +1,7 @@
 // Bundles the CLI (daemon, setup-token, migrate, runner) into dist/hangar.mjs for plain Node.
 // Runs on `npm install` / `npm ci` (prepare), so a fresh clone needs no build step; bin/hangar.mjs uses the
 // bundle only while it is newer than every source file, and runs the sources through tsx otherwise.
-import { rmSync } from "node:fs";
+import { renameSync, rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -13,6 +13,37 @@ try {
   process.stderr.write("hangar build: esbuild not installed, skipping the bundle (the CLI runs through tsx)\n");
   process.exit(0);
 }
+/**
+ * dist/hangar-runner.mjs: the standalone runner the daemon serves at GET /runner/hangar-runner.mjs (CONTRACT §9).
+ * One file, every dependency inlined (zod is its only one), nothing external but Node's own modules, so it runs
+ * with `node hangar-runner.mjs` in an empty directory. Written beside its final name and renamed into place, so
+ * a daemon serving it never reads half a file.
+ */
+async function buildRunnerBundle() {
+  const target = `${root}dist/hangar-runner.mjs`;
+  const temp = `${target}.${process.pid}.tmp`;
+  await esbuild.build({
+    absWorkingDir: root,
+    entryPoints: ["src/cli/runner/standalone.ts"],
+    outfile: temp,
+    bundle: true,
+    platform: "node",
+    target: "node20",
+    format: "esm",
+    banner: { js: '#!/usr/bin/env node\n// hangar-runner: the Hangar reference build runner, standalone (Node 20+). `node hangar-runner.mjs --help`.\nimport { createRequire as __hangarCreateRequire } from "node:module"; const require = __hangarCreateRequire(import.meta.url);' },
+    legalComments: "inline",
+    logLevel: "warning",
+  });
+  renameSync(temp, target);
+}
+
+// `node scripts/build.mjs --runner`: only the standalone runner, leaving the rest of dist/ alone (tests that
+// serve a fresh one while other daemons run from dist/ use it).
+if (process.argv.includes("--runner")) {
+  await buildRunnerBundle();
+  process.exit(0);
+}
+
 // The CLI bundles its dependencies too (issue 16): resolving and loading ~540 files of node_modules was most of
 // the daemon's start time and a good part of its idle memory. Left external: the native `libsql` driver (a
 // .node binary chosen per platform at run time), `@libsql/client` (loaded only for a libSQL server URL) and tsx
@@ -37,6 +68,7 @@ await esbuild.build({
   sourcemap: "linked",
   logLevel: "warning",
 });
+await buildRunnerBundle();
 // src/index.ts for developers embedding the handler set in their own Node server: their own node_modules
 // provide the dependencies (one copy of Hono for their app and ours).
 await esbuild.build({

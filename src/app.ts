@@ -21,6 +21,7 @@ import { projectsRoutes } from "./http/routes/projects.ts";
 import { projectSecretsRoutes } from "./http/routes/project-secrets.ts";
 import { publicRoutes } from "./http/routes/public.ts";
 import { runnersRoutes } from "./http/routes/runners.ts";
+import { runnerBundleRoutes } from "./http/routes/runner-bundle.ts";
 import { settingsRoutes } from "./http/routes/settings.ts";
 import { setupRoutes } from "./http/routes/setup.ts";
 import { trustedProxyRoutes } from "./http/routes/trusted-proxy.ts";
@@ -61,6 +62,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     projectsRoutes,
     projectSecretsRoutes,
     runnersRoutes,
+    runnerBundleRoutes,
     buildsRoutes,
     artifactsRoutes,
     installRoutes,

@@ -55,6 +55,19 @@ export interface AppDeps {
   metrics?: MetricsRegistry;
   /** The host's process metrics in Prometheus text format (Node: memory, CPU, start time); absent on Workers. */
   processMetrics?: () => string;
+  /**
+   * The standalone runner served at GET /runner/hangar-runner.mjs, or null while it is not built (Node: dist/
+   * hangar-runner.mjs from `npm install`, src/runtime/runner-bundle.ts); absent where the host has none (Workers).
+   */
+  runnerBundle?: () => Promise<RunnerBundle | null>;
+}
+
+/** The standalone runner file (CONTRACT §9) as the host has it: its bytes, a strong ETag and when it was built. */
+export interface RunnerBundle {
+  bytes: Uint8Array<ArrayBuffer>;
+  etag: string;
+  /** Epoch seconds. */
+  modifiedAt: number;
 }
 
 export interface AppVariables {

@@ -14,6 +14,7 @@ import { createNodeGitClient } from "./git.ts";
 import { createNodeOutbound } from "./outbound.ts";
 import { checkWritableDir } from "./writable-dir.ts";
 import { nodeProcessMetrics } from "./process-metrics.ts";
+import { nodeRunnerBundle } from "./runner-bundle.ts";
 
 /**
  * Log lines gathered during one turn of the event loop and written to stderr together at its end (one write
@@ -108,6 +109,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       jobSignal: new JobSignal(),
       openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
       processMetrics: nodeProcessMetrics,
+      runnerBundle: nodeRunnerBundle(),
       ...overrides,
     };
     await loadInstance(deps);

@@ -14,6 +14,7 @@ import { JobSignal } from "../../src/domain/builds/job-signal.ts";
 import { createNodeGitClient } from "../../src/runtime/git.ts";
 import { createNodeOutbound } from "../../src/runtime/outbound.ts";
 import { checkWritableDir } from "../../src/runtime/writable-dir.ts";
+import { nodeRunnerBundle } from "../../src/runtime/runner-bundle.ts";
 import { ManualClock } from "./clock.ts";
 
 /** HANGAR_OUTBOUND_ALLOW for tests: the loopback services they start (OIDC, s3rver, git over HTTP). */
@@ -84,6 +85,8 @@ export async function makeTestApp(
     git: createNodeGitClient({ allow: config.outboundAllow }),
     jobSignal: new JobSignal(),
     openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
+    // This checkout's dist/hangar-runner.mjs, as the daemon serves it (built by `npm install`).
+    runnerBundle: nodeRunnerBundle(),
     ...options.deps,
   };
   const app = createApp(deps);

@@ -126,6 +126,7 @@ const NON_JSON_SUCCESS = new Set([
   "GET /install/download/:token",
   "POST /v1/runners/:runner_id/claim",
   "GET /metrics",
+  "GET /runner/hangar-runner.mjs",
 ]);
 
 /** 500 codes the spec itself prescribes, and only on these routes. Any other 500 is a bug. */
@@ -304,7 +305,7 @@ function appRoutes(t: TestApp): Route[] {
 /** The credential a route is meant to be called with. */
 function credentialOf(route: Route): Credential {
   const p = route.path;
-  if (p === "/healthz" || p === "/metrics" || p === "/v1/openapi.json" || p.startsWith("/v1/public/") || p.startsWith("/install/")) return "none";
+  if (p === "/healthz" || p === "/metrics" || p === "/runner/hangar-runner.mjs" || p === "/v1/openapi.json" || p.startsWith("/v1/public/") || p.startsWith("/install/")) return "none";
   if (p.startsWith("/v1/artifacts/local-upload/") || p.startsWith("/v1/artifacts/download/")) return "none";
   if (p === "/v1/setup/bootstrap-token/verify") return "none";
   if (p.startsWith("/v1/setup/")) return "setup";
@@ -613,7 +614,7 @@ describe("fuzzing every route", () => {
 
   // A few groups so a failure names its area and each group stays within the test timeout.
   const groups: Array<[string, (r: Route) => boolean]> = [
-    ["setup, auth and public", (r) => /^\/(healthz|metrics|v1\/(public|setup|auth|hooks|openapi))/.test(r.path)],
+    ["setup, auth and public", (r) => /^\/(healthz|metrics|runner\/|v1\/(public|setup|auth|hooks|openapi))/.test(r.path)],
     ["users and settings", (r) => /^\/v1\/(users|audit-events|settings)/.test(r.path)],
     ["projects and builds", (r) => /^\/v1\/(projects|builds)/.test(r.path) && !r.path.includes("/artifacts")],
     ["runners", (r) => r.path.startsWith("/v1/runners") && !r.path.includes("/artifacts")],

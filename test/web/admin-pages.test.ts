@@ -177,6 +177,10 @@ describe("/runners", () => {
     const fresh = /id="runner-token" readonly="" value="([^"]+)"/.exec(rotated.text)?.[1];
     expect(fresh).toMatch(/^hgr_/);
     expect(fresh).not.toBe(reg.body.token);
+    // The standalone runner's two commands carry the new token (test/e2e/runner-standalone.test.ts runs them).
+    expect(rotated.text).toContain('id="runner-download" readonly="" value="curl -fsSLO http://localhost/runner/hangar-runner.mjs"');
+    expect(rotated.text).toContain(`printf &#39;%s\\n&#39; ${fresh} &gt; ~/.hangar-runner.token`);
+    expect(rotated.text).toContain(`node hangar-runner.mjs --url http://localhost --id ${reg.body.id} --token-file ~/.hangar-runner.token`);
     const old = await t.call("POST", `/v1/runners/${reg.body.id}/heartbeat`, { token: reg.body.token, body: {} });
     expect(old.status).toBe(401);
     expect(old.body.code).toBe("invalid_runner_token");

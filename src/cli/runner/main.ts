@@ -50,9 +50,10 @@ function defaultPlatforms(): string[] {
   return process.platform === "darwin" ? ["ios", "macos", "android"] : ["android"];
 }
 
-export async function runnerMain(args: string[]): Promise<number> {
+/** `program` is how the user started it: `hangar runner`, or `node hangar-runner.mjs` for the standalone file. */
+export async function runnerMain(args: string[], program = "hangar runner"): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
-    process.stdout.write(HELP);
+    process.stdout.write(HELP.replaceAll("hangar runner", program));
     return 0;
   }
   if (args[0] === "register") return registerCommand(args.slice(1));

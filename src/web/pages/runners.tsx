@@ -26,11 +26,23 @@ interface Registered {
 }
 
 /**
- * SLOT for the "runners" helper: the standalone-runner commands (`curl -fsSLO <daemon>/runner/hangar-runner.mjs
- * && node hangar-runner.mjs …`) shown beside the clone-based ones after a registration. Return null to show none.
+ * The standalone runner (CONTRACT §9) for a machine without a clone of Hangar: download the one file, then run it
+ * with this runner's id and token. The token goes into a file only its owner can read (`--token-file`): in the
+ * environment it would stay readable in the runner's own /proc/<pid>/environ (docs/runner-isolation.md).
  */
-export function standaloneRunnerCommands(_registered: Registered): Child {
-  return null;
+export function standaloneRunnerCommands(registered: Registered): Child {
+  const base = registered.daemonUrl.replace(/\/+$/, "");
+  const download = `curl -fsSLO ${shellQuote(`${base}/runner/hangar-runner.mjs`)}`;
+  const run =
+    `(umask 077; printf '%s\\n' ${shellQuote(registered.token)} > ~/.hangar-runner.token)\n` +
+    `node hangar-runner.mjs --url ${shellQuote(base)} --id ${shellQuote(registered.runner.id)} --token-file ~/.hangar-runner.token`;
+  return (
+    <div class="standalone-runner">
+      <h3>Or on a machine without Hangar (Node 20 or later)</h3>
+      <CopyField id="runner-download" label="1. Download the standalone runner" value={download} />
+      <CopyField id="runner-standalone" label="2. Save the token and start it" value={run} multiline />
+    </div>
+  );
 }
 
 /**
