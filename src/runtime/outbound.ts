@@ -1,6 +1,6 @@
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import type { LookupFunction } from "node:net";
-import { Agent, fetch as undiciFetch } from "undici";
+import type { Agent } from "undici";
 import {
   checkResolved,
   checkUrlWithoutDns,
@@ -54,12 +54,22 @@ const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLimits = DEFAULT_OUTBOUND_LIMITS): NodeOutbound {
   // No proxy from the environment, no connection to an unchecked address: the Agent's sockets all go through
   // guardedLookup. undici 7's own fetch, so the dispatcher's version matches the fetch that drives it.
-  const agent = new Agent({ connect: { lookup: guardedLookup(allow), timeout: 10_000 } });
+  // undici is a megabyte of code that most runs of the daemon never need (it serves OIDC, commit statuses,
+  // notifications and S3 only): it loads on the first outbound request, which keeps it out of start time and
+  // idle memory (issue 16).
+  let client: Promise<{ agent: Agent; undiciFetch: typeof import("undici").fetch }> | undefined;
+  const loadClient = () =>
+    (client ??= import("undici").then((loaded) => {
+      // undici is CommonJS: split out of the bundle, it arrives as a default export only.
+      const { Agent, fetch: undiciFetch } = "Agent" in loaded ? loaded : (loaded as unknown as { default: typeof loaded }).default;
+      return { agent: new Agent({ connect: { lookup: guardedLookup(allow), timeout: 10_000 } }), undiciFetch };
+    }));
 
   const base = async (input: Request | string | URL, init?: RequestInit): Promise<Response> => {
     const request = new Request(input, init);
     // Bodies the daemon sends are small forms and JSON; buffering keeps Content-Length (no chunked upload).
     const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
+    const { agent, undiciFetch } = await loadClient();
     const res = await undiciFetch(request.url, {
       method: request.method,
       headers: [...request.headers],
@@ -96,7 +106,9 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
       const { usable, listed } = checkResolved(hostname, addresses.map((a) => a.address), allow);
       return { addresses: usable, listed };
     },
-    close: () => agent.close(),
+    close: async () => {
+      if (client) await (await client).agent.close();
+    },
   };
 }
 

@@ -2,7 +2,7 @@
 // Web-standard only (fetch, Web Crypto), so the Workers entry can use it as it is. Runners upload with a
 // presigned PUT, the daemon confirms with a HEAD, and downloads are presigned GETs that carry the
 // Content-Disposition to answer with (`response-content-disposition`).
-import { AwsClient } from "aws4fetch";
+import type { AwsClient } from "aws4fetch";
 import type { ArtifactStore, ByteRange, StoreTarget } from "./types.ts";
 
 type S3Target = Extract<StoreTarget, { provider: "s3" | "r2" }>;
@@ -21,14 +21,20 @@ export function amzDate(epochSeconds: number): string {
 }
 
 export function createS3Store(target: S3Target, options: S3StoreOptions): ArtifactStore {
-  const client = new AwsClient({
-    accessKeyId: target.accessKeyId,
-    secretAccessKey: target.secretAccessKey,
-    service: "s3",
-    region: target.region,
-    // Retries are the caller's business; a presign never fetches.
-    retries: 0,
-  });
+  // The signer loads with the first S3 request, not at every start of a daemon that may store locally (issue 16).
+  let signer: Promise<AwsClient> | undefined;
+  const loadSigner = () =>
+    (signer ??= import("aws4fetch").then(
+      ({ AwsClient }) =>
+        new AwsClient({
+          accessKeyId: target.accessKeyId,
+          secretAccessKey: target.secretAccessKey,
+          service: "s3",
+          region: target.region,
+          // Retries are the caller's business; a presign never fetches.
+          retries: 0,
+        }),
+    ));
   const endpoint = new URL(target.endpoint.replace(/\/+$/, ""));
 
   const objectUrl = (key: string): URL => {
@@ -42,7 +48,7 @@ export function createS3Store(target: S3Target, options: S3StoreOptions): Artifa
     const url = objectUrl(key);
     for (const [name, value] of Object.entries(query)) url.searchParams.set(name, value);
     url.searchParams.set("X-Amz-Expires", String(expiresInS));
-    const signed = await client.sign(url.toString(), { method, aws: { signQuery: true, datetime: amzDate(now) } });
+    const signed = await (await loadSigner()).sign(url.toString(), { method, aws: { signQuery: true, datetime: amzDate(now) } });
     return signed.url;
   };
 
@@ -51,7 +57,7 @@ export function createS3Store(target: S3Target, options: S3StoreOptions): Artifa
   // then simply not ok. "manual" rather than "error", which the Workers runtime refuses outright.
   // A hung endpoint fails the call at the deadline instead of holding a request (or the sweeper) forever.
   const send = async (method: string, key: string, headers: Record<string, string> = {}, streamed = false): Promise<Response> => {
-    const signed = await client.sign(objectUrl(key).toString(), { method, headers, aws: { datetime: amzDate(options.now()) } });
+    const signed = await (await loadSigner()).sign(objectUrl(key).toString(), { method, headers, aws: { datetime: amzDate(options.now()) } });
     if (!streamed) return options.fetch(new Request(signed, { redirect: "manual", signal: AbortSignal.timeout(timeoutMs) }));
     // A streamed download may rightly outlast any fixed deadline: there it covers the answer's headers only.
     const controller = new AbortController();

@@ -77,11 +77,11 @@ async function readIpa(read: RangeReader, size: number): Promise<ExtractedApp | 
   const infoEntry = [...entries.values()].find((e) => e.name.endsWith(".app/Info.plist"));
   if (!infoEntry) return null;
   const appDir = infoEntry.name.slice(0, -"Info.plist".length);
-  const plist = parsePlist(await readZipEntry(read, infoEntry, MAX_INFO_PLIST));
+  const plist = await parsePlist(await readZipEntry(read, infoEntry, MAX_INFO_PLIST));
   if (!isDict(plist)) return null;
   const signing = await optional(async () => {
     const entry = entries.get(`${appDir}embedded.mobileprovision`);
-    return entry ? readProvisioningProfile(await readZipEntry(read, entry, MAX_PROFILE)) : null;
+    return entry ? await readProvisioningProfile(await readZipEntry(read, entry, MAX_PROFILE)) : null;
   });
   const icon = await optional(() => readIpaIcon(read, entries, appDir, plist));
   const app: AppMetadata = {

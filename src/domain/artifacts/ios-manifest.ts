@@ -1,7 +1,6 @@
 // The over-the-air manifest iOS fetches through `itms-services://` (CONTRACT §7): a property list with one
 // item whose asset is the IPA URL. Built with fast-xml-parser's builder, which escapes every text node, so a
 // title or bundle id cannot break out of its <string>.
-import { XMLBuilder } from "fast-xml-parser";
 
 export interface ManifestInput {
   /** Absolute HTTPS URL of the IPA (under /install/). */
@@ -20,7 +19,9 @@ const key = (name: string): Node => ({ key: [{ "#text": name }] });
 const string = (value: string): Node => ({ string: [{ "#text": value }] });
 const dict = (entries: Array<[string, Node]>): Node => ({ dict: entries.flatMap(([k, v]) => [key(k), v]) });
 
-export function buildManifestPlist(input: ManifestInput): string {
+export async function buildManifestPlist(input: ManifestInput): Promise<string> {
+  // Loaded on first use, like the plist parser (issue 16).
+  const { XMLBuilder } = await import("fast-xml-parser");
   const builder = new XMLBuilder({
     preserveOrder: true,
     ignoreAttributes: false,

@@ -2,7 +2,6 @@
 // The archive is never loaded whole: the zip's end record, its central directory and the one entry are
 // fetched with ranged reads through the store, then the entry is inflated with the web-standard
 // DecompressionStream. XML and binary (bplist00) property lists are both understood. Web-standard only.
-import { XMLParser } from "fast-xml-parser";
 import type { InstallMetadata } from "./artifacts.ts";
 
 export type RangeReader = (range: { start: number; end: number }) => Promise<Uint8Array>;
@@ -21,7 +20,7 @@ export class ZipFormatError extends Error {}
 export async function readIpaMetadata(read: RangeReader, size: number): Promise<InstallMetadata | null> {
   const entry = await findZipEntry(read, size, (name) => INFO_PLIST.test(name));
   if (!entry) return null;
-  const plist = parsePlist(await readZipEntry(read, entry));
+  const plist = await parsePlist(await readZipEntry(read, entry));
   return installMetadataFromInfoPlist(plist);
 }
 
@@ -195,7 +194,7 @@ function isDict(value: unknown): value is Record<string, PlistValue> {
   return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array) && !(value instanceof Date);
 }
 
-export function parsePlist(bytes: Uint8Array): PlistValue {
+export async function parsePlist(bytes: Uint8Array): Promise<PlistValue> {
   const magic = new TextDecoder().decode(bytes.subarray(0, 8));
   if (magic === "bplist00") return parseBinaryPlist(bytes);
   return parseXmlPlist(new TextDecoder().decode(bytes));
@@ -311,7 +310,10 @@ export function parseBinaryPlist(bytes: Uint8Array): PlistValue {
 type XmlNode = Record<string, unknown> & { ":@"?: Record<string, string> };
 
 /** An XML property list. Values stay strings as written ("1.10" must not become the number 1.1). */
-export function parseXmlPlist(text: string): PlistValue {
+export async function parseXmlPlist(text: string): Promise<PlistValue> {
+  // Loaded on first use: XML property lists come only with iOS artifacts, and the parser is a tenth of the
+  // daemon's code (issue 16: start time and idle memory).
+  const { XMLParser } = await import("fast-xml-parser");
   const parser = new XMLParser({ preserveOrder: true, parseTagValue: false, trimValues: false, ignoreAttributes: true, processEntities: true });
   const doc = parser.parse(text) as XmlNode[];
   const root = elements(doc).find((n) => tagOf(n) === "plist");

@@ -120,8 +120,8 @@ const isDict = (v: unknown): v is Record<string, PlistValue> =>
  * ProvisionsAllDevices is enterprise (in-house); a device list with get-task-allow is development, without it
  * ad hoc; no device list is App Store (which no device installs over the air).
  */
-export function readProvisioningProfile(bytes: Uint8Array): AppSigning {
-  const plist = parsePlist(cmsSignedContent(bytes));
+export async function readProvisioningProfile(bytes: Uint8Array): Promise<AppSigning> {
+  const plist = await parsePlist(cmsSignedContent(bytes));
   if (!isDict(plist)) throw new CmsFormatError("the profile is not a dictionary");
   const text = (v: PlistValue | undefined): string | null => (typeof v === "string" && v.trim() !== "" ? v.trim() : null);
   const devices = Array.isArray(plist.ProvisionedDevices) ? plist.ProvisionedDevices : null;

@@ -1,6 +1,5 @@
-import { CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client } from "arctic";
 import { and, count, eq, gt, lte, sql } from "drizzle-orm";
-import { createRemoteJWKSet, customFetch, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from "jose";
+import type { FetchImplementation, JWTPayload, JWTVerifyGetKey } from "jose";
 import type { OidcPurpose, SetupState } from "../../db/schema/constants.ts";
 import { instance, instanceSettings, oidcPendingRequests } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
@@ -389,6 +388,8 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
   if (pending >= MAX_PENDING) throw tooManyPending();
   const doc = await discoverForFlow(deps, settings.issuer_url);
 
+  // arctic and jose load on the first sign-in, not at every start (issue 16): most daemons never use OIDC.
+  const { CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client } = await import("arctic");
   const state = generateState();
   const verifier = generateCodeVerifier();
   const nonce = randomToken();
@@ -523,14 +524,15 @@ function allowedAlgorithms(doc: DiscoveryDocument, hasSecret: boolean): string[]
  */
 async function verifyIdToken(deps: Deps, input: { idToken: string; doc: DiscoveryDocument; clientId: string; secret: string | null; nonce: string }): Promise<JWTPayload> {
   const { doc, clientId, secret } = input;
+  const { createRemoteJWKSet, customFetch, jwtVerify } = await import("jose");
   const jwks = createRemoteJWKSet(new URL(doc.jwks_uri), {
     timeoutDuration: DISCOVERY_TIMEOUT_MS,
     // Through deps.fetch and with the same size cap as discovery.
-    [customFetch]: async (url, init) => {
+    [customFetch]: (async (url, init) => {
       const res = await deps.fetch(url, init);
       if (res.status !== 200) return res;
       return new Response(await readCapped(res, MAX_DISCOVERY_BYTES), { status: 200, headers: { "content-type": "application/json" } });
-    },
+    }) satisfies FetchImplementation,
   });
   const hmacKey = secret === null ? null : new TextEncoder().encode(secret);
   const getKey: JWTVerifyGetKey = (header, token) => {
