@@ -102,6 +102,10 @@ describe("builds on push from the project page", () => {
     await expect.poll(() => row.textContent()).toContain("gh-delivery-1");
     expect(await row.locator(".badge").textContent()).toBe("built");
     expect(await p.content()).not.toContain(secret);
+    // On a phone nothing sticks out sideways (the deliveries table scrolls inside its own box).
+    await p.setViewportSize({ width: 375, height: 812 });
+    expect(await p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")).toBeLessThanOrEqual(0);
+    await p.setViewportSize({ width: 1280, height: 800 });
     await row.getByRole("link", { name: "#1" }).click();
     await p.waitForURL((u) => u.pathname === `/builds/${buildId}`);
     const main = await p.locator("main").textContent();
