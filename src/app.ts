@@ -9,6 +9,7 @@ import { requestMetrics } from "./http/middleware/metrics.ts";
 import { MetricsRegistry } from "./domain/common/metrics.ts";
 import { metricsRoutes } from "./http/routes/metrics.ts";
 import { buildOpenApiDocument } from "./http/openapi.ts";
+import { apiDoc } from "./http/route-docs.ts";
 import { HANGAR_VERSION } from "./version.ts";
 import { authPathsRequireReady } from "./http/middleware/ready.ts";
 import { artifactStorageRoutes } from "./http/routes/artifact-storage.ts";
@@ -75,7 +76,11 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.route("/", metricsRoutes(deps, metrics));
   // Built on first request from the finished route table, so it lists every route, itself included.
   let openApiDocument: unknown;
-  app.get("/v1/openapi.json", (c) => c.json((openApiDocument ??= buildOpenApiDocument(app, { version: HANGAR_VERSION }))));
+  app.get(
+    "/v1/openapi.json",
+    apiDoc({ summary: "This document: OpenAPI 3.1 of every /v1/ route (public)", responses: { 200: { contentType: "application/json", description: "The OpenAPI document" } } }),
+    (c) => c.json((openApiDocument ??= buildOpenApiDocument(app, { version: HANGAR_VERSION }))),
+  );
 
   app.notFound((c) => c.json({ code: "not_found", message: "no such route" }, 404));
   app.onError((err, c) => {

@@ -50,7 +50,8 @@ export async function listAuditEvents(deps: Pick<AppDeps, "db">, limit: number) 
     actor_email: r.actorEmail,
     target_type: r.targetType,
     target_id: r.targetId,
-    details: r.details ?? {},
+    // A JSON column: an object whenever written (auditStatement), read back untyped.
+    details: (r.details ?? {}) as Record<string, unknown>,
     created_at: r.createdAt,
   }));
 }

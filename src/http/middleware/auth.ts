@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
+import { AUTH_DOCS, type AuthDoc } from "../route-docs.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { loadInstance } from "../../domain/setup/instance.ts";
@@ -21,7 +22,7 @@ export function bearerToken(c: Context, invalidCode: "invalid_session" | "invali
  * before any credential is looked at (the setup sessions are gone by then).
  */
 export function requireSetupSession(deps: AppDeps) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  return documented({ schemes: ["setupSession"], unauthorizedCodes: ["missing_auth", "invalid_session", "session_expired"], extraErrors: { 409: ["already_configured"] } }, createMiddleware<AppEnv>(async (c, next) => {
     await assertSetupOpen(deps);
     const session = await touchSetupSession(deps, bearerToken(c)).catch(async (err: unknown) => {
       // A completion racing this request deletes every setup session: answer for the state, not the token.
@@ -31,7 +32,7 @@ export function requireSetupSession(deps: AppDeps) {
     c.set("setupSessionId", session.id);
     c.set("setupSessionExpiresAt", session.expiresAt);
     await next();
-  });
+  }));
 }
 
 async function assertSetupOpen(deps: AppDeps): Promise<void> {
@@ -55,7 +56,9 @@ export function requireUser(
   deps: AppDeps,
   options: { roles?: readonly UserRole[]; code?: "forbidden" | "insufficient_role" | "external_access_owner_required" } = {},
 ) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  const doc: AuthDoc = { schemes: ["userSession"], unauthorizedCodes: ["missing_auth", "invalid_session"] };
+  if (options.roles) Object.assign(doc, { roles: options.roles, forbiddenCodes: [options.code ?? "forbidden"] });
+  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
     const { sessionId, user } = await validateUserSession(deps, bearerToken(c));
     c.set("user", user);
     c.set("userSessionId", sessionId);
@@ -63,7 +66,7 @@ export function requireUser(
       throw new ApiError(403, options.code ?? "forbidden", "your role does not allow this action");
     }
     await next();
-  });
+  }));
 }
 
 /** Role groups of CONTRACT §3's matrix. */
@@ -76,7 +79,8 @@ export const ROLES = {
 
 /** Runner endpoints: the token must belong to the runner named in the path (403 runner_mismatch otherwise). */
 export function requireRunner(deps: AppDeps) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  const doc: AuthDoc = { schemes: ["runnerToken"], unauthorizedCodes: ["missing_auth", "invalid_runner_token"], forbiddenCodes: ["runner_mismatch"] };
+  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
     const token = bearerToken(c, "invalid_runner_token");
     const runnerId = await authenticateRunnerId(deps, token);
     const pathRunnerId = c.req.param("runner_id");
@@ -85,7 +89,7 @@ export function requireRunner(deps: AppDeps) {
     }
     c.set("runnerId", runnerId);
     await next();
-  });
+  }));
 }
 
 /**
@@ -93,7 +97,13 @@ export function requireRunner(deps: AppDeps) {
  * runner token sets `runnerId`, a session sets `user`. A token that is neither is an invalid session.
  */
 export function requireRunnerOrUser(deps: AppDeps, options: { roles: readonly UserRole[] }) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  const doc: AuthDoc = {
+    schemes: ["userSession", "runnerToken"],
+    roles: options.roles,
+    unauthorizedCodes: ["missing_auth", "invalid_runner_token"],
+    forbiddenCodes: ["forbidden", "runner_mismatch"],
+  };
+  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
     const token = bearerToken(c);
     const runner = await findRunnerByToken(deps, token);
     if (runner) {
@@ -115,5 +125,11 @@ export function requireRunnerOrUser(deps: AppDeps, options: { roles: readonly Us
     c.set("userSessionId", sessionId);
     if (!options.roles.includes(user.role)) throw new ApiError(403, "forbidden", "your role does not allow this action");
     await next();
-  });
+  }));
+}
+
+/** Registers what a credential middleware demands, for the OpenAPI document and the /api page. */
+function documented<M extends object>(doc: AuthDoc, middleware: M): M {
+  AUTH_DOCS.set(middleware, doc);
+  return middleware;
 }

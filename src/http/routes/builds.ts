@@ -15,6 +15,8 @@ import {
 import { readLog } from "../../domain/logs/logs.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
+import { apiDoc } from "../route-docs.ts";
+import * as json from "../responses.ts";
 
 const logQuerySchema = z.object({ offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0) });
 
@@ -23,10 +25,19 @@ export function buildsRoutes(deps: AppDeps) {
   const readers = requireUser(deps, { roles: ROLES.everyone });
   const builders = requireUser(deps, { roles: ROLES.builders });
   return new Hono<AppEnv>()
-    .post("/v1/projects/:project_id/builds", builders, jsonBody(triggerBuildSchema), async (c) =>
+    .post("/v1/projects/:project_id/builds", apiDoc({
+        summary: "Trigger a build of a pipeline",
+        responses: { 200: json.CreatedBuildJson },
+        errors: { 422: ["branch_not_found", "source_unreachable", "source_not_allowed"] },
+        example: { body: { pipeline_id: "3f0c9a52-7a7e-4a53-9a43-2b8f0c2d1e10", branch: "main" } },
+      }), builders, jsonBody(triggerBuildSchema), async (c) =>
       c.json(toCreatedBuildJson(await triggerBuild(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json")))),
     )
-    .get("/v1/builds", readers, queryParams(listBuildsSchema), async (c) => {
+    .get("/v1/builds", apiDoc({
+        summary: "List builds, newest first (the next page's cursor is in X-Next-Cursor and Link)",
+        responses: { 200: z.array(json.BuildJson) },
+        example: { query: { status: "queued", limit: "20" } },
+      }), readers, queryParams(listBuildsSchema), async (c) => {
       const query = c.req.valid("query");
       const page = await listBuilds(deps, query);
       if (page.nextCursor) {
@@ -38,14 +49,18 @@ export function buildsRoutes(deps: AppDeps) {
       }
       return c.json(page.builds.map(toBuildJson));
     })
-    .get("/v1/builds/:build_id", readers, async (c) => c.json(await getBuildWithQueue(deps, c.req.param("build_id"))))
-    .post("/v1/builds/:build_id/rerun", builders, async (c) =>
+    .get("/v1/builds/:build_id", apiDoc({ summary: "Read a build (a queued one says why it waits)", responses: { 200: json.BuildWithQueueJson } }), readers, async (c) => c.json(await getBuildWithQueue(deps, c.req.param("build_id"))))
+    .post("/v1/builds/:build_id/rerun", apiDoc({ summary: "Queue a new build with the same pipeline, commit and config", responses: { 200: json.CreatedBuildJson } }), builders, async (c) =>
       c.json(toCreatedBuildJson(await rerunBuild(deps, c.get("user"), c.req.param("build_id")))),
     )
-    .post("/v1/builds/:build_id/cancel", builders, async (c) =>
+    .post("/v1/builds/:build_id/cancel", apiDoc({ summary: "Cancel a build", responses: { 200: json.BuildJson }, errors: { 409: ["invalid_transition"] } }), builders, async (c) =>
       c.json(toBuildJson(await cancelBuild(deps, c.get("user"), c.req.param("build_id")))),
     )
-    .get("/v1/builds/:build_id/logs", readers, queryParams(logQuerySchema), async (c) => {
+    .get("/v1/builds/:build_id/logs", apiDoc({
+        summary: "Read a build's log from a byte offset (X-Log-Next-Offset, X-Log-Complete)",
+        responses: { 200: { contentType: "text/plain", description: "The log bytes from the offset" } },
+        example: { query: { offset: "0" } },
+      }), readers, queryParams(logQuerySchema), async (c) => {
       const log = await readLog(deps, c.req.param("build_id"), c.req.valid("query").offset);
       c.header("Content-Type", "text/plain; charset=utf-8");
       c.header("X-Log-Next-Offset", String(log.nextOffset));

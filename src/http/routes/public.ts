@@ -2,6 +2,8 @@ import { sql } from "drizzle-orm";
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { setupStatus } from "../../domain/setup/setup.ts";
+import { apiDoc } from "../route-docs.ts";
+import * as json from "../responses.ts";
 
 export function publicRoutes(deps: AppDeps) {
   return new Hono<AppEnv>()
@@ -13,5 +15,5 @@ export function publicRoutes(deps: AppDeps) {
         return c.json({ ok: false }, 503);
       }
     })
-    .get("/v1/public/setup-status", async (c) => c.json(await setupStatus(deps)));
+    .get("/v1/public/setup-status", apiDoc({ summary: "Whether the instance is set up (public)", responses: { 200: json.SetupStatusJson } }), async (c) => c.json(await setupStatus(deps)));
 }

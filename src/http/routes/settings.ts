@@ -8,6 +8,8 @@ import { readPreferences, updatePreferences } from "../../domain/auth/preference
 import { runPreflight } from "../../domain/setup/preflight.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
+import { apiDoc } from "../route-docs.ts";
+import * as json from "../responses.ts";
 
 const preferencesSchema = z.object({
   // Any string: a value other than `file` is the spec's 400 unsupported_key_storage_mode, not invalid_input.
@@ -29,13 +31,24 @@ export function settingsRoutes(deps: AppDeps) {
   const settingsUser = requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" });
   const owner = requireUser(deps, { roles: ROLES.owner, code: "external_access_owner_required" });
   return new Hono<AppEnv>()
-    .get("/v1/settings/preferences", settingsUser, async (c) => c.json(await readPreferences(deps)))
-    .put("/v1/settings/preferences", settingsUser, jsonBody(preferencesSchema), async (c) =>
+    .get("/v1/settings/preferences", apiDoc({ summary: "Read the instance preferences", responses: { 200: json.PreferencesJson } }), settingsUser, async (c) => c.json(await readPreferences(deps)))
+    .put("/v1/settings/preferences", apiDoc({
+      summary: "Change the runtime mode (remote needs External Access's preflight to pass)",
+      responses: { 200: json.PreferencesUpdatedJson },
+      errors: { 400: ["invalid_input", "unsupported_key_storage_mode"], 409: ["external_access_preflight_failed"] },
+      example: { body: { runtime_mode: "local" } },
+    }), settingsUser, jsonBody(preferencesSchema), async (c) =>
       c.json(await updatePreferences(deps, c.get("user"), c.req.valid("json"))),
     )
-    .get("/v1/settings/external-access/network", settingsUser, async (c) => c.json({ settings: await readNetworkSettings(deps) }))
+    .get("/v1/settings/external-access/network", apiDoc({ summary: "Read the public URL, artifact delivery URL and allowed origins", responses: { 200: json.NetworkSettingsAnswerJson } }), settingsUser, async (c) => c.json({ settings: await readNetworkSettings(deps) }))
     .put(
       "/v1/settings/external-access/network",
+      apiDoc({
+        summary: "Set the public URL, artifact delivery URL and allowed origins (owner, from loopback in local mode)",
+        responses: { 200: json.NetworkSettingsAnswerJson },
+        errors: { 400: ["invalid_input", "artifact_delivery_url_invalid", "artifact_delivery_public_url_required"], 403: ["external_access_loopback_required"] },
+        example: { body: { public_url: "https://ci.example.com", artifact_delivery_url: null, allowed_origins: ["https://ci.example.com"] } },
+      }),
       owner,
       async (c, next) => {
         await assertNetworkChangeAllowed(deps, c.get("isLoopback"));
@@ -47,10 +60,14 @@ export function settingsRoutes(deps: AppDeps) {
         return c.json({ settings });
       },
     )
-    .get("/v1/settings/external-access/preflight", settingsUser, async (c) => c.json(await runPreflight(deps)))
+    .get("/v1/settings/external-access/preflight", apiDoc({ summary: "The checks remote mode needs, each passed or failed", responses: { 200: json.PreflightJson } }), settingsUser, async (c) => c.json(await runPreflight(deps)))
     // Owner only, read and write: it decides who on this machine can become the owner (CONTRACT §3).
-    .get("/v1/settings/local-login", owner, async (c) => c.json(await readLocalLoginSetting(deps)))
-    .put("/v1/settings/local-login", owner, jsonBody(localLoginSchema), async (c) =>
+    .get("/v1/settings/local-login", apiDoc({ summary: "Who may sign in locally (owner)", responses: { 200: json.LocalLoginSettingJson } }), owner, async (c) => c.json(await readLocalLoginSetting(deps)))
+    .put("/v1/settings/local-login", apiDoc({
+      summary: "Allow local sign-in from loopback, or only through `hangar login` (owner)",
+      responses: { 200: json.LocalLoginSettingJson },
+      example: { body: { mode: "loopback" } },
+    }), owner, jsonBody(localLoginSchema), async (c) =>
       c.json(await updateLocalLoginSetting(deps, c.get("user"), c.req.valid("json").mode)),
     );
 }

@@ -16,6 +16,8 @@ import {
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 import { emailSchema } from "./setup.schemas.ts";
+import { apiDoc } from "../route-docs.ts";
+import * as json from "../responses.ts";
 
 const inviteSchema = z.object({ email: emailSchema, role: z.enum(ASSIGNABLE_ROLES) });
 const roleSchema = z.object({ role: z.enum(ASSIGNABLE_ROLES) });
@@ -26,21 +28,31 @@ export function userRoutes(deps: AppDeps) {
   const user = requireUser(deps);
   const managers = requireUser(deps, { roles: ROLES.managers });
   return new Hono<AppEnv>()
-    .get("/v1/users/me", user, (c) => c.json(toUserJson(c.get("user"))))
-    .get("/v1/users", managers, async (c) => c.json((await listUsers(deps)).map(toUserJson)))
-    .post("/v1/users/invite", managers, jsonBody(inviteSchema), async (c) => {
+    .get("/v1/users/me", apiDoc({ summary: "The signed-in user", responses: { 200: json.UserJson } }), user, (c) => c.json(toUserJson(c.get("user"))))
+    .get("/v1/users", apiDoc({ summary: "List users", responses: { 200: z.array(json.UserJson) } }), managers, async (c) => c.json((await listUsers(deps)).map(toUserJson)))
+    .post("/v1/users/invite", apiDoc({
+      summary: "Invite a user by email with a role",
+      responses: { 200: json.UserJson },
+      errors: { 409: ["already_exists"] },
+      example: { body: { email: "dev@example.com", role: "developer" } },
+    }), managers, jsonBody(inviteSchema), async (c) => {
       const body = c.req.valid("json");
       return c.json(toUserJson(await inviteUser(deps, c.get("user"), body.email, body.role)));
     })
-    .post("/v1/users/transfer-owner", requireUser(deps, { roles: ROLES.owner }), jsonBody(transferSchema), async (c) => {
+    .post("/v1/users/transfer-owner", apiDoc({
+      summary: "Make another active user the owner (the owner becomes an admin)",
+      responses: { 200: json.OwnershipTransferJson },
+      errors: { 400: ["invalid_input", "invalid_email"], 404: ["user_not_found"], 409: ["user_not_active"] },
+      example: { body: { email: "admin@example.com" } },
+    }), requireUser(deps, { roles: ROLES.owner }), jsonBody(transferSchema), async (c) => {
       const email = c.req.valid("json").email;
       if (!emailSchema.safeParse(email).success) throw new ApiError(400, "invalid_email", "the target email is not valid");
       return c.json(await transferOwnership(deps, c.get("user"), email));
     })
-    .patch("/v1/users/:user_id/role", managers, jsonBody(roleSchema), async (c) =>
+    .patch("/v1/users/:user_id/role", apiDoc({ summary: "Change a user's role", responses: { 200: json.UserJson }, example: { body: { role: "qa_viewer" } } }), managers, jsonBody(roleSchema), async (c) =>
       c.json(toUserJson(await changeUserRole(deps, c.get("user"), c.req.param("user_id"), c.req.valid("json").role))),
     )
-    .delete("/v1/users/:user_id", managers, async (c) => c.json(toUserJson(await disableUser(deps, c.get("user"), c.req.param("user_id")))))
-    .post("/v1/users/:user_id/enable", managers, async (c) => c.json(toUserJson(await enableUser(deps, c.get("user"), c.req.param("user_id")))))
-    .get("/v1/audit-events", managers, queryParams(auditQuerySchema), async (c) => c.json(await listAuditEvents(deps, c.req.valid("query").limit)));
+    .delete("/v1/users/:user_id", apiDoc({ summary: "Disable a user (their sessions end)", responses: { 200: json.UserJson } }), managers, async (c) => c.json(toUserJson(await disableUser(deps, c.get("user"), c.req.param("user_id")))))
+    .post("/v1/users/:user_id/enable", apiDoc({ summary: "Enable a disabled user", responses: { 200: json.UserJson } }), managers, async (c) => c.json(toUserJson(await enableUser(deps, c.get("user"), c.req.param("user_id")))))
+    .get("/v1/audit-events", apiDoc({ summary: "The latest audit events", responses: { 200: z.array(json.AuditEventJson) }, example: { query: { limit: "50" } } }), managers, queryParams(auditQuerySchema), async (c) => c.json(await listAuditEvents(deps, c.req.valid("query").limit)));
 }
