@@ -1,4 +1,5 @@
 import type { Context } from "hono";
+import { isBusyError } from "./db/busy.ts";
 
 /**
  * Every error code the API can answer with: the spec's codes plus CONTRACT §2/§5–§7's.
@@ -40,6 +41,8 @@ export const ERROR_CODES = [
   "install_not_possible",
   // webhooks, notifications, credential release (CONTRACT §5, §11, §12)
   "invalid_signature", "secrets_withheld", "destination_not_allowed",
+  // several daemons on a libSQL server (CONTRACT §8)
+  "database_busy",
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -74,9 +77,21 @@ export function errorBody(err: ApiError): ErrorBody {
   return err.issues ? { code: err.code, message: err.message, issues: err.issues } : { code: err.code, message: err.message };
 }
 
+/**
+ * The answer for a database still busy/locked after the retries of src/db/busy.ts (CONTRACT §8: never a 500).
+ * Nothing of the request's failed statement was committed, so the client may simply try again.
+ */
+export function databaseBusyError(): ApiError {
+  return new ApiError(503, "database_busy", "the database is busy: try again in a moment");
+}
+
 /** Renders any thrown value. Unknown failures become a bare 500: their message may hold a secret or a path. */
 export function toErrorResponse(c: Context, err: unknown): Response {
   if (err instanceof ApiError) return c.json(errorBody(err), err.status);
+  if (isBusyError(err)) {
+    c.header("Retry-After", "1");
+    return c.json(errorBody(databaseBusyError()), 503);
+  }
   return c.json({ code: "internal_error", message: "internal error" } satisfies ErrorBody, 500);
 }
 

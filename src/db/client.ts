@@ -2,6 +2,7 @@ import type { Client } from "@libsql/client";
 import * as driverCore from "drizzle-orm/libsql/driver-core";
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
+import { BusyRetryClient, DEFAULT_BUSY_RETRY, type BusyRetryPolicy } from "./busy.ts";
 import { EmbeddedClient, type SynchronousLevel } from "./embedded.ts";
 import * as schema from "./schema/index.ts";
 import type { Db } from "./types.ts";
@@ -18,6 +19,10 @@ export interface OpenDbOptions {
    * but the last commits may be lost on power loss; docs/decisions.md), FULL to fsync every commit.
    */
   synchronous?: SynchronousLevel;
+  /** The embedded file's busy timeout (ms): how long a writer waits for another process's write lock. */
+  busyTimeoutMs?: number;
+  /** Retries of a busy/locked answer after that (src/db/busy.ts). */
+  busyRetry?: BusyRetryPolicy;
 }
 
 /**
@@ -32,7 +37,9 @@ const BUSY_TIMEOUT_MS = 10_000;
 /**
  * Opens the embedded file (our statement-caching driver over the `libsql` package: WAL, busy timeout,
  * `synchronous` on every connection) or a libSQL server (`libsql://`, `http(s)://`, `ws(s)://`) through
- * `@libsql/client`, loaded only then. Node only.
+ * `@libsql/client`, loaded only then. Either way behind `BusyRetryClient`: busy/locked answers are retried with
+ * backoff and write batches take the write lock first (src/db/busy.ts). A server URL must be the primary's, never
+ * a read replica's (CONTRACT §8: a request reads what it has just written). Node only.
  */
 export async function openDb(url: string, authToken?: string, options: OpenDbOptions = {}): Promise<OpenedDb> {
   let client: Client;
@@ -41,11 +48,12 @@ export async function openDb(url: string, authToken?: string, options: OpenDbOpt
     // file:///abs and file://localhost/abs name the same absolute path; the query string is not part of it.
     path = path.replace(/^\/\/localhost(?=\/)/, "").replace(/\?.*$/, "");
     if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    client = new EmbeddedClient(path || ":memory:", { timeoutMs: BUSY_TIMEOUT_MS, synchronous: options.synchronous ?? "normal" });
+    client = new EmbeddedClient(path || ":memory:", { timeoutMs: options.busyTimeoutMs ?? BUSY_TIMEOUT_MS, synchronous: options.synchronous ?? "normal" });
   } else {
     const { createClient } = await import("@libsql/client");
-    client = createClient({ url, authToken, timeout: BUSY_TIMEOUT_MS });
+    client = createClient({ url, authToken });
   }
+  client = new BusyRetryClient(client, options.busyRetry ?? DEFAULT_BUSY_RETRY);
   const db: Db = construct(client, { schema });
   return { db, client, close: () => client.close() };
 }

@@ -177,10 +177,22 @@ const BEGIN: Record<TransactionMode, string> = { write: "BEGIN IMMEDIATE", read:
 /** Statements after which cached statements may describe tables that changed. */
 const SCHEMA_CHANGE = /^\s*(?:create|drop|alter)\b/i;
 
+/** SQLite's busy/locked refusal: the statement is left mid-run, to be resumed (see `CachedConnection.stale`). */
+function isBusyCode(e: unknown): boolean {
+  return e instanceof LibsqlError && (e.code === "SQLITE_BUSY" || e.code === "SQLITE_LOCKED");
+}
+
 /** One open connection with its statement cache. */
 class CachedConnection {
   readonly conn: Connection;
   private readonly cache = new Map<string, Cached>();
+  /**
+   * Set when a statement was refused with SQLITE_BUSY/LOCKED. SQLite leaves such a statement active (it could be
+   * stepped again), and the libsql package has no way to reset it short of running it again: while it lives, every
+   * COMMIT on this connection fails with "cannot commit transaction - SQL statements in progress" (issue 18). The
+   * client replaces a stale connection before its next call.
+   */
+  stale = false;
 
   constructor(
     path: string,
@@ -244,7 +256,9 @@ class CachedConnection {
     } catch (e) {
       // A failed statement is not reused: it is re-prepared (and so starts clean) on the next call.
       this.cache.delete(sql);
-      throw mapError(e);
+      const mapped = mapError(e);
+      if (isBusyCode(mapped)) this.stale = true;
+      throw mapped;
     }
   }
 
@@ -364,6 +378,8 @@ export class EmbeddedClient implements Client {
 
   private open(): CachedConnection {
     if (this.closed) throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
+    // Calls run synchronously to their end, so no transaction is open here: replacing the connection loses nothing.
+    if (this.main.stale) this.reconnect();
     return this.main;
   }
 

@@ -84,7 +84,7 @@ export function pageContext(c: Context<AppEnv>, deps: Pick<AppDeps, "clock">): P
 }
 
 /** Renders a page as a full HTML document. */
-export async function renderPage(c: Context, page: JSX.Element | Promise<JSX.Element>, status: 200 | 400 | 403 | 404 | 409 | 410 | 429 | 500 | 502 = 200) {
+export async function renderPage(c: Context, page: JSX.Element | Promise<JSX.Element>, status: 200 | 400 | 403 | 404 | 409 | 410 | 429 | 500 | 502 | 503 = 200) {
   const body = `<!DOCTYPE html>${String(await page)}`;
   return c.html(body, status);
 }

@@ -5,7 +5,7 @@ import type { Context } from "hono";
 import { afterAll } from "vitest";
 import { createApp } from "../../src/app.ts";
 import { loadConfig, type HangarConfig } from "../../src/config.ts";
-import { openDb, type OpenedDb } from "../../src/db/client.ts";
+import { openDb, type OpenDbOptions, type OpenedDb } from "../../src/db/client.ts";
 import { migrateDb } from "../../src/db/migrate.ts";
 import type { AppDeps } from "../../src/deps.ts";
 import { createSecretBox, randomBytes } from "../../src/domain/common/crypto.ts";
@@ -60,7 +60,7 @@ export interface CallResult {
  * ManualClock and a throwaway key. Closed automatically after the test file.
  */
 export async function makeTestApp(
-  options: { config?: Record<string, string>; deps?: Partial<AppDeps> } = {},
+  options: { config?: Record<string, string>; deps?: Partial<AppDeps>; db?: OpenDbOptions } = {},
 ): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-test-"));
   const dbPath = join(dataDir, "hangar.db");
@@ -68,7 +68,7 @@ export async function makeTestApp(
   // on 127.0.0.1 (a test that checks refusals passes its own HANGAR_OUTBOUND_ALLOW).
   const config: HangarConfig = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_OUTBOUND_ALLOW: TEST_OUTBOUND_ALLOW, ...options.config });
   const outbound = createNodeOutbound(config.outboundAllow);
-  const opened = await openDb(`file:${dbPath}`);
+  const opened = await openDb(`file:${dbPath}`, undefined, options.db);
   await migrateDb(opened.db);
   const clock = new ManualClock();
   const logs: Record<string, unknown>[] = [];

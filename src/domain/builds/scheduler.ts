@@ -62,7 +62,7 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
     row = (await client.execute(claim)).rows[0];
     if (row) await client.execute(refresh);
   } else {
-    row = (await client.batch([claim, refresh], "deferred"))[0]?.rows[0];
+    row = (await client.batch([claim, refresh], "write"))[0]?.rows[0];
   }
   if (!row) return null;
   const b = row as unknown as ClaimRow;
