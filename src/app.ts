@@ -28,6 +28,7 @@ import { setupRoutes } from "./http/routes/setup.ts";
 import { trustedProxyRoutes } from "./http/routes/trusted-proxy.ts";
 import { userRoutes } from "./http/routes/users.ts";
 import { webRoutes } from "./web/index.ts";
+import { apiPages } from "./web/pages/api.tsx";
 import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 import { webhooksRoutes } from "./http/routes/webhooks.ts";
 import { notificationsRoutes } from "./http/routes/notifications.ts";
@@ -76,10 +77,12 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.route("/", metricsRoutes(deps, metrics));
   // Built on first request from the finished route table, so it lists every route, itself included.
   let openApiDocument: unknown;
+  const openApi = () => (openApiDocument ??= buildOpenApiDocument(app, { version: HANGAR_VERSION }));
+  app.route("/", apiPages(deps, openApi));
   app.get(
     "/v1/openapi.json",
     apiDoc({ summary: "This document: OpenAPI 3.1 of every /v1/ route (public)", responses: { 200: { contentType: "application/json", description: "The OpenAPI document" } } }),
-    (c) => c.json((openApiDocument ??= buildOpenApiDocument(app, { version: HANGAR_VERSION }))),
+    (c) => c.json(openApi()),
   );
 
   app.notFound((c) => c.json({ code: "not_found", message: "no such route" }, 404));

@@ -108,6 +108,11 @@ export function Layout(props: { ctx: PageCtx; title: string; children: Child; na
           <Flash flash={props.ctx.flash} />
           {props.children}
         </main>
+        {props.ctx.user ? (
+          <footer class="page-foot">
+            <a href="/api">API reference</a> · <a href="/v1/openapi.json">OpenAPI document</a>
+          </footer>
+        ) : null}
       </body>
     </html>
   );

@@ -289,7 +289,7 @@ async function makeWorld(): Promise<World> {
  * The web UI's pages (src/web/, CONTRACT §10) answer HTML and take forms: they are not part of this JSON fuzz.
  * Their own tests (test/web/) cover their errors, Origin checks and escaping.
  */
-const WEB_UI_PATH = /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|artifacts\/)/;
+const WEB_UI_PATH = /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|artifacts\/)/;
 
 function appRoutes(t: TestApp): Route[] {
   const seen = new Map<string, Route>();
