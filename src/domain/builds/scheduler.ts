@@ -1,5 +1,5 @@
 import type { Row } from "@libsql/client";
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { z } from "zod";
 import { clientOf } from "../../db/fixed-sql.ts";
 import { builds, runners } from "../../db/schema/index.ts";
@@ -7,9 +7,8 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
 import { stepResultSchema, type BuildRow } from "./builds.ts";
-import { endStepResults, endStepResultsSql } from "./step-results.ts";
+import { endStepResults, endStepResultsExpression } from "./step-results.ts";
 import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "../projects/projects.ts";
-import { refreshRunnerStatement } from "../runners/runners.ts";
 import { recordAudit } from "../common/audit.ts";
 import { assertCredentialsReleasable } from "../projects/credential-release.ts";
 import { openSecrets } from "../projects/project-secrets.ts";
@@ -158,20 +157,30 @@ export async function getRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, 
   return row;
 }
 
-export function toJobJson(b: BuildRow) {
+export function toJobJson(b: Pick<BuildRow, "id" | "status" | "cancelRequested" | "leaseExpiresAt">) {
   return { build_id: b.id, status: b.status, cancel_requested: b.cancelRequested, lease_expires_at: b.leaseExpiresAt };
+}
+
+/** What a runner's status report answers (SPEC "Job": the fields the runner acts on). */
+export interface JobState {
+  id: string;
+  status: BuildRow["status"];
+  cancelRequested: boolean;
+  leaseExpiresAt: number | null;
 }
 
 /**
  * A runner's status report: one conditional UPDATE guarded by the allowed previous states (assigned → running
- * → final), which also renews the lease. When it matches nothing, the build is read to name the reason.
+ * → final), which also renews the lease, and the runner's heartbeat in the same batch. When it matches nothing,
+ * the build is read to name the reason. Fixed SQL (issue 16), like the claim: the report is a third of every
+ * build's runner traffic, and drizzle built its statement afresh on each call.
  */
 export async function reportJobStatus(
   deps: SchedDeps,
   runnerId: string,
   jobId: string,
   input: z.infer<typeof jobStatusSchema>,
-): Promise<BuildRow> {
+): Promise<JobState> {
   const { status } = input;
   let exitCode = input.exit_code;
   if (status === "succeeded") {
@@ -183,34 +192,65 @@ export async function reportJobStatus(
   }
   const now = deps.clock.now();
   const final = isFinalStatus(status);
-  const fields: Partial<Record<keyof BuildRow, unknown>> = {
-    status,
-    leaseExpiresAt: final ? sql`${builds.leaseExpiresAt}` : now + deps.config.jobLeaseS,
-    startedAt: sql`COALESCE(${builds.startedAt}, ${now})`,
-    updatedAt: now,
+  // A build that ends other than succeeded leaves no step running (issue 10), whatever the runner reported:
+  // reported steps are closed here, stored ones by REPORT_SQL's own CASE.
+  const endsSteps = final && status !== "succeeded";
+  const reported = input.step_results === undefined ? null : endsSteps ? endStepResults(input.step_results, now) : input.step_results;
+  const failureReason = status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
+  const report = {
+    sql: REPORT_SQL,
+    args: [
+      status,
+      final ? 1 : 0,
+      now + deps.config.jobLeaseS,
+      now,
+      exitCode ?? null,
+      failureReason,
+      reported === null ? null : JSON.stringify(reported),
+      endsSteps ? 1 : 0,
+      jobId,
+      runnerId,
+      JSON.stringify(reportableFrom(status)),
+    ],
   };
-  if (exitCode !== undefined) fields.exitCode = exitCode;
-  if (input.step_results !== undefined) fields.stepResults = input.step_results;
-  // A build that ends other than succeeded leaves no step running (issue 10), whatever the runner reported.
-  if (final && status !== "succeeded") fields.stepResults = input.step_results !== undefined ? endStepResults(input.step_results, now) : endStepResultsSql(now);
-  if (final) {
-    fields.finishedAt = now;
-    fields.failureReason = status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
+  const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
+  const row = (await clientOf(deps.db).batch([report, refresh], "deferred"))[0]?.rows[0] as unknown as ReportRow | undefined;
+  if (row) {
+    return {
+      id: String(row.id),
+      status: row.status,
+      cancelRequested: Number(row.cancel_requested) === 1,
+      leaseExpiresAt: row.lease_expires_at === null ? null : Number(row.lease_expires_at),
+    };
   }
-  const [updated] = await deps.db.batch([
-    deps.db
-      .update(builds)
-      // Drizzle accepts SQL expressions in set(); the record type above only widens the values to allow them.
-      .set(fields as Parameters<ReturnType<typeof deps.db.update<typeof builds>>["set"]>[0])
-      .where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId), inArray(builds.status, reportableFrom(status))))
-      .returning(),
-    refreshRunnerStatement(deps, runnerId, { heartbeat: true }),
-  ]);
-  if (updated[0]) return updated[0];
   const current = await getRunnerJob(deps, runnerId, jobId);
   assertRunnerReport(current.status, current.cancelRequested, status);
   // The guard passed on a fresh read: the state moved under us between the two statements; report the refusal.
   throw new ApiError(409, "invalid_transition", `a ${current.status} build cannot become ${status}`);
+}
+
+/**
+ * The report as fixed SQL. Arguments: ?1 status, ?2 final (0/1), ?3 renewed lease expiry, ?4 now, ?5 exit code or
+ * null (kept), ?6 failure reason (set when final), ?7 reported step results as JSON or null, ?8 close the stored
+ * steps (0/1: final and not succeeded, nothing reported), ?9 build id, ?10 runner id, ?11 the allowed previous
+ * states as a JSON array. A final report keeps the lease as it was.
+ */
+const REPORT_SQL = `UPDATE builds SET status = ?1,
+  lease_expires_at = CASE WHEN ?2 THEN lease_expires_at ELSE ?3 END,
+  started_at = COALESCE(started_at, ?4), updated_at = ?4,
+  exit_code = CASE WHEN ?5 IS NULL THEN exit_code ELSE ?5 END,
+  finished_at = CASE WHEN ?2 THEN ?4 ELSE finished_at END,
+  failure_reason = CASE WHEN ?2 THEN ?6 ELSE failure_reason END,
+  step_results = CASE WHEN ?7 IS NOT NULL THEN ?7 WHEN ?8 THEN (${endStepResultsExpression("?4")})
+    ELSE step_results END
+WHERE id = ?9 AND runner_id = ?10 AND status IN (SELECT value FROM json_each(?11))
+RETURNING id, status, cancel_requested, lease_expires_at`;
+
+interface ReportRow {
+  id: string;
+  status: BuildRow["status"];
+  cancel_requested: number;
+  lease_expires_at: number | null;
 }
 
 /** Credentials are handed out only for a job this runner holds right now (409 job_not_active otherwise). */

@@ -8,12 +8,20 @@ import { builds } from "../../db/schema/index.ts";
  * same statement that ends the build.
  */
 export function endStepResultsSql(now: number): SQL {
-  return sql`CASE WHEN ${builds.stepResults} IS NULL OR json_valid(${builds.stepResults}) = 0 THEN ${builds.stepResults} ELSE (
+  return sql.raw(endStepResultsExpression(String(Math.trunc(now))));
+}
+
+/**
+ * The same rule as SQL text for the fixed statements (issue 16), with `now` given as SQL: a parameter such as `?4`
+ * or an integer literal. Always used inside an UPDATE of builds.
+ */
+export function endStepResultsExpression(now: string): string {
+  return `CASE WHEN "builds"."step_results" IS NULL OR json_valid("builds"."step_results") = 0 THEN "builds"."step_results" ELSE (
     SELECT json_group_array(CASE json_extract(value, '$.status')
       WHEN 'running' THEN json_set(value, '$.status', 'failed', '$.finished_at', ${now})
       WHEN 'pending' THEN json_set(value, '$.status', 'skipped')
       ELSE json(value) END)
-    FROM (SELECT value FROM json_each(${builds.stepResults}) ORDER BY key)
+    FROM (SELECT value FROM json_each("builds"."step_results") ORDER BY key)
   ) END`;
 }
 
