@@ -2,6 +2,9 @@ import { describe, expect, it } from "vitest";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, createPipeline, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { setInstance } from "../helpers/factories.ts";
+import { artifactWorld, pathOf, uploadArtifact } from "../helpers/artifact-world.ts";
+import { startReceiver } from "../helpers/receiver.ts";
+import { countPendingDeliveries, expandBuildEvents, runOutboxOnce } from "../../src/domain/events/outbox.ts";
 import { parsePrometheus, type Family } from "../helpers/prometheus.ts";
 
 async function scrape(t: TestApp, options: { token?: string; peer?: string } = {}) {
@@ -79,6 +82,44 @@ describe("GET /metrics", () => {
     const after = await scrape(t);
     expect(sample(family(after.families, "hangar_http_requests_total"), { route: "/v1/builds/:build_id", status: "200" })).toBe(5);
     expect(sample(family(after.families, "hangar_http_requests_total"), { route: "/metrics", status: "200" })).toBe(1);
+  });
+
+  it("counts artifact bytes by direction as they pass, and the messages waiting in the outbox", async () => {
+    const t = await makeTestApp();
+    const receiver = await startReceiver();
+    const w = await artifactWorld(t);
+    const bytes = new Uint8Array(70_000).map((_, i) => (i * 31) % 251);
+    const artifact = await uploadArtifact(t, w, "app.bin", bytes);
+    const start = await scrape(t);
+    const artifactBytes = family(start.families, "hangar_artifact_bytes_total");
+    expect(artifactBytes.type).toBe("counter");
+    expect(sample(artifactBytes, { direction: "upload" })).toBe(bytes.length);
+    expect(sample(artifactBytes, { direction: "download" }) ?? 0).toBe(0);
+
+    // A whole download, then a range of it: only the bytes sent are counted.
+    const link = async () => pathOf((await t.call("POST", `/v1/artifacts/${artifact.id}/download-link`, { token: w.ownerToken })).body.url);
+    const whole = await t.call("GET", await link());
+    expect(whole.status).toBe(200);
+    const part = await t.call("GET", await link(), { headers: { range: "bytes=0-999" } });
+    expect(part.status).toBe(206);
+    const afterDownloads = family((await scrape(t)).families, "hangar_artifact_bytes_total");
+    expect(sample(afterDownloads, { direction: "download" })).toBe(bytes.length + 1000);
+    expect(sample(afterDownloads, { direction: "upload" })).toBe(bytes.length);
+
+    // A notification on failure: the build's failure puts one message in the outbox; delivered, the gauge is 0.
+    const created = await t.call("POST", `/v1/projects/${w.projectId}/notifications`, {
+      token: w.ownerToken,
+      body: { kind: "webhook", url: `${receiver.url}/hook`, on: ["failed"] },
+    });
+    expect(created.status, created.text).toBe(200);
+    const failed = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${w.buildId}/status`, { token: w.runner.token, body: { status: "failed", exit_code: 2 } });
+    expect(failed.status, failed.text).toBe(200);
+    await expandBuildEvents(t.deps);
+    expect(await countPendingDeliveries(t.deps)).toBe(1);
+    expect(sample(family((await scrape(t)).families, "hangar_outbox_pending"), {})).toBe(1);
+    await runOutboxOnce(t.deps, "metrics-test");
+    expect(receiver.requests).toHaveLength(1);
+    expect(sample(family((await scrape(t)).families, "hangar_outbox_pending"), {})).toBe(0);
   });
 
   it("answers 404 not_found to a non-loopback client and in remote mode when no token is set", async () => {
