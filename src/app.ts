@@ -7,6 +7,7 @@ import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
 import { loopbackDetection } from "./http/middleware/loopback.ts";
 import { requestMetrics } from "./http/middleware/metrics.ts";
 import { MetricsRegistry } from "./domain/common/metrics.ts";
+import { LogSignal } from "./domain/logs/log-signal.ts";
 import { metricsRoutes } from "./http/routes/metrics.ts";
 import { buildOpenApiDocument } from "./http/openapi.ts";
 import { apiDoc } from "./http/route-docs.ts";
@@ -41,6 +42,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
   // Domain code (claims, artifacts) records into the same registry the scrape reads.
   const metrics = (deps.metrics ??= new MetricsRegistry());
+  deps.logSignal ??= new LogSignal();
 
   app.use("*", requestContext(deps.log, deps.config.logRequests));
   app.use("*", requestMetrics(metrics));

@@ -4,6 +4,7 @@ import type { Db } from "./db/types.ts";
 import type { SecretBox } from "./domain/common/crypto.ts";
 import type { GitClient } from "./domain/projects/git.ts";
 import type { JobSignal } from "./domain/builds/job-signal.ts";
+import type { LogSignal } from "./domain/logs/log-signal.ts";
 import type { MetricsRegistry } from "./domain/common/metrics.ts";
 import type { UserRow } from "./domain/auth/users.ts";
 import type { ArtifactStore, StoreTarget } from "./storage/types.ts";
@@ -49,6 +50,8 @@ export interface AppDeps {
   git: GitClient;
   /** Wakes this process's long-polling claims when a build is queued; other daemons poll the database. */
   jobSignal: JobSignal;
+  /** Wakes this process's live log streams when a runner sends a build's log or status; `createApp` makes one. */
+  logSignal?: LogSignal;
   /** Opens the artifact store an artifact's location names (local disk needs node:fs, so the host supplies it). */
   openArtifactStore: (target: StoreTarget) => ArtifactStore;
   /** This process's Prometheus counters and histograms; `createApp` makes one when the host passes none. */

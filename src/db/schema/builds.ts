@@ -52,6 +52,9 @@ export const buildLogChunks = sqliteTable(
     buildId: text("build_id").notNull(),
     startOffset: integer("start_offset").notNull(),
     content: blob("content", { mode: "buffer" }).notNull(),
+    /** Newlines in `content`, counted at append (stored chunks never change): line numbers of a window of a
+     *  long log are a sum, not a scan. NULL on chunks stored before migration 0007 (counted by a scan then). */
+    newlines: integer("newlines"),
   },
   (t) => [primaryKey({ columns: [t.buildId, t.startOffset] })],
 );

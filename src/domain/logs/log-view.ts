@@ -2,7 +2,7 @@ import { and, eq, gte, sql } from "drizzle-orm";
 import { buildLogChunks } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { getBuild } from "../builds/builds.ts";
-import { readLog } from "./logs.ts";
+import { countNewlines, readLog } from "./logs.ts";
 
 /**
  * Reading a build log the way the build page shows it (CONTRACT §10): the tail first, earlier windows on demand,
@@ -32,21 +32,17 @@ async function storedSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<n
   return Number(row?.size ?? 0);
 }
 
-function countNewlines(bytes: Uint8Array, end = bytes.length): number {
-  let n = 0;
-  for (let i = 0; i < end; i++) if (bytes[i] === NEWLINE) n++;
-  return n;
-}
 
 /**
- * Newlines in the stored log before byte `offset`: whole chunks are counted inside the database (bytes never
- * leave it; `replace` works on the bytes of the text), the one chunk that straddles `offset` here.
+ * Newlines in the stored log before byte `offset`: the sum of the whole chunks' stored counts (a chunk stored
+ * before the count existed is scanned inside the database: `replace` works on the bytes of the text), plus the
+ * one chunk that straddles `offset`, counted here.
  */
 export async function countLinesBefore(deps: Pick<AppDeps, "db">, buildId: string, offset: number): Promise<number> {
   if (offset <= 0) return 0;
   const whole = await deps.db
     .select({
-      n: sql<number>`COALESCE(SUM(length(${buildLogChunks.content}) - length(CAST(replace(CAST(${buildLogChunks.content} AS TEXT), char(10), '') AS BLOB))), 0)`,
+      n: sql<number>`COALESCE(SUM(COALESCE(${buildLogChunks.newlines}, length(${buildLogChunks.content}) - length(CAST(replace(CAST(${buildLogChunks.content} AS TEXT), char(10), '') AS BLOB)))), 0)`,
     })
     .from(buildLogChunks)
     .where(

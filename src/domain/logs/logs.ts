@@ -8,6 +8,13 @@ import { getProject, projectLogSecrets } from "../projects/projects.ts";
 import { getRunnerJob } from "../builds/scheduler.ts";
 import { concatBytes, matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
 
+/** Newlines in `bytes[0, end)`: stored with each chunk (build_log_chunks.newlines) for the page's line numbers. */
+export function countNewlines(bytes: Uint8Array, end = bytes.length): number {
+  let n = 0;
+  for (let at = bytes.indexOf(0x0a); at >= 0 && at < end; at = bytes.indexOf(0x0a, at + 1)) n++;
+  return n;
+}
+
 /**
  * Build logs (CONTRACT §6). Two offset spaces:
  * - the runner writes at RAW byte offsets of what it sent (`builds.log_bytes` counts them), so a retried chunk
@@ -85,7 +92,7 @@ export async function appendLog(
       pending = new Uint8Array(0);
     }
     const insertStored = deps.db.run(
-      sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${storedSize}, ${toBlob(stored)} WHERE changes() = 1`,
+      sql`INSERT INTO build_log_chunks (build_id, start_offset, content, newlines) SELECT ${jobId}, ${storedSize}, ${toBlob(stored)}, ${countNewlines(stored)} WHERE changes() = 1`,
     );
     const upsertPending = deps.db.run(
       sql`INSERT INTO build_log_chunks (build_id, start_offset, content) SELECT ${jobId}, ${PENDING_OFFSET}, ${toBlob(pending)} WHERE changes() = 1

@@ -92,9 +92,12 @@ export function runnersRoutes(deps: AppDeps) {
       responses: { 200: json.JobJson },
       errors: { 409: ["invalid_transition", "build_canceled", "job_not_active"] },
       example: { body: { status: "running", step_results: [{ name: "build", status: "running", started_at: 1764000000 }] } },
-    }), runner, jsonBody(jobStatusSchema), async (c) =>
-      c.json(toJobJson(await reportJobStatus(deps, c.get("runnerId"), c.req.param("job_id"), c.req.valid("json")))),
-    )
+    }), runner, jsonBody(jobStatusSchema), async (c) => {
+      const job = await reportJobStatus(deps, c.get("runnerId"), c.req.param("job_id"), c.req.valid("json"));
+      // Live build pages served by this process show the new status and steps now, not at their next poll.
+      deps.logSignal?.notify(job.id);
+      return c.json(toJobJson(job));
+    })
     .post(`${JOB}/logs`, apiDoc({
       summary: "Append log bytes at a byte offset (text/plain body); a repeated chunk is accepted once",
       responses: { 200: json.LogAppendedJson },
@@ -106,7 +109,9 @@ export function runnersRoutes(deps: AppDeps) {
         throw new ApiError(400, "invalid_input", "log chunks are sent as text/plain");
       }
       const chunk = new Uint8Array(await c.req.arrayBuffer());
-      return c.json(await appendLog(deps, c.get("runnerId"), c.req.param("job_id"), c.req.valid("query").offset, chunk));
+      const appended = await appendLog(deps, c.get("runnerId"), c.req.param("job_id"), c.req.valid("query").offset, chunk);
+      deps.logSignal?.notify(c.req.param("job_id"));
+      return c.json(appended);
     })
     .get(`${JOB}/checkout-auth`, apiDoc({ summary: "Credentials to clone the repository, for the job's lease", responses: { 200: json.CheckoutAuthJson }, errors: { 404: ["no_credentials"], 409: ["job_not_active"] } }), runner, async (c) => c.json(await checkoutAuth(deps, c.get("runnerId"), c.req.param("job_id"))))
     .get(`${JOB}/android-signing`, apiDoc({ summary: "The Android keystore (protected branches, not fork builds)", responses: { 200: json.AndroidSigningJson }, errors: { 403: ["secrets_withheld"], 404: ["no_credentials"], 409: ["job_not_active"] } }), runner, async (c) => c.json(await androidSigning(deps, c.get("runnerId"), c.req.param("job_id"))))

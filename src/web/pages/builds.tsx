@@ -514,39 +514,48 @@ export function buildPages(deps: AppDeps) {
         let lastWrite = Date.now();
         // A reconnecting browser waits half a second, not its default three.
         await stream.writeSSE({ event: "hello", data: "{}", retry: 500 });
-        while (!stop.signal.aborted && Date.now() < closeAt) {
-          const build = await getBuild(deps, buildId);
-          const final = isFinalStatus(build.status);
-          const state = JSON.stringify(buildUpdate(build, deps.clock.now()));
-          if (state !== lastBuild) {
-            lastBuild = state;
-            await stream.writeSSE({ event: "build", data: state });
-            lastWrite = Date.now();
-          }
-          let more = false;
-          if (build.logBytes !== lastLogBytes || final) {
-            const log = await readLog(deps, buildId, offset);
-            // A character split across chunks waits for its last byte: no event ever ends inside one.
-            const cut = utf8Boundary(log.bytes, log.complete);
-            if (cut > 0) {
-              const from = offset;
-              offset += cut;
-              await stream.writeSSE({ event: "log", id: String(offset), data: JSON.stringify({ from, text: decoder.decode(log.bytes.subarray(0, cut)) }) });
+        const wake = deps.logSignal?.subscribe(buildId);
+        stream.onAbort(() => wake?.close());
+        try {
+          while (!stop.signal.aborted && Date.now() < closeAt) {
+            const seen = wake?.seq() ?? 0;
+            const build = await getBuild(deps, buildId);
+            const final = isFinalStatus(build.status);
+            const state = JSON.stringify(buildUpdate(build, deps.clock.now()));
+            if (state !== lastBuild) {
+              lastBuild = state;
+              await stream.writeSSE({ event: "build", data: state });
               lastWrite = Date.now();
             }
-            if (log.complete && cut === log.bytes.length) {
-              await stream.writeSSE({ event: "end", id: String(offset), data: "{}" });
-              return;
+            let more = false;
+            if (build.logBytes !== lastLogBytes || final) {
+              const log = await readLog(deps, buildId, offset);
+              // A character split across chunks waits for its last byte: no event ever ends inside one.
+              const cut = utf8Boundary(log.bytes, log.complete);
+              if (cut > 0) {
+                const from = offset;
+                offset += cut;
+                await stream.writeSSE({ event: "log", id: String(offset), data: JSON.stringify({ from, text: decoder.decode(log.bytes.subarray(0, cut)) }) });
+                lastWrite = Date.now();
+              }
+              if (log.complete && cut === log.bytes.length) {
+                await stream.writeSSE({ event: "end", id: String(offset), data: "{}" });
+                return;
+              }
+              // Something came: look again at once (a long log arrives page by page). Nothing: wait for the count.
+              more = cut > 0;
+              if (!more) lastLogBytes = build.logBytes;
             }
-            // Something came: look again at once (a long log arrives page by page). Nothing: wait for the count.
-            more = cut > 0;
-            if (!more) lastLogBytes = build.logBytes;
+            if (Date.now() - lastWrite > STREAM_KEEPALIVE_MS) {
+              await stream.write(": keep-alive\n\n");
+              lastWrite = Date.now();
+            }
+            // A runner's chunk or report to this process wakes the stream at once; one sent to another daemon on
+            // the same database is seen at the next poll.
+            if (!more) await (wake ? wake.wait(seen, STREAM_POLL_MS, stop.signal) : sleep(STREAM_POLL_MS, stop.signal));
           }
-          if (Date.now() - lastWrite > STREAM_KEEPALIVE_MS) {
-            await stream.write(": keep-alive\n\n");
-            lastWrite = Date.now();
-          }
-          if (!more) await sleep(STREAM_POLL_MS, stop.signal);
+        } finally {
+          wake?.close();
         }
       });
     });
