@@ -1,0 +1,1 @@
+ALTER TABLE `build_log_chunks` ADD `newlines` integer;
