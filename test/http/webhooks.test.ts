@@ -240,6 +240,7 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     const { project, webhook } = await projectWithHook("github", { triggers: [{ event: "pull_request", branches: ["master"] }] });
     const signing = { keystore_base64: "AAAA", keystore_password: "p", key_alias: "k", key_password: "p" };
     expect((await t.call("PUT", `/v1/projects/${project.id}/signing/android`, { token: owner, body: signing })).status).toBe(200);
+    expect((await t.call("PUT", `/v1/projects/${project.id}/secrets/STORE_KEY`, { token: owner, body: { value: "app-store-key-1" } })).status).toBe(200);
     const runner = await registerRunner(t, owner);
 
     const same = github("pull_request", (e) => e.action === "opened");
@@ -249,6 +250,8 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     expect(job1.build_id).toBe(sameBuild.id);
     const ok = await t.call("GET", `/v1/runners/${runner.id}/jobs/${job1.build_id}/android-signing`, { token: runner.token });
     expect(ok.status).toBe(200);
+    const secrets = await t.call("GET", `/v1/runners/${runner.id}/jobs/${job1.build_id}/secrets`, { token: runner.token });
+    expect([secrets.status, secrets.body]).toEqual([200, { STORE_KEY: "app-store-key-1" }]);
 
     const fork = github("pull_request", (e) => e.action === "synchronize");
     fork.pull_request.head.repo.full_name = "mallory/Hello-World";
@@ -258,7 +261,8 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     expect(build).toMatchObject({ trigger_event: "pull_request", trigger_ref: `refs/pull/${fork.number}/head`, branch: "changes", commit_sha: fork.pull_request.head.sha });
     const job2 = await claim(t, runner);
     expect(job2.build_id).toBe(forkBuild.id);
-    for (const kind of ["android-signing", "ios-signing"]) {
+    // Secret variables are withheld from a fork's pull request like the signing material (CONTRACT §5).
+    for (const kind of ["android-signing", "ios-signing", "secrets"]) {
       const withheld = await t.call("GET", `/v1/runners/${runner.id}/jobs/${job2.build_id}/${kind}`, { token: runner.token });
       expect([withheld.status, withheld.body.code]).toEqual([403, "secrets_withheld"]);
     }
