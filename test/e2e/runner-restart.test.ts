@@ -1,6 +1,6 @@
 // The daemon restarting under a running build: the runner rides it out (retries with backoff) and the build
 // still ends with every log line exactly once, its artifact and its final status.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -40,12 +40,15 @@ describe("a daemon restart in the middle of a build", () => {
     d = await startReadyDaemon({ HANGAR_PORT: String(port) });
     daemons.push(d.daemon);
     repo = makeGitRepo();
+    // The second step waits for this file, made only once the daemon is down: on a loaded machine the stored log
+    // can lag so far behind that, without it, the build could finish before the crash it is meant to ride out.
+    const gate = join(scratch, "daemon-is-down");
     const p = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
     const pipeline = await createPipeline(d.api, d.ownerToken, p.id, {
       platform: "any",
       steps: [
         { name: "count", run: 'for i in $(seq 1 30); do echo "line-$i"; sleep 0.1; done' },
-        { name: "more", run: 'for i in $(seq 31 40); do echo "line-$i"; sleep 0.1; done; mkdir -p out; echo made-while-away > out/report.txt' },
+        { name: "more", run: `while [ ! -e ${gate} ]; do sleep 0.1; done; for i in $(seq 31 40); do echo "line-$i"; sleep 0.1; done; mkdir -p out; echo made-while-away > out/report.txt` },
       ],
       artifacts: ["out/report.txt"],
     });
@@ -65,6 +68,7 @@ describe("a daemon restart in the middle of a build", () => {
     await waitFor("line-25 in the stored log", logHas("line-25\n"));
     // Then a crash, staying down while the steps finish: the rest of the log and the final report wait in the runner.
     await second.stop("SIGKILL");
+    writeFileSync(gate, "");
     await new Promise((r) => setTimeout(r, 3000));
     expect(runner.proc.exitCode).toBeNull();
     const third = await startDaemon({ ...d.env, HANGAR_PORT: String(port) });
