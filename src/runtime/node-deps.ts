@@ -10,6 +10,8 @@ import { base64UrlToBytes, bytesToBase64Url, createSecretBox, randomBytes } from
 import { loadInstance } from "../domain/setup/instance.ts";
 import { openNodeArtifactStore } from "../storage/node-stores.ts";
 import { JobSignal } from "../domain/builds/job-signal.ts";
+import { readQueueVersion } from "../domain/builds/scheduler.ts";
+import { describeError } from "../errors.ts";
 import { createNodeGitClient } from "./git.ts";
 import { createNodeOutbound } from "./outbound.ts";
 import { checkWritableDir } from "./writable-dir.ts";
@@ -106,7 +108,12 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       fetch: outbound.fetch,
       checkDestination: async (url) => ({ listed: (await outbound.resolve(url)).listed }),
       git: createNodeGitClient({ allow: config.outboundAllow }),
-      jobSignal: new JobSignal(),
+      // One loop per daemon reads the queue version while claims wait: builds queued through other daemons
+      // sharing the database wake this daemon's long-polls (CONTRACT §8).
+      jobSignal: new JobSignal({
+        readVersion: () => readQueueVersion(opened.db),
+        onError: (err) => stderrLogger({ time: new Date().toISOString(), level: "warn", msg: "queue version read failed", error: describeError(err) }),
+      }),
       openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
       processMetrics: nodeProcessMetrics,
       runnerBundle: nodeRunnerBundle(),

@@ -45,6 +45,17 @@ export const builds = sqliteTable(
   ],
 );
 
+/**
+ * The queue's version (one row, id = 1): triggers bump it in the same statement as a build becomes queued (created,
+ * requeued after a lapsed lease or a removed runner, rerun), whichever code path or daemon does it. Each daemon
+ * polls this one row while some claim long-polls it, and wakes its waiting claims when it changes (CONTRACT §8:
+ * a build queued through another daemon is picked up within 500 ms without every waiting claim polling).
+ */
+export const queueVersion = sqliteTable("queue_version", {
+  id: integer("id").primaryKey(),
+  version: integer("version").notNull(),
+});
+
 /** Build logs as byte chunks appended at their offset (CONTRACT §6). */
 export const buildLogChunks = sqliteTable(
   "build_log_chunks",

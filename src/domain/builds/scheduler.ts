@@ -15,7 +15,14 @@ import { openSecrets } from "../projects/project-secrets.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
-/** How often a waiting claim looks at the database for builds queued by another daemon (CONTRACT §8). */
+/**
+ * How often a waiting claim tries the database by itself. With the daemon's queue-version loop (JobSignal
+ * `readVersion`), builds queued anywhere wake it within ~200 ms, so its own tries are only a fallback for what
+ * queues nothing (a runner's platforms widened, a drain lifted, a failed version read): every 2–3 s. Without the
+ * loop (an embedder's JobSignal without it), every 250–450 ms as before (CONTRACT §8).
+ */
+const FALLBACK_MIN_MS = 2000;
+const FALLBACK_JITTER_MS = 1000;
 const POLL_MIN_MS = 250;
 const POLL_JITTER_MS = 200;
 export const MAX_CLAIM_WAIT_S = 30;
@@ -132,8 +139,12 @@ export async function claimJob(
 ): Promise<ClaimedJob | null> {
   // Wall time, not deps.clock: the wait is a real duration even under a test's ManualClock.
   const deadline = Date.now() + waitS * 1000;
+  const signal = deps.jobSignal;
+  const [pollMin, pollJitter] = signal.pollsDatabase ? [FALLBACK_MIN_MS, FALLBACK_JITTER_MS] : [POLL_MIN_MS, POLL_JITTER_MS];
   for (let attempt = 0; ; attempt++) {
     if (abort?.aborted) return null;
+    // Read before the try: a wake-up that comes while it runs makes the wait below return at once.
+    const seen = signal.generation;
     // The first try records the heartbeat (a claim counts as one); retries during the wait do not rewrite it.
     const claimed = await claimOnce(deps, runnerId, { heartbeat: attempt === 0 });
     if (claimed) return claimed;
@@ -141,9 +152,17 @@ export async function claimJob(
     if (left <= 0) return null;
     // A draining runner takes no new work, so there is nothing to wait for.
     if (attempt === 0 && (await isDraining(deps, runnerId))) return null;
-    await deps.jobSignal.wait(Math.min(left, POLL_MIN_MS + Math.random() * POLL_JITTER_MS), abort);
+    await signal.wait(Math.min(left, pollMin + Math.random() * pollJitter), abort, seen);
   }
 }
+
+/** The queue version (`queue_version`, bumped by triggers as builds become queued), read by each daemon's JobSignal loop. */
+export async function readQueueVersion(db: SchedDeps["db"]): Promise<number> {
+  const row = (await clientOf(db).execute(QUEUE_VERSION_SQL)).rows[0];
+  return row ? Number(row.version) : 0;
+}
+
+const QUEUE_VERSION_SQL = "SELECT version FROM queue_version WHERE id = 1";
 
 async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<boolean> {
   const row = await deps.db.select({ status: runners.status }).from(runners).where(eq(runners.id, runnerId)).get();
