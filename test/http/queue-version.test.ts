@@ -61,11 +61,11 @@ describe("the daemon's queue-version loop", () => {
       const pickup = performance.now() - queuedAt;
       expect(first.status).toBe(200);
       expect(first.body.build_id).toBe(foreign.id);
-      // A waiting claim's own fallback try comes after 2–3 s; the loop reads every 100–200 ms.
+      // A waiting claim's own fallback try comes after 2–3 s; the loop reads every 50–100 ms.
       expect(pickup).toBeLessThan(1500);
-      // One loop for five waiters: about one read per 100–200 ms in all, not five.
+      // One loop for five waiters: about one read per 50–100 ms in all, not five.
       const elapsed = performance.now() - start;
-      expect(signal.versionReads - readsBefore).toBeLessThanOrEqual(Math.ceil(elapsed / 100) + 2);
+      expect(signal.versionReads - readsBefore).toBeLessThanOrEqual(Math.ceil(elapsed / 50) + 2);
     } finally {
       other.close();
     }

@@ -48,7 +48,7 @@ export const builds = sqliteTable(
 /**
  * The queue's version (one row, id = 1): triggers bump it in the same statement as a build becomes queued (created,
  * requeued after a lapsed lease or a removed runner, rerun), whichever code path or daemon does it. Each daemon
- * polls this one row while some claim long-polls it, and wakes its waiting claims when it changes (CONTRACT §8:
+ * polls this one row (every 50–100 ms) while some claim long-polls it, and wakes its waiting claims when it changes (CONTRACT §8:
  * a build queued through another daemon is picked up within 500 ms without every waiting claim polling).
  */
 export const queueVersion = sqliteTable("queue_version", {

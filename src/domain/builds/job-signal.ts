@@ -2,7 +2,7 @@
  * Wake-ups for long-polling claims. Two sources:
  * - in-process: a trigger (or a requeue) on this daemon calls `notify()` and every waiting claim retries at once;
  * - other daemons (CONTRACT §8): given `readVersion` (the `queue_version` row, bumped by triggers whenever a build
- *   becomes queued), ONE loop per process reads that row every 100–200 ms while at least one claim waits, and
+ *   becomes queued), ONE loop per process reads that row every 50–100 ms while at least one claim waits, and
  *   notifies when it changed. Waiting claims never poll the database themselves except for a rare fallback.
  * The signal is an optimisation, never the source of truth: a woken claim still claims through the database.
  * Plain listeners and timers only, so it runs on Workers too.
@@ -27,8 +27,8 @@ export class JobSignal {
   private readonly pollJitterMs: number;
 
   constructor(private readonly options: JobSignalOptions = {}) {
-    this.pollMs = options.pollMs ?? 100;
-    this.pollJitterMs = options.pollJitterMs ?? 100;
+    this.pollMs = options.pollMs ?? 50;
+    this.pollJitterMs = options.pollJitterMs ?? 50;
   }
 
   /** Whether another daemon's queued builds reach this process's waiters through the database loop. */

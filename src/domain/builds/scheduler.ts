@@ -17,7 +17,7 @@ type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
 /**
  * How often a waiting claim tries the database by itself. With the daemon's queue-version loop (JobSignal
- * `readVersion`), builds queued anywhere wake it within ~200 ms, so its own tries are only a fallback for what
+ * `readVersion`), builds queued anywhere wake it within ~100 ms, so its own tries are only a fallback for what
  * queues nothing (a runner's platforms widened, a drain lifted, a failed version read): every 2–3 s. Without the
  * loop (an embedder's JobSignal without it), every 250–450 ms as before (CONTRACT §8).
  */
