@@ -1,5 +1,5 @@
-import { blob, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
-import { lifecycleDates } from "./_columns.ts";
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { bytes, lifecycleDates } from "./_columns.ts";
 import { BUILD_STATUSES, TRIGGER_TYPES } from "./constants.ts";
 
 export const builds = sqliteTable(
@@ -62,7 +62,7 @@ export const buildLogChunks = sqliteTable(
   {
     buildId: text("build_id").notNull(),
     startOffset: integer("start_offset").notNull(),
-    content: blob("content", { mode: "buffer" }).notNull(),
+    content: bytes("content").notNull(),
     /** Newlines in `content`, counted at append (stored chunks never change): line numbers of a window of a
      *  long log are a sum, not a scan. NULL on chunks stored before migration 0007 (counted by a scan then). */
     newlines: integer("newlines"),
