@@ -4,7 +4,6 @@
  * nothing is loopback because a Worker never sees a socket. Migrations are applied from a machine with
  * `HANGAR_DATABASE_URL=… npx hangar migrate`; a Worker cannot read the drizzle/ folder.
  */
-import { createClient } from "@libsql/client/web";
 import { drizzle } from "drizzle-orm/libsql/web";
 import type { ExecutionContext, Hono } from "hono";
 import { createApp } from "../app.ts";
@@ -19,6 +18,7 @@ import { runMaintenance } from "../domain/setup/maintenance.ts";
 import { ApiError } from "../errors.ts";
 import { createS3Store } from "../storage/s3.ts";
 import type { ArtifactStore, StoreTarget } from "../storage/types.ts";
+import { createPerCallClient } from "./worker-db.ts";
 
 /** Bindings: the HANGAR_* vars of wrangler.toml plus the secrets HANGAR_MASTER_KEY and HANGAR_DATABASE_AUTH_TOKEN. */
 export interface WorkerEnv {
@@ -58,9 +58,9 @@ async function build(env: WorkerEnv): Promise<Built> {
   }
   const key = base64UrlToBytes((env.HANGAR_MASTER_KEY ?? "").trim());
   if (key.length !== 32) throw new Error("HANGAR_MASTER_KEY must hold 32 bytes, base64-encoded");
-  const client = createClient({ url: config.databaseUrl, authToken: config.databaseAuthToken });
   const deps: AppDeps = {
-    db: drizzle(client, { schema }),
+    // A fresh client per statement: nothing shared between concurrent requests (worker-db.ts says why).
+    db: drizzle({ client: createPerCallClient({ url: config.databaseUrl, authToken: config.databaseAuthToken }), schema }),
     clock: systemClock,
     config,
     secrets: await createSecretBox(key),
@@ -77,16 +77,16 @@ async function build(env: WorkerEnv): Promise<Built> {
 }
 
 // Built once per isolate, on the first request: the env is only known inside fetch (Unkey's worker.ts).
-let built: Promise<Built> | null = null;
+// Check-then-set, never a shared promise: a request awaiting a promise that another request's context settles is
+// cancelled by workerd when that other request ends first, so concurrent first requests each build their own and
+// the first one done is kept. A failed build is not kept: a fixed binding takes effect on the next request.
+let built: Built | null = null;
 
 async function ensureBuilt(env: WorkerEnv): Promise<Built> {
-  built ??= build(env);
-  try {
-    return await built;
-  } catch (err) {
-    built = null; // a fixed binding takes effect on the next request
-    throw err;
-  }
+  if (built) return built;
+  const mine = await build(env);
+  built ??= mine;
+  return built;
 }
 
 export default {
