@@ -15,7 +15,8 @@ import type { GitClient } from "../domain/projects/git.ts";
 import { JobSignal } from "../domain/builds/job-signal.ts";
 import { createGuardedFetch } from "../domain/common/outbound.ts";
 import { runMaintenance } from "../domain/setup/maintenance.ts";
-import { ApiError } from "../errors.ts";
+import { runOutboxOnce } from "../domain/events/outbox.ts";
+import { ApiError, describeError } from "../errors.ts";
 import { createS3Store } from "../storage/s3.ts";
 import type { ArtifactStore, StoreTarget } from "../storage/types.ts";
 import { createPerCallClient } from "./worker-db.ts";
@@ -76,6 +77,23 @@ async function build(env: WorkerEnv): Promise<Built> {
   return { app: createApp(deps), deps };
 }
 
+/**
+ * Deliveries per cron pass. Every database statement and every send is a subrequest on Workers, and one
+ * invocation may make only so many (50 on the free plan): the maintenance jobs and 10 deliveries (a send and a
+ * write each) stay under it. What is left waits for the next minute.
+ */
+const CRON_OUTBOX_LIMIT = 10;
+
+async function cronPass(deps: AppDeps): Promise<void> {
+  await runMaintenance(deps);
+  try {
+    // A lease owner of its own per pass: a pass cut short leaves leases that expire (OUTBOX_LEASE_MS) and are retried.
+    await runOutboxOnce(deps, `worker-cron-${crypto.randomUUID()}`, { limit: CRON_OUTBOX_LIMIT });
+  } catch (err) {
+    deps.log({ time: new Date().toISOString(), level: "error", msg: "outbox pass failed", error: describeError(err) });
+  }
+}
+
 // Built once per isolate, on the first request: the env is only known inside fetch (Unkey's worker.ts).
 // Check-then-set, never a shared promise: a request awaiting a promise that another request's context settles is
 // cancelled by workerd when that other request ends first, so concurrent first requests each build their own and
@@ -101,9 +119,12 @@ export default {
     return app.fetch(request, env, ctx);
   },
 
-  /** Cron trigger (wrangler.example.toml): the periodic jobs the Node daemon runs on its sweep timer. */
+  /**
+   * Cron trigger (wrangler.example.toml): the periodic jobs the Node daemon runs on its sweep timer, then one pass
+   * of the outbox (notifications, commit statuses), which the daemon sends from a loop a Worker does not have.
+   */
   async scheduled(_event: unknown, env: WorkerEnv, ctx: ExecutionContext): Promise<void> {
     const { deps } = await ensureBuilt(env);
-    ctx.waitUntil(runMaintenance(deps));
+    ctx.waitUntil(cronPass(deps));
   },
 };
