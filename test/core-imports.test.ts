@@ -115,6 +115,7 @@ describe("the core's import graph", () => {
     expect(findings).toEqual([]);
     expect(files).toContain("src/app.ts");
     expect(files).toContain("src/runtime/worker-db.ts");
+    expect(files).toContain("src/db/busy.ts");
     const importsOf = (file: string) => valueImports(ts.createSourceFile(file, readFileSync(join(SRC, "runtime", file), "utf8"), ts.ScriptTarget.ES2022));
     expect(importsOf("worker.ts")).toContain("drizzle-orm/libsql/web");
     expect(importsOf("worker-db.ts")).toContain("@libsql/client/web");

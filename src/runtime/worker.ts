@@ -8,6 +8,7 @@ import { drizzle } from "drizzle-orm/libsql/web";
 import type { ExecutionContext, Hono } from "hono";
 import { createApp } from "../app.ts";
 import { loadConfig } from "../config.ts";
+import { BusyRetryClient } from "../db/busy.ts";
 import * as schema from "../db/schema/index.ts";
 import { systemClock, type AppDeps, type AppEnv } from "../deps.ts";
 import { base64UrlToBytes, createSecretBox } from "../domain/common/crypto.ts";
@@ -60,8 +61,9 @@ async function build(env: WorkerEnv): Promise<Built> {
   const key = base64UrlToBytes((env.HANGAR_MASTER_KEY ?? "").trim());
   if (key.length !== 32) throw new Error("HANGAR_MASTER_KEY must hold 32 bytes, base64-encoded");
   const deps: AppDeps = {
-    // A fresh client per statement: nothing shared between concurrent requests (worker-db.ts says why).
-    db: drizzle({ client: createPerCallClient({ url: config.databaseUrl, authToken: config.databaseAuthToken }), schema }),
+    // A fresh client per statement: nothing shared between concurrent requests (worker-db.ts says why); busy and
+    // locked answers retried with backoff and write batches begun IMMEDIATE, as on the daemon (src/db/busy.ts).
+    db: drizzle({ client: new BusyRetryClient(createPerCallClient({ url: config.databaseUrl, authToken: config.databaseAuthToken })), schema }),
     clock: systemClock,
     config,
     secrets: await createSecretBox(key),
