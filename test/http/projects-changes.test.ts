@@ -2,7 +2,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { appendLog, claim, createPipeline, createProject, DEFAULT_SHA, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
-import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";
+import { completeLocalSetup, setInstance, userWithRole } from "../helpers/factories.ts";
 
 const CONFIG = { platform: "any", steps: [{ name: "a", run: "true" }] } as const;
 
@@ -229,6 +229,39 @@ describe("pipelines: GET one, PATCH, DELETE", () => {
   });
 });
 
+describe("one pipeline: who may read and change it", () => {
+  it("a qa_viewer reads it (200) but may not change it; without a session every route answers 401 missing_auth", async () => {
+    const p = await createProject(t, owner);
+    const pl = await createPipeline(t, owner, p.id, { platform: "android" }, "read-me");
+    const read = await t.call("GET", `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: viewer });
+    expect(read.status).toBe(200);
+    expect(read.body).toMatchObject({ id: pl.id, project_id: p.id, name: "read-me", config: { platform: "android" } });
+    for (const [method, body] of [["GET", undefined], ["PATCH", { name: "x" }], ["DELETE", undefined]] as const) {
+      const anon = await t.call(method, `/v1/projects/${p.id}/pipelines/${pl.id}`, { body });
+      expect([method, anon.status, anon.body.code]).toEqual([method, 401, "missing_auth"]);
+    }
+    const renamed = await t.call("PATCH", `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: developer, body: { name: "renamed" } });
+    expect([renamed.status, renamed.body.name]).toEqual([200, "renamed"]);
+  });
+});
+
+describe("GET /v1/builds filters on pipeline_id and branch", () => {
+  it("answers only the builds of that pipeline, of that branch, and of both", async () => {
+    const p = await createProject(t, owner);
+    const a = await createPipeline(t, owner, p.id, { platform: "macos" }, "a");
+    const b = await createPipeline(t, owner, p.id, { platform: "macos" }, "b");
+    const aMain = await queueBuild(t, owner, p.id, a.id, { branch: "main" });
+    const aFeat = await queueBuild(t, owner, p.id, a.id, { branch: "feature/x" });
+    const bFeat = await queueBuild(t, owner, p.id, b.id, { branch: "feature/x" });
+    const ids = async (query: string) => ((await t.call("GET", `/v1/builds?project_id=${p.id}&${query}`, { token: viewer })).body as Array<{ id: string }>).map((x) => x.id).sort();
+    expect(await ids(`pipeline_id=${a.id}`)).toEqual([aMain.id, aFeat.id].sort());
+    expect(await ids("branch=feature%2Fx")).toEqual([aFeat.id, bFeat.id].sort());
+    expect(await ids(`pipeline_id=${b.id}&branch=feature%2Fx`)).toEqual([bFeat.id]);
+    expect(await ids(`pipeline_id=${b.id}&branch=main`)).toEqual([]);
+    for (const build of [aMain, aFeat, bFeat]) await t.call("POST", `/v1/builds/${build.id}/cancel`, { token: owner });
+  });
+});
+
 describe("strict pipeline config (CONTRACT §5)", () => {
   const base = { platform: "ios", steps: [{ name: "a", run: "b" }] };
   const cases: Array<[string, Record<string, unknown>, string[]]> = [
@@ -317,6 +350,20 @@ describe("POST /v1/builds/{id}/rerun", () => {
     expect([denied.status, denied.body.code]).toEqual([403, "forbidden"]);
     const anon = await t.call("POST", `/v1/builds/${b.id}/rerun`);
     expect([anon.status, anon.body.code]).toEqual([401, "missing_auth"]);
+  });
+
+  it("checks the repository rules again: a file:// project's build is not rerun in remote mode (422 source_not_allowed)", async () => {
+    const u = await makeTestApp();
+    const { ownerToken } = await completeLocalSetup(u);
+    const p = await createProject(u, ownerToken, { repo_url: "file:///srv/git/app.git" });
+    const pl = await createPipeline(u, ownerToken, p.id);
+    const b = await queueBuild(u, ownerToken, p.id, pl.id);
+    await u.call("POST", `/v1/builds/${b.id}/cancel`, { token: ownerToken });
+    await setInstance(u, { runtimeMode: "remote" });
+    const refused = await u.call("POST", `/v1/builds/${b.id}/rerun`, { token: ownerToken });
+    expect([refused.status, refused.body.code]).toEqual([422, "source_not_allowed"]);
+    const builds = (await u.call("GET", "/v1/builds", { token: ownerToken })).body as unknown[];
+    expect(builds).toHaveLength(1);
   });
 });
 
