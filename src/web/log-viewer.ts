@@ -52,10 +52,13 @@ function start(root) {
   au.url_allowlist = {}; // log text stays inert: no links out of it
   const decoder = new TextDecoder();
 
-  let lines = [];         // complete lines, \\r-collapsed
+  // Complete lines, \\r-collapsed, as one array per loaded window: an earlier window is put in front as a whole,
+  // so loading the 50th window of a long log copies nothing that was loaded before.
+  let segs = [[]];
+  let loaded = 0;         // lines in segs
   let partial = "";       // the unfinished last line, raw
   let linesBefore = 0;    // lines of the log before the loaded ones (not fetched yet)
-  let loadedStart = 0;    // byte offset of lines[0]
+  let loadedStart = 0;    // byte offset of the first loaded line
   let next = 0;           // byte offset after the last byte received
   let complete = false;
   let following = true;
@@ -68,7 +71,14 @@ function start(root) {
     const cr = line.lastIndexOf("\\r");
     return cr >= 0 ? line.slice(cr + 1) : line;
   };
-  const total = () => linesBefore + lines.length + (partial !== "" ? 1 : 0);
+  const total = () => linesBefore + loaded + (partial !== "" ? 1 : 0);
+  const lineAt = (k) => {
+    for (const seg of segs) {
+      if (k < seg.length) return seg[k];
+      k -= seg.length;
+    }
+    return "";
+  };
   const atBottom = () => root.scrollTop + root.clientHeight >= root.scrollHeight - LH;
   const setState = (text) => { if (stateEl) stateEl.textContent = text; };
 
@@ -94,7 +104,7 @@ function start(root) {
       const no = i + 1;
       let text;
       if (i < linesBefore) text = null;
-      else if (i - linesBefore < lines.length) text = lines[i - linesBefore];
+      else if (i - linesBefore < loaded) text = lineAt(i - linesBefore);
       else text = collapse(partial);
       const cls = no === highlight ? "ln hl" : "ln";
       html += '<div class="' + cls + '" id="L' + no + '"><a class="ln-no" href="#L' + no + '">' + no + "</a>" +
@@ -111,7 +121,9 @@ function start(root) {
     const follow = following && atBottom();
     const parts = (partial + text).split("\\n");
     partial = parts.pop();
-    for (const p of parts) lines.push(collapse(p));
+    const last = segs[segs.length - 1];
+    for (const p of parts) last.push(collapse(p));
+    loaded += parts.length;
     if (follow) { render(); root.scrollTop = root.scrollHeight; }
     schedule();
   }
@@ -137,7 +149,8 @@ function start(root) {
       earlier.pop(); // the window ends at a line start: the last element is empty
       const added = linesBefore - w.linesBefore;
       // Keep the same lines in view: the content above grows by nothing (placeholders become lines).
-      lines = earlier.slice(earlier.length - added).map(collapse).concat(lines);
+      segs.unshift(earlier.slice(earlier.length - added).map(collapse));
+      loaded += added;
       linesBefore = w.linesBefore;
       loadedStart = w.start;
       schedule();
@@ -219,7 +232,8 @@ function start(root) {
       complete = w.complete;
       const parts = w.text.split("\\n");
       partial = parts.pop();
-      lines = parts.map(collapse);
+      segs = [parts.map(collapse)];
+      loaded = segs[0].length;
       render();
       root.scrollTop = root.scrollHeight;
       render();

@@ -75,7 +75,7 @@ async function readRange(deps: Pick<AppDeps, "db">, buildId: string, from: numbe
   let at = from;
   let complete = false;
   while (at < until || until === Infinity) {
-    const page = await readLog(deps, buildId, at);
+    const page = await readLog(deps, buildId, at, until === Infinity ? undefined : until - at);
     if (page.bytes.length === 0) {
       complete = page.complete;
       break;

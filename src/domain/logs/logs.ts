@@ -118,6 +118,8 @@ export async function readLog(
   deps: Pick<AppDeps, "db">,
   buildId: string,
   offset: number,
+  /** Read no more chunks than these bytes need (the page's 1 MiB windows); at least one chunk is read. */
+  pageBytes = READ_PAGE_BYTES,
 ): Promise<{ bytes: Uint8Array; nextOffset: number; complete: boolean }> {
   const build = await getBuild(deps, buildId);
   const complete = isFinalStatus(build.status);
@@ -132,7 +134,7 @@ export async function readLog(
     .from(buildLogChunks)
     .where(overlapping)
     .orderBy(asc(buildLogChunks.startOffset));
-  let budget = READ_PAGE_BYTES;
+  let budget = Math.min(pageBytes, READ_PAGE_BYTES);
   let taken = 0;
   while (taken < sizes.length && (taken === 0 || budget > 0)) budget -= Number(sizes[taken++]!.length);
   const more = taken < sizes.length;
