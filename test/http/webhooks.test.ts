@@ -315,6 +315,27 @@ describe("POST /v1/hooks/{id}: the other forges", () => {
     }
   });
 
+  it("each forge's ping and events Hangar does not build answer 200 with ignored and are listed as ignored", async () => {
+    const cases: Array<[Provider, string, unknown]> = [
+      ["bitbucket", "diagnostics:ping", { test: true }],
+      ["bitbucket", "repo:commit_status_created", { repository: { full_name: "a/b" } }],
+      ["gitlab", "Note Hook", { object_kind: "note" }],
+      ["gitea", "issues", { action: "opened" }],
+      ["forgejo", "issues", { action: "opened" }],
+      ["github", "issues", github("issues")],
+    ];
+    for (const [provider, event, payload] of cases) {
+      const { project, webhook } = await projectWithHook(provider);
+      const r = await deliver(t, webhook, event, payload, { deliveryId: `${provider}-${event}` });
+      expect(r.status, `${provider} ${event}: ${r.text}`).toBe(200);
+      expect(r.body.builds, `${provider} ${event}`).toEqual([]);
+      expect(typeof r.body.ignored, `${provider} ${event}`).toBe("string");
+      if (event === "diagnostics:ping") expect(r.body.ignored).toBe("ping");
+      const listed = await t.call("GET", `/v1/projects/${project.id}/webhooks/${webhook.id}/deliveries`, { token: owner });
+      expect(listed.body, `${provider} ${event}`).toMatchObject([{ delivery_id: `${provider}-${event}`, event, outcome: "ignored", build_ids: [] }]);
+    }
+  });
+
   it("Bitbucket repo:push and pullrequest:created build; the actor is the nickname", async () => {
     const { webhook } = await projectWithHook("bitbucket", { triggers: [{ event: "push" }, { event: "pull_request" }] });
     const push = await deliver(t, webhook, "repo:push", fixture("bitbucket-push"));
