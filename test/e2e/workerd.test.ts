@@ -134,7 +134,7 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     const after = await worker.call("GET", "/v1/public/setup-status");
     expect(after.status).toBe(200);
     expect(after.body).toMatchObject({ instance_id: before.body.instance_id, state: "ready", is_configured: true });
-  });
+  }, 60_000);
 
   it("accepts a session made by the Node daemon, and refuses local login itself (no loopback peer on Workers)", async () => {
     const login = await http(daemon!.url, "POST", "/v1/auth/local/login", { body: {} });
@@ -152,7 +152,7 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     // From here on the Worker alone serves the instance: no daemon sweeps, sends or answers for it.
     await daemon!.stop("SIGTERM");
     daemon = undefined;
-  });
+  }, 60_000);
 
   it("runs a build triggered through the Worker on the real reference runner, the artifact stored in S3", async () => {
     const settings = await worker.call("PUT", "/v1/settings/artifact-storage", {
@@ -271,7 +271,7 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     expect(await read(0)).toEqual([0x68, 0xc3, 0xa9, 0x0a, 0xff, 0x0a]);
     expect(await read(2)).toEqual([0xa9, 0x0a, 0xff, 0x0a]);
     expect((await reportStatus(worker, runner, queued.body.id, { status: "succeeded", exit_code: 0 })).status).toBe(200);
-  });
+  }, 60_000);
 
   it("answers every request of bursts of 40, also after 30 requests abandoned mid-flight", async () => {
     // Each request reads the database (session, then its own query); no build or project is needed.
