@@ -142,7 +142,11 @@ async function bareSse(): Promise<{ url: string; close(): Promise<void> }> {
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-bench-logs-"));
   const { deps, close } = await createNodeDeps(loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_MAX_LOG_BYTES: String((LOG_MIB + 8) * 1024 * 1024) }));
+  // Made before any request: building it takes seconds, longer than an idle keep-alive connection lives.
+  const log = makeLog(LOG_MIB * 1024 * 1024);
   const server = createServer(createNodeListener(deps));
+  // The live part's page sits idle between phases; the bench's own fetches must not meet a closed socket.
+  server.keepAliveTimeout = 60_000;
   const base = await listen(server);
   const call = async (method: string, path: string, token: string | undefined, body?: unknown, raw?: Buffer) => {
     const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
@@ -170,7 +174,6 @@ async function main(): Promise<void> {
   };
 
   // The 50 MiB build, finished.
-  const log = makeLog(LOG_MIB * 1024 * 1024);
   const bigId = await startBuild();
   const upStart = performance.now();
   for (let off = 0; off < log.length; off += CHUNK) await call("POST", `/v1/runners/${runner.id}/jobs/${bigId}/logs?offset=${off}`, runner.token, undefined, log.subarray(off, off + CHUNK));
