@@ -13,9 +13,20 @@ try {
   process.stderr.write("hangar build: esbuild not installed, skipping the bundle (the CLI runs through tsx)\n");
   process.exit(0);
 }
+// zod ships every message locale (a third of its code) behind `z.locales`; Hangar answers in English only and
+// never reads `z.locales`, so the bundle gets just `en`. Less code for V8 to read at every start (issue 16).
+const englishOnlyZod = {
+  name: "zod-english-only",
+  setup(build) {
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({
+      contents: 'export { default as en } from "./en.js";',
+      resolveDir: `${root}node_modules/zod/v4/locales`,
+    }));
+  },
+};
 /**
  * dist/hangar-runner.mjs: the standalone runner the daemon serves at GET /runner/hangar-runner.mjs (CONTRACT §9).
- * One file, every dependency inlined (zod is its only one), nothing external but Node's own modules, so it runs
+ * One file, every dependency inlined (zod/mini, its only one), nothing external but Node's own modules, so it runs
  * with `node hangar-runner.mjs` in an empty directory. Written beside its final name and renamed into place, so
  * a daemon serving it never reads half a file.
  */
@@ -30,6 +41,8 @@ async function buildRunnerBundle() {
     platform: "node",
     target: "node20",
     format: "esm",
+    // Not minified: whoever runs it (as root, with --run-as) can read what it does.
+    plugins: [englishOnlyZod],
     banner: { js: '#!/usr/bin/env node\n// hangar-runner: the Hangar reference build runner, standalone (Node 20+). `node hangar-runner.mjs --help`.\nimport { createRequire as __hangarCreateRequire } from "node:module"; const require = __hangarCreateRequire(import.meta.url);' },
     legalComments: "inline",
     logLevel: "warning",
@@ -51,17 +64,6 @@ if (process.argv.includes("--runner")) {
 // modules) in chunks of their own, so `hangar runner` does not load the daemon nor `serve` the runner.
 // CommonJS dependencies inside an ES module bundle still call require() for Node builtins: the banner gives
 // them one.
-// zod ships every message locale (a third of its code) behind `z.locales`; Hangar answers in English only and
-// never reads `z.locales`, so the bundle gets just `en`. Less code for V8 to read at every start (issue 16).
-const englishOnlyZod = {
-  name: "zod-english-only",
-  setup(build) {
-    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, () => ({
-      contents: 'export { default as en } from "./en.js";',
-      resolveDir: `${root}node_modules/zod/v4/locales`,
-    }));
-  },
-};
 rmSync(`${root}dist`, { recursive: true, force: true });
 await esbuild.build({
   absWorkingDir: root,

@@ -1,7 +1,7 @@
 // `--run-as USER` (CONTRACT §9, docs/runner-isolation.md) on Linux: a runner started as root runs each step as
 // another OS user, who cannot read the runner's token file, its work root, another runner's work root or the
 // runner's own /proc/<pid>/environ; what the step leaves running as that user is still ended with the job.
-import { execFileSync, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -150,21 +150,24 @@ describe("--run-as USER, end to end (Linux, as root)", () => {
 
   it("refuses --run-as for root itself, an unknown user, and a name that is no user name (exit 2)", async () => {
     if (cannotRun()) throw new Error(cannotRun()!);
+    // Three CLI starts at once: on a loaded machine each can take many seconds through tsx.
     const run = (user: string) =>
-      spawnSync(process.execPath, [HANGAR_BIN, "runner", "--url", "http://127.0.0.1:9", "--id", "r", "--run-as", user], {
-        cwd: PROJECT_ROOT,
-        env: { ...process.env, HANGAR_RUNNER_TOKEN: "hgr_x" },
-        encoding: "utf8",
-        timeout: 30_000,
+      new Promise<{ status: number | null; stderr: string }>((resolve) => {
+        const proc = spawn(process.execPath, [HANGAR_BIN, "runner", "--url", "http://127.0.0.1:9", "--id", "r", "--run-as", user], {
+          cwd: PROJECT_ROOT,
+          env: { ...process.env, HANGAR_RUNNER_TOKEN: "hgr_x" },
+          stdio: ["ignore", "ignore", "pipe"],
+        });
+        let stderr = "";
+        proc.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
+        proc.once("exit", (status) => resolve({ status, stderr }));
       });
-    const root = run("root");
+    const [root, unknown, hostile] = await Promise.all([run("root"), run("no-such-user-hangar"), run("../etc")]);
     expect(root.status).toBe(2);
     expect(root.stderr).toContain("--run-as: the user must not be root");
-    const unknown = run("no-such-user-hangar");
     expect(unknown.status).toBe(2);
     expect(unknown.stderr).toContain("--run-as: no such user no-such-user-hangar");
-    const hostile = run("../etc");
     expect(hostile.status).toBe(2);
     expect(hostile.stderr).toContain("is not a user name");
-  }, 60_000);
+  }, 180_000);
 });

@@ -1,7 +1,9 @@
 // One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
 import { mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { z } from "zod";
+// zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
+// of that file otherwise).
+import * as z from "zod/mini";
 import { checkoutCommit, basicHeaderValue, type CheckoutAuth } from "./checkout.ts";
 import { DaemonError, type ClaimedJob, type RunnerClient, type StatusReport, type StepResult } from "./client.ts";
 import { matchFiles } from "./artifact-files.ts";
@@ -16,14 +18,12 @@ import { chownTree, type RunAsUser } from "./run-as.ts";
 import { uploadArtifacts } from "./upload.ts";
 
 const PipelineConfig = z.object({
-  platform: z.string().default("any"),
-  steps: z.array(z.object({ name: z.string(), run: z.string() })).min(1),
+  platform: z._default(z.string(), "any"),
+  steps: z.array(z.object({ name: z.string(), run: z.string() })).check(z.minLength(1)),
   // An item is a glob (uploaded when the build succeeds) or {path, when}; `always` also uploads after a failed step.
-  artifacts: z
-    .array(z.union([z.string(), z.object({ path: z.string(), when: z.enum(["on_success", "always"]).default("on_success") })]))
-    .optional(),
-  env: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])).optional(),
-  timeout_s: z.number().int().positive().optional(),
+  artifacts: z.optional(z.array(z.union([z.string(), z.object({ path: z.string(), when: z._default(z.enum(["on_success", "always"]), "on_success") })]))),
+  env: z.optional(z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]))),
+  timeout_s: z.optional(z.number().check(z.int(), z.positive())),
 });
 type PipelineConfig = z.infer<typeof PipelineConfig>;
 
