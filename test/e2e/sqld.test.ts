@@ -3,6 +3,7 @@
  * fresh by test/helpers/sqld.ts.
  */
 import { createClient } from "@libsql/client";
+import { sql } from "drizzle-orm";
 import { execFileSync } from "node:child_process";
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -58,6 +59,33 @@ describe("the test sqld", () => {
       expect(Number(applied.rows[0]!.n)).toBe(journal.entries.length);
     } finally {
       client.close();
+    }
+  });
+
+  it("runs concurrent read-then-write batches through openDb without a busy error or a wedged server", async () => {
+    // Deferred, such batches hit SQLITE_BUSY on sqld 0.24 and left its write lock held (every later write hung);
+    // openDb's client begins them IMMEDIATE (src/db/busy.ts).
+    const writers = await Promise.all(Array.from({ length: 4 }, () => openDb(sqld.url)));
+    try {
+      await writers[0]!.client.execute("CREATE TABLE counter (id INTEGER PRIMARY KEY, n INTEGER NOT NULL)");
+      await writers[0]!.client.execute("INSERT INTO counter VALUES (1, 0)");
+      await Promise.all(
+        writers.flatMap((w) =>
+          Array.from({ length: 2 }, async () => {
+            for (let i = 0; i < 25; i++) {
+              await w.db.batch([w.db.all(sql`SELECT n FROM counter WHERE id = 1`), w.db.run(sql`UPDATE counter SET n = n + 1 WHERE id = 1`)]);
+            }
+          }),
+        ),
+      );
+      const after = await writers[1]!.client.execute("SELECT n FROM counter WHERE id = 1");
+      expect(Number(after.rows[0]!.n)).toBe(4 * 2 * 25);
+      // The server still takes writes at once.
+      const started = performance.now();
+      await writers[2]!.client.execute("UPDATE counter SET n = n + 1 WHERE id = 1");
+      expect(performance.now() - started).toBeLessThan(5000);
+    } finally {
+      for (const w of writers) w.close();
     }
   });
 
