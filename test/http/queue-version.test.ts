@@ -71,6 +71,34 @@ describe("the daemon's queue-version loop", () => {
     }
   });
 
+  it("a waiting claim's retries leave the runner row alone until one takes a job, then mark it busy in the same round trip", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const runnerRow = async () =>
+      (await t.opened.client.execute({ sql: "SELECT status, last_heartbeat_at FROM runners WHERE id = ?", args: [w.runner.id] })).rows[0]!;
+    const pending = t.call("POST", `/v1/runners/${w.runner.id}/claim?wait=10`, { token: w.runner.token });
+    while (t.deps.jobSignal.waiting < 1) await new Promise((r) => setTimeout(r, 10));
+    const first = t.clock.now();
+    expect((await runnerRow()).last_heartbeat_at).toBe(first);
+    t.clock.advance(100);
+    // Retries every 250–450 ms (this JobSignal has no version loop): empty ones write nothing.
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(await runnerRow()).toMatchObject({ status: "online", last_heartbeat_at: first });
+    const other = await openDb(`file:${t.dbPath}`);
+    try {
+      const owner = await t.deps.db.select().from(users).where(eq(users.role, "owner")).get();
+      const foreign = await triggerBuild({ ...t.deps, db: other.db, jobSignal: new JobSignal() }, owner!, w.project.id, {
+        pipeline_id: w.pipeline.id,
+        commit_sha: "abcdef1",
+      });
+      const res = await pending;
+      expect(res.body.build_id).toBe(foreign.id);
+    } finally {
+      other.close();
+    }
+    expect(await runnerRow()).toMatchObject({ status: "busy", last_heartbeat_at: first + 100 });
+  });
+
   it("reads nothing while no claim waits", async () => {
     let reads = 0;
     const signal = new JobSignal({

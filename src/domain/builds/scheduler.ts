@@ -64,9 +64,10 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
   const client = clientOf(deps.db);
   let row: Row | undefined;
   if (options.heartbeat === false) {
-    // A long-poll retry: an empty claim writes nothing, and the runner row is touched only when a job came.
-    row = (await client.execute(claim)).rows[0];
-    if (row) await client.execute(refresh);
+    // A long-poll retry: the runner row is touched only when a job came (`changes()` is the claim's row count, the
+    // statement before it on the same connection), in the same round trip: on a libSQL server a second request
+    // would add its whole latency to the cross-daemon pickup (issue 18).
+    row = (await client.batch([claim, { sql: CLAIMED_HEARTBEAT_SQL, args: refresh.args }], "write"))[0]?.rows[0];
   } else {
     row = (await client.batch([claim, refresh], "write"))[0]?.rows[0];
   }
@@ -125,6 +126,9 @@ interface ClaimRow {
 const CLAIM_HEARTBEAT_SQL = `UPDATE runners SET status = CASE WHEN status IN ('draining') THEN status ELSE CASE WHEN EXISTS
   (SELECT 1 FROM builds WHERE builds.runner_id = ? AND builds.status IN ('assigned', 'running')) THEN 'busy' ELSE 'online' END END,
   last_heartbeat_at = ?, updated_at = ? WHERE id = ?`;
+
+/** CLAIM_HEARTBEAT_SQL only when the statement just before it (the claim) changed a row. */
+const CLAIMED_HEARTBEAT_SQL = `${CLAIM_HEARTBEAT_SQL} AND changes() > 0`;
 
 /**
  * POST .../claim?wait=N: claim now, else wait for this process's job signal (instant) or the next database
