@@ -222,9 +222,10 @@ async function rawCycles(client: Client, runnerIds: string[]): Promise<{ rate: n
 }
 
 /** A runner long-polls daemon B while builds are queued through daemon A at random moments. */
-async function crossPickup(world: World, a: string, b: string): Promise<number[]> {
+async function crossPickup(world: World, a: string, b: string): Promise<{ fromSent: number[]; fromQueued: number[] }> {
   const r = await json(`${b}/v1/runners/register`, "POST", world.owner, { capabilities: { platforms: ["ios"] } });
   const sentAt = new Map<number, number>();
+  const queuedAt = new Map<number, number>();
   const answeredAt = new Map<number, number>();
   let stop = false;
   const loop = (async () => {
@@ -238,13 +239,19 @@ async function crossPickup(world: World, a: string, b: string): Promise<number[]
     const s = performance.now();
     const body = await json(`${a}/v1/projects/${world.projectId}/builds`, "POST", world.owner, { pipeline_id: world.ios, commit_sha: "abcdef0123456789" });
     sentAt.set(body.build_number, s);
+    queuedAt.set(body.build_number, performance.now());
   }
   const deadline = Date.now() + 10_000;
   while (answeredAt.size < PICKUP_BUILDS && Date.now() < deadline) await sleep(50);
   stop = true;
   await json(`${a}/v1/projects/${world.projectId}/builds`, "POST", world.owner, { pipeline_id: world.ios, commit_sha: "abcdef0123456789" });
   await Promise.race([loop, sleep(5000)]);
-  return [...answeredAt].filter(([n]) => sentAt.has(n)).map(([n, t]) => t - sentAt.get(n)!);
+  const answered = [...answeredAt].filter(([n]) => sentAt.has(n));
+  return {
+    fromSent: answered.map(([n, t]) => t - sentAt.get(n)!),
+    // A's answer comes after the build is committed (queued); a claim answered even earlier counts 0.
+    fromQueued: answered.map(([n, t]) => Math.max(0, t - queuedAt.get(n)!)),
+  };
 }
 
 async function main() {
@@ -302,10 +309,12 @@ async function main() {
     const fives = [...statuses].filter(([s]) => s >= 500).reduce((n, [, c]) => n + c, 0);
     say(`  5xx answers: ${fives} (during the sqld cycles: ${fives - before5xx}); answers by status: ${[...statuses].map(([s, c]) => `${s}×${c}`).join(", ")}`);
 
-    const pickups = await crossPickup(world, a.url, b.url);
+    const { fromSent, fromQueued } = await crossPickup(world, a.url, b.url);
     say(
-      `Cross-daemon pickup (build queued through A -> claim answered by B to a runner long-polling it), n=${pickups.length}: ` +
-        `p50 ${ms(percentile(pickups, 50))}, p99 ${ms(percentile(pickups, 99))}, max ${ms(Math.max(...pickups))} (CONTRACT §8: p99 < 500 ms; load average ${loadavg()[0]!.toFixed(1)} at the end)`,
+      `Cross-daemon pickup (build queued through A -> claim answered by B to a runner long-polling it), n=${fromQueued.length}, ` +
+        `from A's answer to the trigger (the build is queued by then): p50 ${ms(percentile(fromQueued, 50))}, p99 ${ms(percentile(fromQueued, 99))}, ` +
+        `max ${ms(Math.max(...fromQueued))}; from the trigger sent (upper bound, includes A's own answer time): p50 ${ms(percentile(fromSent, 50))}, ` +
+        `p99 ${ms(percentile(fromSent, 99))} (CONTRACT §8: p99 < 500 ms; load average ${loadavg()[0]!.toFixed(1)} at the end)`,
     );
     for (const d of [a, b]) if (d.stderr().includes("unhandled error")) say(`  daemon stderr has an unhandled error:\n${d.stderr()}`);
   } finally {

