@@ -29,20 +29,28 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
-/** Gone, or a zombie (exited, not yet reaped: it holds no memory and runs nothing). */
-function gone(pid: number): boolean {
+/** A process's start time (clock ticks since boot), so a pid reused by another process is not taken for it. */
+function startTime(pid: number): string | null {
   try {
-    return /^\S+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, "utf8"));
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return fields[0] === "Z" ? null : fields[19]!;
   } catch {
-    return true;
+    return null;
   }
+}
+
+/** Gone, a zombie (exited, not yet reaped: it holds no memory and runs nothing), or its pid now someone else's. */
+function gone(p: { pid: number; start: string | null }): boolean {
+  const now = startTime(p.pid);
+  return now === null || now !== p.start;
 }
 
 /**
  * A holder shell (without the cookie) starts `count` processes carrying it, each `setsid`'d, and reaps them when
  * they die. Resolves with their pids once all of them are visible to the sweep's own search.
  */
-async function startLeftovers(cookie: string, count: number, ignoreTerm: boolean): Promise<{ pids: number[]; holder: ChildProcess }> {
+async function startLeftovers(cookie: string, count: number, ignoreTerm: boolean): Promise<{ pids: Array<{ pid: number; start: string | null }>; holder: ChildProcess }> {
   const body = ignoreTerm ? `trap '' TERM; exec sleep 300` : "exec sleep 300";
   const script = `i=0; while [ $i -lt ${count} ]; do ${COOKIE_VAR}=${cookie} setsid sh -c "${body}" & echo $!; i=$((i+1)); done; echo ready; wait`;
   const holder = spawn("sh", ["-c", script], { stdio: ["ignore", "pipe", "inherit"] });
@@ -60,10 +68,10 @@ async function startLeftovers(cookie: string, count: number, ignoreTerm: boolean
     if (found.length >= count) break;
     await new Promise((r) => setTimeout(r, 20));
   }
-  return { pids, holder };
+  return { pids: pids.map((pid) => ({ pid, start: startTime(pid) })), holder };
 }
 
-async function untilGone(pids: number[]): Promise<void> {
+async function untilGone(pids: Array<{ pid: number; start: string | null }>): Promise<void> {
   while (!pids.every(gone)) await new Promise((r) => setTimeout(r, 5));
 }
 
@@ -78,15 +86,20 @@ async function sweepRound(ignoreTerm: boolean): Promise<{ sweepMs: number; floor
   const t0 = performance.now();
   const result = await sweepJobProcesses(cookie, uids);
   const sweepMs = performance.now() - t0;
-  if (!a.pids.every(gone)) throw new Error("the sweep left processes behind");
+  // Checked by the cookie, not by pid: on a busy machine a freed pid can be reused at once by someone else's process.
+  const left = await findCookieProcesses(cookie, uids);
+  if (left.length > 0) {
+    const what = left.map((pid) => `${pid}: ${readFileSync(`/proc/${pid}/stat`, "utf8").slice(0, 60)}`).join("; ");
+    throw new Error(`the sweep left ${left.length} process(es) behind: ${what}`);
+  }
   // The floor: the same number of processes, pids known, signalled directly and polled until gone.
   const b = await startLeftovers(newJobCookie(), LEFTOVERS, ignoreTerm);
   const t1 = performance.now();
-  for (const pid of b.pids) process.kill(pid, "SIGTERM");
+  for (const { pid } of b.pids) process.kill(pid, "SIGTERM");
   if (ignoreTerm) {
     // The same grace the sweep gives before SIGKILL: a process that ignores SIGTERM only goes with SIGKILL.
     await new Promise((r) => setTimeout(r, 2000));
-    for (const pid of b.pids) if (!gone(pid)) process.kill(pid, "SIGKILL");
+    for (const p of b.pids) if (!gone(p)) process.kill(p.pid, "SIGKILL");
   }
   await untilGone(b.pids);
   const floorMs = performance.now() - t1;
