@@ -2,11 +2,22 @@ import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../deps.ts";
 import { readNetworkSettings } from "../domain/settings/network-settings.ts";
 
+// Random bytes for nonces, drawn from the CSPRNG 4 KiB at a time: one getRandomValues call per 256 responses
+// instead of one per response (it was ~8 % of an API request's CPU, issue 16). Each nonce takes 16 bytes never
+// used before, so nonces stay unpredictable and distinct.
+const NONCE_BYTES = 16;
+const noncePool = new Uint8Array(4096);
+let noncePoolUsed = noncePool.length;
+
 /** A fresh nonce per response: 16 random bytes, base64. */
 function newNonce(): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  if (noncePoolUsed + NONCE_BYTES > noncePool.length) {
+    crypto.getRandomValues(noncePool);
+    noncePoolUsed = 0;
+  }
   let s = "";
-  for (const b of bytes) s += String.fromCharCode(b);
+  for (let i = noncePoolUsed; i < noncePoolUsed + NONCE_BYTES; i++) s += String.fromCharCode(noncePool[i]!);
+  noncePoolUsed += NONCE_BYTES;
   return btoa(s);
 }
 

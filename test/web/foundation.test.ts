@@ -135,6 +135,14 @@ describe("web foundation: headers and assets", () => {
     // A fresh nonce per answer.
     const again = await page(t, "GET", "/login");
     expect(again.headers.get("content-security-policy")).not.toBe(csp);
+    // Distinct across many answers too: nonces come from a pool of random bytes refilled every 256 answers.
+    const nonces = new Set<string>();
+    for (let i = 0; i < 300; i++) {
+      const policy = (await page(t, "GET", "/login")).headers.get("content-security-policy");
+      expect(policy).toContain("'nonce-");
+      nonces.add(policy!);
+    }
+    expect(nonces.size).toBe(300);
     // Error pages too.
     const refused = await page(t, "POST", "/login/local", { peer: "192.0.2.7", form: {} });
     expect(refused.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
