@@ -2,7 +2,7 @@
 // the same bytes on Node and Workers). URLs carry a content hash so browsers may cache them for a year.
 import { Hono } from "hono";
 import type { AppEnv } from "../deps.ts";
-import { ANSI_UP_URL, LOG_STYLESHEET, LOG_STYLESHEET_URL, LOG_VIEWER_SOURCE, LOG_VIEWER_URL } from "./log-viewer.ts";
+import { ANSI_UP_URL, LOG_STYLESHEET, LOG_STYLESHEET_URL, LOG_VIEWER_SOURCE, LOG_VIEWER_URL, shortHash } from "./log-viewer.ts";
 import { ANSI_UP_SOURCE } from "./vendor/ansi-up.ts";
 
 export const STYLESHEET = `
@@ -128,15 +128,6 @@ export const SCRIPT = `
 })();
 `;
 
-/** FNV-1a, enough to tell two versions of a file apart in a URL. */
-function shortHash(text: string): string {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(16).padStart(8, "0");
-}
 
 export const STYLESHEET_URL = `/assets/hangar.${shortHash(STYLESHEET)}.css`;
 export const SCRIPT_URL = `/assets/hangar.${shortHash(SCRIPT)}.js`;

@@ -8,7 +8,7 @@
 import { ANSI_UP_SOURCE } from "./vendor/ansi-up.ts";
 
 /** FNV-1a, enough to tell two versions of a file apart in a URL. */
-function shortHash(text: string): string {
+export function shortHash(text: string): string {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i);

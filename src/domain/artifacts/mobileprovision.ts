@@ -1,6 +1,7 @@
 // `embedded.mobileprovision` (CONTRACT §7): a CMS SignedData container (RFC 5652) whose encapsulated content
 // is an XML property list. Only the content is read, with a small DER/BER walker: the signature is Apple's
 // business, not ours (a forged profile fools no iPhone, and the page only explains what the phone will do).
+import { concatBytes } from "../common/bytes.ts";
 import { parsePlist, type PlistValue } from "./ipa-metadata.ts";
 
 export type SigningKind = "app_store" | "ad_hoc" | "enterprise" | "development";
@@ -103,13 +104,7 @@ export function cmsSignedContent(bytes: Uint8Array): Uint8Array {
   if (!inner) throw new CmsFormatError("SignedData content is empty");
   const parts = octets(bytes, inner);
   if (parts.length === 1) return parts[0]!;
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
+  return concatBytes(parts);
 }
 
 const isDict = (v: unknown): v is Record<string, PlistValue> =>

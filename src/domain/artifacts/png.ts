@@ -2,6 +2,7 @@
 // holding raw deflate (no zlib header), pixels in BGRA order with premultiplied alpha. No browser shows those,
 // so they are restored to a standard PNG: RGBA, straight alpha, zlib-compressed. A standard PNG is checked and
 // kept as it is. Web-standard only (DecompressionStream / CompressionStream), bounded in memory.
+import { concatBytes } from "../common/bytes.ts";
 import { inflateRaw } from "./ipa-metadata.ts";
 
 /** The largest icon kept: App Store icons are 1024×1024. */
@@ -72,7 +73,7 @@ async function restoreCgbi(chunks: Chunk[], header: Header): Promise<Uint8Array>
   const channels = colorType === 6 ? 4 : 3;
   const stride = width * channels;
   const expected = height * (stride + 1);
-  const idat = concat(chunks.filter((c) => c.type === "IDAT").map((c) => c.data));
+  const idat = concatBytes(chunks.filter((c) => c.type === "IDAT").map((c) => c.data));
   const raw = await inflateRaw(idat, expected);
   if (raw.length !== expected) throw new PngFormatError("CgBI image data has the wrong size");
   const pixels = unfilter(raw, height, stride, channels);
@@ -108,7 +109,7 @@ async function restoreCgbi(chunks: Chunk[], header: Header): Promise<Uint8Array>
   dv.setUint32(0, width);
   dv.setUint32(4, height);
   ihdr.set([8, 6, 0, 0, 0], 8);
-  return concat([SIGNATURE, chunk("IHDR", ihdr), chunk("IDAT", await deflate(out)), chunk("IEND", new Uint8Array(0))]);
+  return concatBytes([SIGNATURE, chunk("IHDR", ihdr), chunk("IDAT", await deflate(out)), chunk("IEND", new Uint8Array(0))]);
 }
 
 /** PNG scanline filters (None, Sub, Up, Average, Paeth) undone in place into a pixel buffer. */
@@ -169,15 +170,6 @@ function chunk(type: string, data: Uint8Array): Uint8Array {
   return out;
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
 
 let crcTable: Uint32Array | null = null;
 function crc32(bytes: Uint8Array): number {

@@ -4,6 +4,7 @@
  * secret at every position froze the daemon for a minute on a near-miss chunk (issue 10). Web-standard
  * (Uint8Array only), so the Workers core uses it as it is.
  */
+import { concatBytes } from "../common/bytes.ts";
 
 /** Secrets shorter than this are not masked (they would shred the log); longer than the cap are masked by their prefix. */
 export const MIN_SECRET_BYTES = 4;
@@ -166,16 +167,6 @@ export function maskChunk(matcher: SecretMatcher, data: Uint8Array, final = fals
   }
   pieces.push(data.subarray(at, cut));
   return { stored: pieces.length === 1 ? pieces[0]! : concatBytes(pieces), pending: data.subarray(cut) };
-}
-
-export function concatBytes(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
 }
 
 /** Matchers of recent secret sets, so a stream of small chunks does not rebuild the automaton for each. */

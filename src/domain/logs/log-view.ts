@@ -2,7 +2,7 @@ import { and, eq, gte, sql } from "drizzle-orm";
 import { buildLogChunks } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { getBuild } from "../builds/builds.ts";
-import { countNewlines, readLog } from "./logs.ts";
+import { countNewlines, readLog, storedLogSize } from "./logs.ts";
 
 /**
  * Reading a build log the way the build page shows it (CONTRACT §10): the tail first, earlier windows on demand,
@@ -23,14 +23,6 @@ export interface LogWindow {
 
 const NEWLINE = 0x0a;
 
-async function storedSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<number> {
-  const row = await deps.db
-    .select({ size: sql<number>`COALESCE(MAX(${buildLogChunks.startOffset} + length(${buildLogChunks.content})), 0)` })
-    .from(buildLogChunks)
-    .where(and(eq(buildLogChunks.buildId, buildId), gte(buildLogChunks.startOffset, 0)))
-    .get();
-  return Number(row?.size ?? 0);
-}
 
 
 /**
@@ -108,7 +100,7 @@ function alignToLine(bytes: Uint8Array, atLogStart: boolean): number {
 /** The last `maxBytes` (or fewer) of the log, starting at a line start. */
 export async function readLogTail(deps: Pick<AppDeps, "db">, buildId: string, maxBytes: number): Promise<LogWindow> {
   await getBuild(deps, buildId);
-  const size = await storedSize(deps, buildId);
+  const size = await storedLogSize(deps, buildId);
   const from = Math.max(0, size - maxBytes);
   const { bytes, complete } = await readRange(deps, buildId, from, Infinity);
   const cut = alignToLine(bytes, from === 0);

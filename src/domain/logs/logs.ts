@@ -6,7 +6,8 @@ import { isFinalStatus } from "../builds/build-machine.ts";
 import { getBuild } from "../builds/builds.ts";
 import { getProject, projectLogSecrets } from "../projects/projects.ts";
 import { getRunnerJob } from "../builds/scheduler.ts";
-import { concatBytes, matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
+import { concatBytes } from "../common/bytes.ts";
+import { matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
 
 /** Newlines in `bytes[0, end)`: stored with each chunk (build_log_chunks.newlines) for the page's line numbers. */
 export function countNewlines(bytes: Uint8Array, end = bytes.length): number {
@@ -165,7 +166,8 @@ export async function readLog(
   return { bytes, nextOffset: offset + bytes.length, complete: complete && !more };
 }
 
-async function storedLogSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<number> {
+/** Bytes of stored log of a build: where the next chunk starts. */
+export async function storedLogSize(deps: Pick<AppDeps, "db">, buildId: string): Promise<number> {
   const row = await deps.db
     .select({ size: sql<number>`COALESCE(MAX(${buildLogChunks.startOffset} + length(${buildLogChunks.content})), 0)` })
     .from(buildLogChunks)
