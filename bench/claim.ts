@@ -7,7 +7,7 @@
 import Database from "libsql";
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { Agent, request } from "node:http";
+import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,43 +27,8 @@ function percentile(values: number[], p: number): number {
 const ms = (n: number) => `${n.toFixed(2)} ms`;
 const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 
-// Runners talk to the daemon through node:http with keep-alive (lighter on the shared CPU than fetch).
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-
-/** One request; retried when a kept-alive socket was closed by the server while idle (nothing was sent). */
-async function call(url: string, method: string, token?: string, body?: unknown): Promise<{ status: number; text: string }> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  const headers: Record<string, string> = { "content-length": String(payload ? Buffer.byteLength(payload) : 0) };
-  if (token) headers.authorization = `Bearer ${token}`;
-  if (payload) headers["content-type"] = "application/json";
-  // A retry goes on a fresh connection: every idle socket in the pool may have been closed by the server.
-  const once = (fresh: boolean) =>
-    new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = request(url, { method, agent: fresh ? false : agent, headers }, (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (d: string) => (text += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on("error", reject);
-      });
-      req.on("error", reject);
-      req.end(payload);
-    });
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await once(attempt > 1);
-    } catch (err) {
-      if (attempt >= 4) throw new Error(`${method} ${url}: ${(err as Error).message}`);
-    }
-  }
-}
-
-async function json(url: string, method: string, token?: string, body?: unknown) {
-  const res = await call(url, method, token, body);
-  if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${res.text}`);
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- bench reads arbitrary JSON answers
-  return JSON.parse(res.text) as any;
-}
+const http = keepAliveClient();
+const { call, json } = http;
 
 function runCli(args: string[], env: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -302,7 +267,7 @@ async function main() {
     process.stderr.write(`daemon stderr (tail):\n${stderr}\n`);
     throw err;
   } finally {
-    agent.destroy();
+    http.close();
     if (proc.exitCode === null) {
       const exited = new Promise((r) => proc.once("exit", r));
       proc.kill("SIGTERM");

@@ -8,7 +8,7 @@
 import { createClient, type Client, type InStatement } from "@libsql/client";
 import { spawn, type ChildProcess } from "node:child_process";
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
-import { Agent, request } from "node:http";
+import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -28,45 +28,8 @@ function percentile(values: number[], p: number): number {
 const ms = (n: number) => `${n.toFixed(1)} ms`;
 const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 
-const agent = new Agent({ keepAlive: true, maxSockets: 64 });
-/** Every answer's status, to report 5xx (CONTRACT §8: none). */
-const statuses = new Map<number, number>();
-
-/** One request; retried on a fresh socket when a kept-alive one was closed while idle (nothing was sent). */
-async function call(url: string, method: string, token?: string, body?: unknown): Promise<{ status: number; text: string }> {
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  const headers: Record<string, string> = { "content-length": String(payload ? Buffer.byteLength(payload) : 0) };
-  if (token) headers.authorization = `Bearer ${token}`;
-  if (payload) headers["content-type"] = "application/json";
-  const once = (fresh: boolean) =>
-    new Promise<{ status: number; text: string }>((resolve, reject) => {
-      const req = request(url, { method, agent: fresh ? false : agent, headers }, (res) => {
-        let text = "";
-        res.setEncoding("utf8");
-        res.on("data", (d: string) => (text += d));
-        res.on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-        res.on("error", reject);
-      });
-      req.on("error", reject);
-      req.end(payload);
-    });
-  for (let attempt = 1; ; attempt++) {
-    try {
-      const res = await once(attempt > 1);
-      statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-      return res;
-    } catch (err) {
-      if (attempt >= 4) throw new Error(`${method} ${url}: ${(err as Error).message}`);
-    }
-  }
-}
-
-async function json(url: string, method: string, token?: string, body?: unknown) {
-  const res = await call(url, method, token, body);
-  if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${res.text}`);
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- bench reads arbitrary JSON answers
-  return JSON.parse(res.text) as any;
-}
+const http = keepAliveClient();
+const { call, json, statuses } = http;
 
 function runCli(args: string[], env: Record<string, string>): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -318,7 +281,7 @@ async function main() {
     );
     for (const d of [a, b]) if (d.stderr().includes("unhandled error")) say(`  daemon stderr has an unhandled error:\n${d.stderr()}`);
   } finally {
-    agent.destroy();
+    http.close();
     client?.close();
     for (const d of daemons) await stopDaemon(d);
     await sqld?.stop();
