@@ -25,6 +25,8 @@ export const ConfigSchema = z.object({
     .transform((v) => v.toLowerCase())
     .pipe(z.enum(["normal", "full"]))
     .default("normal"),
+  // 0 leaves WAL checkpoints to SQLite (inside the commit that crosses 1,000 pages).
+  HANGAR_DB_CHECKPOINT_MS: z.coerce.number().int().min(0).default(5_000),
   // Comma-separated CIDRs the outbound guard lets through (CONTRACT §12); empty refuses every private address.
   HANGAR_OUTBOUND_ALLOW: z.string().default(""),
   HANGAR_ALLOW_LOCAL_REPOS: z.enum(["0", "1"]).default("0"),
@@ -56,6 +58,8 @@ export interface HangarConfig {
   metricsToken?: string;
   /** `PRAGMA synchronous` on the embedded file's connections (docs/decisions.md "synchronous=NORMAL"). */
   dbSynchronous: "normal" | "full";
+  /** The embedded file's WAL checkpointed by a timer this often, off the commit path; 0: by SQLite in commits. */
+  dbCheckpointMs: number;
   /** HANGAR_OUTBOUND_ALLOW, parsed: addresses the outbound guard lets through although private or loopback. */
   outboundAllow: OutboundAllowList;
   /** Local paths and file:// repositories in remote mode too (HANGAR_ALLOW_LOCAL_REPOS=1). */
@@ -108,6 +112,7 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     logRequests: e.HANGAR_LOG_REQUESTS === "1",
     metricsToken: e.HANGAR_METRICS_TOKEN,
     dbSynchronous: e.HANGAR_DB_SYNCHRONOUS,
+    dbCheckpointMs: e.HANGAR_DB_CHECKPOINT_MS,
     outboundAllow,
     allowLocalRepos: e.HANGAR_ALLOW_LOCAL_REPOS === "1",
     maxLogBytes: e.HANGAR_MAX_LOG_BYTES,

@@ -1,5 +1,5 @@
 import { createClient } from "@libsql/client";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -147,6 +147,62 @@ describe("embedded database connections (issue 16)", () => {
       }
     }
     expect(() => loadConfig({ HANGAR_DB_SYNCHRONOUS: "off" })).toThrow(ConfigError);
+  });
+
+  it("checkpoints the WAL from a timer, off the commit path; SQLite's own checkpoint is only a bound (HANGAR_DB_CHECKPOINT_MS)", async () => {
+    const autocheckpointOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) => Number((await run("PRAGMA wal_autocheckpoint")).rows[0]?.[0]);
+    for (const [setting, expected] of [[undefined, 10_000], ["0", 1000]] as const) {
+      const dataDir = mkdtempSync(join(tmpdir(), "hangar-db-ckpt-"));
+      dirs.push(dataDir);
+      const config = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_DB_CHECKPOINT_MS: setting });
+      expect(config.dbCheckpointMs).toBe(setting === undefined ? 5000 : 0);
+      const runtime = await createNodeDeps(config, { log: () => {} });
+      try {
+        expect(await autocheckpointOf((q) => runtime.opened.client.execute(q))).toBe(expected);
+        const tx = await runtime.opened.client.transaction("read");
+        try {
+          expect(await autocheckpointOf((q) => tx.execute(q))).toBe(expected);
+        } finally {
+          tx.close();
+        }
+      } finally {
+        runtime.close();
+      }
+    }
+    expect(() => loadConfig({ HANGAR_DB_CHECKPOINT_MS: "-1" })).toThrow(ConfigError);
+
+    // What reached the database file itself (not the WAL): a copy of the file alone, opened on its own.
+    const rowsInMainFile = async (dir: string, path: string) => {
+      const copy = join(dir, `copy-${Math.random().toString(36).slice(2)}.db`);
+      writeFileSync(copy, readFileSync(path));
+      const c = createClient({ url: `file:${copy}` });
+      try {
+        return Number((await c.execute("SELECT count(*) FROM sqlite_master WHERE name = 't'")).rows[0]?.[0]) === 0 ? 0 : Number((await c.execute("SELECT count(*) FROM t")).rows[0]?.[0]);
+      } finally {
+        c.close();
+      }
+    };
+    for (const every of [0, 40]) {
+      const dir = mkdtempSync(join(tmpdir(), "hangar-db-ckpt-"));
+      dirs.push(dir);
+      const path = join(dir, "timed.db");
+      const client = new EmbeddedClient(path, { timeoutMs: 1000, synchronous: "normal", checkpointEveryMs: every });
+      try {
+        await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)");
+        await client.batch(Array.from({ length: 50 }, (_, i) => ({ sql: "INSERT INTO t (name) VALUES (?)", args: [`row ${i}`] })), "write");
+        await new Promise((r) => setTimeout(r, 300));
+        // Without the timer the few pages stay in the WAL (under SQLite's 1,000-page threshold); with it they are copied.
+        expect(await rowsInMainFile(dir, path)).toBe(every ? 50 : 0);
+        const ran = client.checkpoints;
+        expect(ran > 0).toBe(every > 0);
+        // Nothing written since: the timer does not checkpoint again; reads do not count as writes.
+        await client.execute("SELECT count(*) FROM t");
+        await new Promise((r) => setTimeout(r, 200));
+        expect(client.checkpoints).toBe(ran);
+      } finally {
+        client.close();
+      }
+    }
   });
 
   it("leaves no read snapshot open between calls: a TRUNCATE checkpoint from another connection completes", async () => {

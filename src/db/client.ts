@@ -23,6 +23,11 @@ export interface OpenDbOptions {
   busyTimeoutMs?: number;
   /** Retries of a busy/locked answer after that (src/db/busy.ts). */
   busyRetry?: BusyRetryPolicy;
+  /**
+   * The embedded file's WAL checkpointed from a timer this often (ms), not inside a commit (src/db/embedded.ts).
+   * The daemon sets it; one-shot commands leave checkpoints to SQLite.
+   */
+  checkpointEveryMs?: number;
 }
 
 /**
@@ -48,7 +53,7 @@ export async function openDb(url: string, authToken?: string, options: OpenDbOpt
     // file:///abs and file://localhost/abs name the same absolute path; the query string is not part of it.
     path = path.replace(/^\/\/localhost(?=\/)/, "").replace(/\?.*$/, "");
     if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    client = new EmbeddedClient(path || ":memory:", { timeoutMs: options.busyTimeoutMs ?? BUSY_TIMEOUT_MS, synchronous: options.synchronous ?? "normal" });
+    client = new EmbeddedClient(path || ":memory:", { timeoutMs: options.busyTimeoutMs ?? BUSY_TIMEOUT_MS, synchronous: options.synchronous ?? "normal", checkpointEveryMs: options.checkpointEveryMs });
   } else {
     const { createClient } = await import("@libsql/client");
     client = createClient({ url, authToken });

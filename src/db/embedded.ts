@@ -31,7 +31,20 @@ export interface EmbeddedOptions {
   synchronous: SynchronousLevel;
   /** Distinct SQL texts kept prepared; the least recently used is dropped beyond it. */
   cacheSize?: number;
+  /**
+   * Checkpoint the WAL from a timer this often (ms) instead of inside commits; 0 or absent leaves it to SQLite.
+   * SQLite's automatic checkpoint runs in the commit that crosses 1,000 WAL pages: that commit then also copies
+   * the pages and fsyncs twice (10–20 ms here), and since the driver is synchronous the whole event loop waits,
+   * so every few seconds one request (a build trigger, the claim a long-polling runner waits on) paid for it.
+   */
+  checkpointEveryMs?: number;
 }
+
+/**
+ * With timed checkpoints, SQLite's own stays as a bound only: if the timer could not run, the WAL still stops
+ * growing at this many pages (~40 MiB).
+ */
+const AUTOCHECKPOINT_BOUND_PAGES = 10_000;
 
 type Connection = InstanceType<typeof Database>;
 type Statement = ReturnType<Connection["prepare"]>;
@@ -174,6 +187,9 @@ function inBatch(e: unknown, index: number): unknown {
 
 const BEGIN: Record<TransactionMode, string> = { write: "BEGIN IMMEDIATE", read: "BEGIN TRANSACTION READONLY", deferred: "BEGIN DEFERRED" };
 
+/** Statements that cannot write (a timed checkpoint has nothing new to copy after them). */
+const READ_ONLY = /^\s*select\b/i;
+
 /** Statements after which cached statements may describe tables that changed. */
 const SCHEMA_CHANGE = /^\s*(?:create|drop|alter)\b/i;
 
@@ -206,6 +222,7 @@ class CachedConnection {
       this.conn.exec(`PRAGMA busy_timeout = ${Math.floor(options.timeoutMs)}`);
       if (path !== ":memory:") this.conn.exec("PRAGMA journal_mode = WAL");
       this.conn.exec(`PRAGMA synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
+      if (options.checkpointEveryMs) this.conn.exec(`PRAGMA wal_autocheckpoint = ${AUTOCHECKPOINT_BOUND_PAGES}`);
     } catch (e) {
       this.conn.close();
       throw mapError(e);
@@ -367,6 +384,11 @@ export class EmbeddedClient implements Client {
   protocol = "file";
   private main: CachedConnection;
   private readonly cacheSize: number;
+  private readonly checkpointTimer: ReturnType<typeof setInterval> | undefined;
+  /** Set by every call that may have written since the last timed checkpoint. */
+  private wroteSinceCheckpoint = false;
+  /** Timed checkpoints run so far (tests and diagnostics). */
+  checkpoints = 0;
 
   constructor(
     private readonly path: string,
@@ -374,6 +396,10 @@ export class EmbeddedClient implements Client {
   ) {
     this.cacheSize = options.cacheSize ?? 256;
     this.main = new CachedConnection(path, options, this.cacheSize);
+    if (options.checkpointEveryMs && path !== ":memory:") {
+      this.checkpointTimer = setInterval(() => this.checkpoint(), options.checkpointEveryMs);
+      this.checkpointTimer.unref();
+    }
   }
 
   private open(): CachedConnection {
@@ -383,11 +409,30 @@ export class EmbeddedClient implements Client {
     return this.main;
   }
 
+  /**
+   * A PASSIVE checkpoint on the shared connection: it copies what no reader still needs and never waits for
+   * anyone. Skipped when nothing was written since the last one. A failure (busy: another process checkpoints)
+   * is left for the next tick; SQLite's bound above still holds.
+   */
+  checkpoint(): void {
+    if (this.closed || !this.wroteSinceCheckpoint) return;
+    this.wroteSinceCheckpoint = false;
+    try {
+      this.main.conn.exec("PRAGMA wal_checkpoint(PASSIVE)");
+      this.checkpoints++;
+    } catch {
+      this.wroteSinceCheckpoint = true;
+    }
+  }
+
   async execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
-    return this.open().execute(stmt, args);
+    const conn = this.open();
+    if (!this.wroteSinceCheckpoint && !READ_ONLY.test(typeof stmt === "string" ? stmt : stmt.sql)) this.wroteSinceCheckpoint = true;
+    return conn.execute(stmt, args);
   }
 
   async batch(stmts: Array<InStatement | [string, InArgs?]>, mode: TransactionMode = "deferred"): Promise<ResultSet[]> {
+    this.wroteSinceCheckpoint = true;
     return this.open().transactional(BEGIN[mode], stmts);
   }
 
@@ -406,6 +451,7 @@ export class EmbeddedClient implements Client {
     this.open();
     if (this.path === ":memory:") throw new LibsqlError("An in-memory database has a single connection; use batch()", "TRANSACTION_ACTIVE");
     const conn = new CachedConnection(this.path, this.options, 16);
+    this.wroteSinceCheckpoint = true;
     try {
       conn.execute(BEGIN[mode]);
     } catch (e) {
@@ -441,6 +487,7 @@ export class EmbeddedClient implements Client {
 
   close(): void {
     this.closed = true;
+    clearInterval(this.checkpointTimer);
     this.main.close();
   }
 }

@@ -92,7 +92,7 @@ export interface NodeRuntime {
 
 /** Opens the database (migrated), the key file and the rest of AppDeps for a Node host. */
 export async function createNodeDeps(config: HangarConfig, overrides: Partial<AppDeps> = {}): Promise<NodeRuntime> {
-  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous });
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous, checkpointEveryMs: config.dbCheckpointMs });
   const outbound = createNodeOutbound(config.outboundAllow);
   try {
     await migrateDb(opened.db);

@@ -1,6 +1,8 @@
 import { Webhook } from "standardwebhooks";
 import { beforeAll, describe, expect, it } from "vitest";
-import { countPendingDeliveries, retryDelayMs, runOutboxOnce } from "../../src/domain/events/outbox.ts";
+import { eq } from "drizzle-orm";
+import { buildEvents } from "../../src/db/schema/index.ts";
+import { countPendingDeliveries, expandBuildEvents, retryDelayMs, runOutboxOnce } from "../../src/domain/events/outbox.ts";
 import { sweep } from "../../src/domain/builds/sweeper.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { claim, createPipeline, createProject, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
@@ -172,6 +174,23 @@ describe("notifications through the outbox", () => {
     await runBuild(project.id, pipeline.id, "failed", "release/1.0/rc");
     await drain();
     expect(sent(path).map((r) => JSON.parse(r.body).data.build.branch)).toEqual(["release/1.0/rc"]);
+  });
+
+  it("closes every event nobody is told of in one statement, however many, and still expands the ones with a target", async () => {
+    await drain();
+    const quiet = await createProject(t, owner);
+    const quietPipeline = await createPipeline(t, owner, quiet.id);
+    for (let i = 0; i < 3; i++) await runBuild(quiet.id, quietPipeline.id, "succeeded");
+    const path = `/${crypto.randomUUID()}`;
+    const { project, pipeline } = await world({ path, on: ["succeeded"] });
+    const told = await runBuild(project.id, pipeline.id, "succeeded");
+    // limit 0: the per-event loop takes nothing, so only the single statement runs.
+    expect(await expandBuildEvents(t.deps, 0)).toBeGreaterThanOrEqual(9);
+    const open = await t.deps.db.select().from(buildEvents).where(eq(buildEvents.expanded, 0));
+    expect(new Set(open.map((e) => e.buildId))).toEqual(new Set([told.id]));
+    expect(open.map((e) => e.event).sort()).toEqual(["queued", "running", "succeeded"]);
+    await drain();
+    expect(sent(path).map((r) => JSON.parse(r.body))).toMatchObject([{ type: "build.succeeded", data: { build: { id: told.id } } }]);
   });
 
   it("retries failures with backoff keeping one webhook-id, and lists every attempt", async () => {
