@@ -8,6 +8,7 @@ import { sql } from "drizzle-orm";
 import { ConfigError, loadConfig } from "../src/config.ts";
 import { openDb } from "../src/db/client.ts";
 import { EmbeddedClient } from "../src/db/embedded.ts";
+import { oneRow } from "../src/db/fixed-sql.ts";
 import { sha256Hex } from "../src/domain/common/crypto.ts";
 import { issueBootstrapToken } from "../src/domain/setup/setup.ts";
 import { createNodeDeps, type NodeRuntime } from "../src/runtime/node-deps.ts";
@@ -219,6 +220,37 @@ describe("embedded database connections (issue 16)", () => {
       other.close();
     }
     expect(statSync(`${dbPath}-wal`).size).toBe(0);
+  });
+
+  it("reads a one-row statement with one call, the same row as a plain read, and leaves no read snapshot open", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-db-onerow-"));
+    dirs.push(dir);
+    const path = join(dir, "one.db");
+    const client = new EmbeddedClient(path, { timeoutMs: 1000, synchronous: "normal" });
+    try {
+      await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, data BLOB)");
+      await client.batch(["INSERT INTO t (name, data) VALUES ('a', x'0102')", "INSERT INTO t (name) VALUES ('b')"], "write");
+      const plain = await client.execute({ sql: "SELECT id, name, data FROM t WHERE name = ?", args: ["a"] });
+      const one = await client.execute(oneRow("SELECT id, name, data FROM t WHERE name = ?", ["a"]));
+      expect(one.rows).toHaveLength(1);
+      expect(one.columns).toEqual(plain.columns);
+      const [p, o] = [plain.rows[0]!, one.rows[0]!];
+      expect([o.id, o.name, o[0], o.length, Object.keys(o)]).toEqual([p.id, p.name, p[0], p.length, Object.keys(p)]);
+      expect([...new Uint8Array(o.data as ArrayBuffer)]).toEqual([1, 2]);
+      expect((await client.execute(oneRow("SELECT id FROM t WHERE name = ?", ["none"]))).rows).toEqual([]);
+      // A statement that matches two rows, read as one: the first only, and the statement is reset, so a
+      // TRUNCATE checkpoint from another connection finds no reader.
+      expect((await client.execute(oneRow("SELECT name FROM t ORDER BY id", []))).rows.map((r) => r.name)).toEqual(["a"]);
+      const other = await openDb(`file:${path}`);
+      try {
+        await other.client.execute("INSERT INTO t (name) VALUES ('c')");
+        expect(Number((await other.client.execute("PRAGMA wal_checkpoint(TRUNCATE)")).rows[0]?.[0])).toBe(0);
+      } finally {
+        other.close();
+      }
+    } finally {
+      client.close();
+    }
   });
 
   it("keeps a bounded number of prepared statements and answers the same through the cache", async () => {

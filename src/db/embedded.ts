@@ -22,6 +22,7 @@
 import { LibsqlBatchError, LibsqlError } from "@libsql/core/api";
 import type { Client, InArgs, InStatement, InValue, ResultSet, Row, Transaction, TransactionMode } from "@libsql/core/api";
 import Database from "libsql";
+import { isOneRow } from "./fixed-sql.ts";
 
 export type SynchronousLevel = "normal" | "full";
 
@@ -253,16 +254,22 @@ class CachedConnection {
     return entry;
   }
 
-  execute(stmt: InStatement | string, args?: InArgs): ResultSet {
+  execute(stmt: InStatement | string, args?: InArgs, oneRow = false): ResultSet {
     const sql = typeof stmt === "string" ? stmt : stmt.sql;
     const values = argsToSql(typeof stmt === "string" ? args : stmt.args);
     let entry: Cached | undefined;
     try {
       entry = this.prepared(sql);
       if (entry.reader) {
+        const shape = (entry.shape ??= rowShape(entry.columns));
+        if (oneRow) {
+          // get() is one native call that reads the first row and resets the statement (nothing stays open);
+          // all() goes through the package's iterator: two native calls and a 100-slot buffer per call.
+          const first = entry.stmt.get(values) as unknown[] | undefined;
+          return new Result(entry.columns, entry.columnTypes, first ? [makeRow(shape, first)] : [], 0, undefined);
+        }
         // all() steps the statement to its end: nothing stays open after the call.
         const raw = entry.stmt.all(values) as unknown[][];
-        const shape = (entry.shape ??= rowShape(entry.columns));
         const rows = new Array<Row>(raw.length);
         for (let i = 0; i < raw.length; i++) rows[i] = makeRow(shape, raw[i]!);
         return new Result(entry.columns, entry.columnTypes, rows, 0, undefined);
@@ -427,6 +434,7 @@ export class EmbeddedClient implements Client {
 
   async execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
     const conn = this.open();
+    if (typeof stmt !== "string" && isOneRow(stmt)) return conn.execute(stmt, undefined, true);
     if (!this.wroteSinceCheckpoint && !READ_ONLY.test(typeof stmt === "string" ? stmt : stmt.sql)) this.wroteSinceCheckpoint = true;
     return conn.execute(stmt, args);
   }

@@ -1,4 +1,5 @@
-import { and, eq, gt, lte, sql } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, lte, sql } from "drizzle-orm";
+import { clientOf, oneRow } from "../../db/fixed-sql.ts";
 import type { AuthMethod } from "../../db/schema/constants.ts";
 import { localLoginCodes, setupSessions, userSessions, users } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
@@ -65,28 +66,33 @@ export async function createUserSession(
   return { token, expiresAt };
 }
 
-function prepareSessionLookup(db: Db) {
-  return db
-    .select({ sessionId: userSessions.id, expiresAt: userSessions.expiresAt, user: users })
-    .from(userSessions)
-    .innerJoin(users, eq(users.id, userSessions.userId))
-    .where(eq(userSessions.tokenHash, sql.placeholder("tokenHash")))
-    .prepare();
-}
+/**
+ * The session lookup every authenticated request runs, as fixed SQL read in one call (issue 16: drizzle's
+ * prepared query still mapped its result through the select's field tree, and the driver read the row through an
+ * iterator). The user's columns come from the table definition, so a column added to `users` is read here too,
+ * and each value goes through its column's own decoding, as drizzle would.
+ */
+const userColumns = Object.entries(getTableColumns(users));
+const SESSION_LOOKUP_SQL = `SELECT s.id, s.expires_at, ${userColumns.map(([, column]) => `u."${column.name}"`).join(", ")}
+  FROM user_sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ?`;
 
-// Every authenticated request runs this lookup: building the query once per database handle, instead of on
-// each call, halves the cost of a request such as GET /v1/users/me (docs/benchmarks.md).
-const sessionLookups = new WeakMap<Db, ReturnType<typeof prepareSessionLookup>>();
+async function lookupSession(db: Db, tokenHash: string): Promise<{ sessionId: string; expiresAt: number; user: UserRow } | undefined> {
+  // token_hash is unique (user_sessions_token_hash_unique): at most one row.
+  const row = (await clientOf(db).execute(oneRow(SESSION_LOOKUP_SQL, [tokenHash]))).rows[0];
+  if (!row) return undefined;
+  const user: Record<string, unknown> = {};
+  for (let i = 0; i < userColumns.length; i++) {
+    const [key, column] = userColumns[i]!;
+    const value = row[i + 2];
+    user[key] = value === null ? null : column.mapFromDriverValue(value);
+  }
+  return { sessionId: row[0] as string, expiresAt: Number(row[1]), user: user as UserRow };
+}
 
 /** The user behind a session token; disabled users and expired sessions are refused alike. */
 export async function validateUserSession(deps: DbDeps, token: string): Promise<{ sessionId: string; user: UserRow }> {
   const tokenHash = await sha256Hex(token);
-  let lookup = sessionLookups.get(deps.db);
-  if (!lookup) {
-    lookup = prepareSessionLookup(deps.db);
-    sessionLookups.set(deps.db, lookup);
-  }
-  const row = await lookup.get({ tokenHash });
+  const row = await lookupSession(deps.db, tokenHash);
   if (!row || row.expiresAt <= deps.clock.now() || row.user.status === "disabled") {
     throw new ApiError(401, "invalid_session", "the session is invalid or has expired");
   }
