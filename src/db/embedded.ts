@@ -159,6 +159,7 @@ interface Cached {
   columns: string[];
   columnTypes: string[];
   shape: RowShape | null;
+  lastUsed: number;
 }
 
 const SQLITE_CODES: Record<number, string> = {
@@ -204,6 +205,11 @@ class CachedConnection {
   readonly conn: Connection;
   private readonly cache = new Map<string, Cached>();
   /**
+   * Least-recently-used by a use counter: a hit only stores a number (re-inserting the key into the Map on every
+   * hit cost ~1 µs per statement); the scan for the oldest runs only when a new statement would pass the bound.
+   */
+  private useCounter = 0;
+  /**
    * Set when a statement was refused with SQLITE_BUSY/LOCKED. SQLite leaves such a statement active (it could be
    * stepped again), and the libsql package has no way to reset it short of running it again: while it lives, every
    * COMMIT on this connection fails with "cannot commit transaction - SQL statements in progress" (issue 18). The
@@ -233,9 +239,7 @@ class CachedConnection {
   private prepared(sql: string): Cached {
     const hit = this.cache.get(sql);
     if (hit) {
-      // Most recently used goes to the end of the Map's order; the first key is the one to drop.
-      this.cache.delete(sql);
-      this.cache.set(sql, hit);
+      hit.lastUsed = ++this.useCounter;
       return hit;
     }
     const stmt = this.conn.prepare(sql);
@@ -248,9 +252,9 @@ class CachedConnection {
       columns = defs.map((d) => d.name);
       columnTypes = defs.map((d) => d.type ?? "");
     }
-    const entry: Cached = { stmt, reader, columns, columnTypes, shape: null };
+    const entry: Cached = { stmt, reader, columns, columnTypes, shape: null, lastUsed: ++this.useCounter };
+    if (this.cache.size >= this.cacheSize) this.dropLeastRecentlyUsed();
     this.cache.set(sql, entry);
-    if (this.cache.size > this.cacheSize) this.cache.delete(this.cache.keys().next().value!);
     return entry;
   }
 
@@ -305,6 +309,18 @@ class CachedConnection {
     } finally {
       if (begin && this.conn.open && this.conn.inTransaction) this.rollbackQuietly();
     }
+  }
+
+  private dropLeastRecentlyUsed(): void {
+    let oldestKey: string | undefined;
+    let oldest = Infinity;
+    for (const [key, entry] of this.cache) {
+      if (entry.lastUsed < oldest) {
+        oldest = entry.lastUsed;
+        oldestKey = key;
+      }
+    }
+    if (oldestKey !== undefined) this.cache.delete(oldestKey);
   }
 
   exec(sql: string): void {

@@ -57,6 +57,24 @@ export function randomHexToken(): string {
  * token, and Web Crypto's async digest costs ~30x more for inputs this small. Same result on Node and Workers.
  */
 export async function sha256Hex(text: string | Uint8Array): Promise<string> {
+  if (nativeCreateHash) return nativeCreateHash("sha256").update(text).digest("hex");
+  return bytesToHex(sha256(typeof text === "string" ? encoder.encode(text) : text));
+}
+
+/**
+ * Node's own synchronous SHA-256 where the runtime hands it out without an import (Node ≥ 20.16:
+ * `process.getBuiltinModule`), about 3 µs less than the JS hash per request; the core imports no Node module, so
+ * Workers (and any runtime without it) keep the JS hash. Both give the same digest (tested).
+ */
+type CreateHash = (algorithm: "sha256") => { update(data: string | Uint8Array): { digest(encoding: "hex"): string } };
+const nativeCreateHash: CreateHash | undefined = (() => {
+  const host = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  const builtin = typeof host?.getBuiltinModule === "function" ? (host.getBuiltinModule("node:crypto") as { createHash?: CreateHash } | undefined) : undefined;
+  return typeof builtin?.createHash === "function" ? builtin.createHash : undefined;
+})();
+
+/** The JS hash alone (tests compare it with the native one). */
+export function sha256HexJs(text: string | Uint8Array): string {
   return bytesToHex(sha256(typeof text === "string" ? encoder.encode(text) : text));
 }
 

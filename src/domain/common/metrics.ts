@@ -21,6 +21,16 @@ function labelText(labels: Labels): string {
   return parts.length ? `{${parts.join(",")}}` : "";
 }
 
+/**
+ * The map key of one label set: names and values joined by separators no label contains. Rendering the
+ * exposition text (escaping, braces) on every request cost about as much as the rest of the bookkeeping.
+ */
+function seriesKey(labels: Labels): string {
+  let key = "";
+  for (const name in labels) key += `${name}\u0000${labels[name]}\u0001`;
+  return key;
+}
+
 function formatValue(n: number): string {
   if (n === Number.POSITIVE_INFINITY) return "+Inf";
   return Number.isInteger(n) ? String(n) : String(Number(n.toPrecision(12)));
@@ -31,7 +41,7 @@ export class Counter {
   constructor(readonly name: string, readonly help: string) {}
 
   inc(labels: Labels = {}, by = 1): void {
-    const key = labelText(labels);
+    const key = seriesKey(labels);
     const entry = this.values.get(key);
     if (entry) entry.value += by;
     else this.values.set(key, { labels, value: by });
@@ -49,7 +59,7 @@ export class Histogram {
   constructor(readonly name: string, readonly help: string, readonly buckets: readonly number[]) {}
 
   observe(value: number, labels: Labels = {}): void {
-    const key = labelText(labels);
+    const key = seriesKey(labels);
     let s = this.series.get(key);
     if (!s) {
       s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 };

@@ -6,8 +6,12 @@ import { ApiError } from "../../errors.ts";
 /** A URL path segment that is one of our tokens: 32 bytes base64url (43 chars, with or without a bearer prefix such as hgu_) or 64 hex. */
 const TOKEN_SEGMENT = /^(?:(?:hg[usrw]_)?[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
 
+const TOKEN_RUN = /[A-Za-z0-9_-]{43}/;
+
 /** The path as it may be logged: token segments replaced, query string dropped (it may hold a ticket). */
 export function redactPath(path: string): string {
+  // Every token segment has 43+ characters of the token alphabet: a path without such a run has none.
+  if (!TOKEN_RUN.test(path)) return path;
   return path
     .split("/")
     .map((segment) => (TOKEN_SEGMENT.test(segment) ? ":token" : segment))

@@ -51,8 +51,9 @@ export function isLoopbackRequest(peerAddress: string | undefined, headers: Head
  */
 export function loopbackDetection(getPeerAddress: (c: Context) => string | undefined) {
   return createMiddleware<AppEnv>(async (c, next) => {
-    const url = new URL(c.req.url);
-    c.set("isLoopback", isLoopbackRequest(getPeerAddress(c), c.req.raw.headers, url.host));
+    const headers = c.req.raw.headers;
+    // The URL's host only matters without a Host header (HTTP/1.0): parsing the URL on every request cost ~3 µs.
+    c.set("isLoopback", isLoopbackRequest(getPeerAddress(c), headers, headers.has("host") ? "" : new URL(c.req.url).host));
     await next();
   });
 }
