@@ -31,9 +31,8 @@ export const ROUTE_DOCS = new WeakMap<object, RouteDoc>();
 
 /** Documents the route it sits in (does nothing at request time). */
 export function apiDoc(doc: RouteDoc): MiddlewareHandler {
-  const middleware: MiddlewareHandler = async (_c, next) => {
-    await next();
-  };
+  // Not async: passing on next()'s promise spares an async frame per request on every documented route.
+  const middleware: MiddlewareHandler = (_c, next) => next();
   ROUTE_DOCS.set(middleware, doc);
   return middleware;
 }

@@ -1,3 +1,4 @@
+import type { Context, Next } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../deps.ts";
 import { readNetworkSettings } from "../domain/settings/network-settings.ts";
@@ -82,8 +83,13 @@ function requestOrigin(url: string, host: string | undefined): string {
  * takes Bearer tokens only, never the cookie, so a cross-site request there carries no credential.
  */
 export function sameOriginPosts(deps: AppDeps) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  // Reads (and the API) pass on synchronously: no async frame per request.
+  return createMiddleware<AppEnv>((c, next) => {
     if (!UNSAFE_METHODS.has(c.req.method) || c.req.path.startsWith("/v1/")) return next();
+    return checkFormOrigin(c, next);
+  });
+
+  async function checkFormOrigin(c: Context<AppEnv>, next: Next): Promise<Response | void> {
     const origin = c.req.header("origin");
     if (origin !== undefined && origin !== "null") {
       if (origin === requestOrigin(c.req.url, c.req.header("host"))) return next();
@@ -93,5 +99,5 @@ export function sameOriginPosts(deps: AppDeps) {
     return c.text("This form was not sent from a Hangar page (the Origin header is missing or foreign).", 403, {
       "Cache-Control": "no-store",
     });
-  });
+  }
 }

@@ -92,7 +92,8 @@ export function jsonBodyCap(maxBytes: number) {
       throw new ApiError(413, "payload_too_large", `request body exceeds ${maxBytes} bytes`);
     },
   });
-  return createMiddleware<AppEnv>(async (c, next) => {
+  // Not async: it only chooses what runs next (no async frame per request).
+  return createMiddleware<AppEnv>((c, next) => {
     // A GET or HEAD request has no body (@hono/node-server never gives it one), and bodyLimit would build the
     // full Request on Node just to find that out.
     const method = c.req.method;

@@ -1,3 +1,4 @@
+import type { Context, Next } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -23,10 +24,14 @@ function ownOrigin(url: string, host: string | undefined): string {
  * driving the loopback-only endpoints through the user's browser.
  */
 export function corsFromSettings(deps: AppDeps) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  // A request without a foreign Origin (nearly all) passes on synchronously: no async frame per request.
+  return createMiddleware<AppEnv>((c, next) => {
     const origin = c.req.header("origin");
     if (origin === undefined || origin === ownOrigin(c.req.url, c.req.header("host"))) return next();
+    return crossOrigin(c, next, origin);
+  });
 
+  async function crossOrigin(c: Context<AppEnv>, next: Next, origin: string): Promise<Response | void> {
     const inst = await loadInstance(deps);
     const allowed = inst.runtimeMode === "remote" && (await readNetworkSettings(deps)).allowed_origins.includes(origin);
     const isPreflight = c.req.method === "OPTIONS" && c.req.header("access-control-request-method") !== undefined;
@@ -46,5 +51,5 @@ export function corsFromSettings(deps: AppDeps) {
     c.header("Access-Control-Allow-Origin", origin);
     c.header("Access-Control-Expose-Headers", EXPOSE_HEADERS);
     c.header("Vary", "Origin", { append: true });
-  });
+  }
 }

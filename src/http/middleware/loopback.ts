@@ -50,10 +50,11 @@ export function isLoopbackRequest(peerAddress: string | undefined, headers: Head
  * from the host through `getPeerAddress`, as Hono's ipRestriction takes getConnInfo.
  */
 export function loopbackDetection(getPeerAddress: (c: Context) => string | undefined) {
-  return createMiddleware<AppEnv>(async (c, next) => {
+  // Synchronous work only, so no async frame: next()'s promise is passed on (issue 16).
+  return createMiddleware<AppEnv>((c, next) => {
     const headers = c.req.raw.headers;
     // The URL's host only matters without a Host header (HTTP/1.0): parsing the URL on every request cost ~3 µs.
     c.set("isLoopback", isLoopbackRequest(getPeerAddress(c), headers, headers.has("host") ? "" : new URL(c.req.url).host));
-    await next();
+    return next();
   });
 }
