@@ -1,5 +1,5 @@
 import { createClient } from "@libsql/client";
-import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -7,6 +7,7 @@ import { createApp } from "../src/app.ts";
 import { sql } from "drizzle-orm";
 import { ConfigError, loadConfig } from "../src/config.ts";
 import { openDb } from "../src/db/client.ts";
+import { MIGRATIONS_FOLDER, migrateDb } from "../src/db/migrate.ts";
 import { EmbeddedClient } from "../src/db/embedded.ts";
 import { oneRow } from "../src/db/fixed-sql.ts";
 import { sha256Hex } from "../src/domain/common/crypto.ts";
@@ -110,6 +111,68 @@ describe("embedded database", () => {
     // After a checkpoint everything sits in the main file; still nothing.
     await runtime.opened.client.execute("PRAGMA wal_checkpoint(TRUNCATE)");
     scan(databaseBytes(dbPath));
+  });
+});
+
+describe("migrations at start (issue 16)", () => {
+  /** drizzle/ copied to a temp folder, its journal cut to the first `keep` entries (keep = all by default). */
+  const migrationsCopy = (keep?: number): string => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-migrations-"));
+    dirs.push(dir);
+    cpSync(MIGRATIONS_FOLDER, dir, { recursive: true });
+    const journalPath = join(dir, "meta", "_journal.json");
+    const journal = JSON.parse(readFileSync(journalPath, "utf8")) as { entries: unknown[] };
+    if (keep !== undefined) journal.entries = journal.entries.slice(0, keep);
+    writeFileSync(journalPath, JSON.stringify(journal));
+    return dir;
+  };
+  const openFresh = async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-migrate-"));
+    dirs.push(dir);
+    const opened = await openDb(`file:${join(dir, "hangar.db")}`);
+    return opened;
+  };
+  const appliedCount = async (db: Awaited<ReturnType<typeof openDb>>["db"]) =>
+    Number((await db.values<[number]>(sql`SELECT count(*) FROM __drizzle_migrations`))[0]?.[0]);
+  const journalLength = () => (JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta", "_journal.json"), "utf8")) as { entries: unknown[] }).entries.length;
+
+  it("applies migrations newer than the database's last one, on a database migrated by an older release", async () => {
+    const total = journalLength();
+    expect(total).toBeGreaterThan(2);
+    const opened = await openFresh();
+    try {
+      await migrateDb(opened.db, migrationsCopy(total - 2));
+      expect(await appliedCount(opened.db)).toBe(total - 2);
+      // queue_version comes with the last migration (0008): absent until the full set runs.
+      const queueTable = async () => (await opened.db.values<[string]>(sql`SELECT name FROM sqlite_master WHERE name = 'queue_version'`)).map((r) => r[0]);
+      expect(await queueTable()).toEqual([]);
+      await migrateDb(opened.db);
+      expect(await appliedCount(opened.db)).toBe(total);
+      expect(await queueTable()).toEqual(["queue_version"]);
+      // Up to date: nothing more, however often it runs.
+      await migrateDb(opened.db);
+      expect(await appliedCount(opened.db)).toBe(total);
+    } finally {
+      opened.close();
+    }
+  });
+
+  it("checks an up-to-date database from the journal alone, without reading the migration files", async () => {
+    const opened = await openFresh();
+    try {
+      await migrateDb(opened.db);
+      // The same journal with every .sql file gone: drizzle's migrator would throw "No file … found"; the check
+      // before it sees the database is at the journal's last migration and never needs them.
+      const bare = migrationsCopy();
+      for (const f of readdirSync(bare)) if (f.endsWith(".sql")) rmSync(join(bare, f));
+      await migrateDb(opened.db, bare);
+      expect(await appliedCount(opened.db)).toBe(journalLength());
+      // One migration behind (its row gone), the files are needed again and their absence is an error.
+      await opened.db.run(sql`DELETE FROM __drizzle_migrations WHERE created_at = (SELECT max(created_at) FROM __drizzle_migrations)`);
+      await expect(migrateDb(opened.db, bare)).rejects.toThrow(/No file/);
+    } finally {
+      opened.close();
+    }
   });
 });
 

@@ -23,8 +23,11 @@ const GC_EVERY_BYTES = 4 * 1024 * 1024;
  * forces a collection: that pile is most of a transfer's RSS. A minor collection every 4 MiB (about 80 µs
  * each) frees them early and keeps a transfer's footprint to a few MiB. `gc` is taken from a fresh context
  * with --expose-gc set at run time, so the main context's globals stay as they were; without it, nothing.
+ * Made on the first transfer that needs one, not at import: a new V8 context costs every daemon start a few
+ * milliseconds and about a MiB of heap, and most starts serve no artifact at all (issue 16).
  */
-const minorGc: (() => void) | null = (() => {
+let minorGc: (() => void) | null | undefined;
+function makeMinorGc(): (() => void) | null {
   try {
     v8.setFlagsFromString("--expose-gc");
     const gc = vm.runInNewContext("gc") as (options?: { type: "minor" | "major" }) => void;
@@ -32,14 +35,15 @@ const minorGc: (() => void) | null = (() => {
   } catch {
     return null;
   }
-})();
+}
 
 let bytesSinceGc = 0;
 function collectTransferGarbage(bytes: number): void {
   bytesSinceGc += bytes;
-  if (bytesSinceGc < GC_EVERY_BYTES || !minorGc) return;
+  if (bytesSinceGc < GC_EVERY_BYTES) return;
   bytesSinceGc = 0;
-  minorGc();
+  minorGc ??= makeMinorGc();
+  minorGc?.();
 }
 
 export function createLocalDiskStore(baseDir: string): ArtifactStore {
