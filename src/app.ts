@@ -1,3 +1,4 @@
+import { MemoRouter } from "./http/router.ts";
 import { Hono } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { AppDeps, AppEnv } from "./deps.ts";
@@ -39,7 +40,7 @@ import { notificationsRoutes } from "./http/routes/notifications.ts";
  * Does no I/O itself; the host (Node daemon, an embedding server, Workers, tests) supplies every dependency.
  */
 export function createApp(deps: AppDeps): Hono<AppEnv> {
-  const app = new Hono<AppEnv>();
+  const app = new Hono<AppEnv>({ router: new MemoRouter() });
   // Domain code (claims, artifacts) records into the same registry the scrape reads.
   const metrics = (deps.metrics ??= new MetricsRegistry());
   deps.logSignal ??= new LogSignal();
