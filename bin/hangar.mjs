@@ -1,12 +1,15 @@
 #!/usr/bin/env node
-// `npx hangar` and `npm start`. Uses dist/hangar.mjs (built by `npm install` through the prepare script) when it
+// `npx hangar` and `npm start`. Uses dist/hangar.cjs (built by `npm install` through the prepare script) when it
 // is newer than every source file: plain Node starts faster and uses less memory. Otherwise (a source edited
 // since, or no bundle) it runs the TypeScript sources through tsx, so there is never a manual build step.
-import { readdirSync, statSync } from "node:fs";
+import { chmodSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import vm from "node:vm";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
-const bundle = `${root}dist/hangar.mjs`;
+const bundle = `${root}dist/hangar.cjs`;
+const codeCache = `${bundle}.v8cache`;
 
 function newestSourceMtime(dir) {
   let newest = 0;
@@ -26,13 +29,63 @@ function bundleIsFresh() {
   }
 }
 
+/**
+ * Loads dist/hangar.cjs the way Node loads any CommonJS file (same wrapper, same require), but compiles it
+ * with the V8 code cache beside it: Node 20 keeps no compile cache of its own, and compiling the bundle was the
+ * largest part of a daemon start (issue 16). V8 checks the cache against this source, its own version and its
+ * flags, and rejects a cache that does not match (the bundle is then compiled as usual), so a stale or foreign
+ * cache costs one ordinary start and nothing else. The source is ASCII (the build checks), read as Latin-1.
+ */
+function loadBundle() {
+  let cachedData;
+  try {
+    cachedData = readFileSync(codeCache);
+  } catch {
+    // none yet: the daemon writes one (see writeCodeCache)
+  }
+  // The bundle is the module wrapper function itself (scripts/build.mjs writes it so).
+  const script = new vm.Script(readFileSync(bundle, "latin1"), { filename: bundle, cachedData });
+  const module = { exports: {} };
+  script.runInThisContext().call(module.exports, module.exports, createRequire(bundle), module, bundle, `${root}dist`);
+  // The script is kept only while a cache is still to be written (it holds no reference to the old one).
+  const cacheAccepted = cachedData !== undefined && !script.cachedDataRejected;
+  return { main: module.exports.main, script: cacheAccepted ? undefined : script };
+}
+
+/**
+ * The cache holds the bytecode of every function compiled so far, so it is taken from a running daemon once its
+ * start is over (what the next start will compile again), off the start path, and only when the one it started
+ * with was missing or rejected. Written beside the bundle under a temporary name and renamed into place (daemons
+ * starting together never read half a file); a read-only installation simply keeps starting without one.
+ */
+function writeCodeCache(script) {
+  const timer = setTimeout(() => {
+    const temp = `${codeCache}.${process.pid}.tmp`;
+    try {
+      writeFileSync(temp, script.createCachedData());
+      // As readable as the bundle it belongs to (the daemon's umask is 077): bytecode of the source, no data.
+      chmodSync(temp, 0o644);
+      renameSync(temp, codeCache);
+    } catch {
+      rmSync(temp, { force: true });
+    }
+  }, 1000);
+  timer.unref();
+}
+
 let main;
+let loaded;
 if (bundleIsFresh()) {
-  ({ main } = await import(bundle));
+  loaded = loadBundle();
+  main = loaded.main;
 } else {
   const { register } = await import("tsx/esm/api");
   register();
   ({ main } = await import("../src/cli/main.ts"));
 }
+const command = process.argv[2];
 const code = await main(process.argv.slice(2));
 if (typeof code === "number") process.exitCode = code;
+// Only `serve` writes the cache: its start is the one worth caching, and a cache taken after another command
+// would hold that command's functions instead of the daemon's.
+else if (command === "serve" && loaded?.script) writeCodeCache(loaded.script);

@@ -1,4 +1,4 @@
-// Bundles the CLI (daemon, setup-token, migrate, runner) into dist/hangar.mjs for plain Node.
+// Bundles the CLI (daemon, setup-token, migrate, runner) into dist/hangar.cjs for plain Node.
 // Runs on `npm install` / `npm ci` (prepare), so a fresh clone needs no build step; bin/hangar.mjs uses the
 // bundle only while it is newer than every source file, and runs the sources through tsx otherwise.
 import { renameSync, rmSync } from "node:fs";
@@ -60,32 +60,74 @@ if (process.argv.includes("--runner")) {
 // The CLI bundles its dependencies too (issue 16): resolving and loading ~540 files of node_modules was most of
 // the daemon's start time and a good part of its idle memory. Left external: the native `libsql` driver (a
 // .node binary chosen per platform at run time), `@libsql/client` (loaded only for a libSQL server URL) and tsx
-// (bin/hangar.mjs's fallback). Splitting puts what the CLI imports lazily (the runner, the daemon, commands'
-// modules) in chunks of their own, so `hangar runner` does not load the daemon nor `serve` the runner.
-// CommonJS dependencies inside an ES module bundle still call require() for Node builtins: the banner gives
-// them one.
+// (bin/hangar.mjs's fallback).
+//
+// One CommonJS file, dist/hangar.cjs, that bin/hangar.mjs compiles itself with node:vm and a V8 code cache
+// (dist/hangar.cjs.v8cache, written by the daemon shortly after its first start; see bin/hangar.mjs): Node 20
+// has no compile cache for ES modules, and compiling ~1.2 MB of JavaScript, then each function again on its
+// first call, was the largest part of a start. With the cache V8 deserialises the bytecode the last start
+// compiled instead. Lazily imported modules of ours (the runner, the daemon, the commands' modules) are still
+// evaluated only when imported. Dynamic import() cannot run inside a vm script (Node 20 wants
+// --experimental-vm-modules for it), so every import() becomes a require() (`dynamic-import: false`), and the
+// big libraries loaded only on first use (below) live in dist/vendor/ as one CommonJS file each, required then.
+// import.meta.url has no meaning in CommonJS: it is this file's URL, given by the banner.
+const LAZY_VENDOR = ["undici", "arctic", "jose", "fast-xml-parser", "aws4fetch"];
+const lazyVendor = {
+  name: "lazy-vendor",
+  setup(build) {
+    const filter = new RegExp(`^(${LAZY_VENDOR.join("|")})$`);
+    build.onResolve({ filter }, (args) => ({ path: `./vendor/${args.path}.cjs`, external: true }));
+  },
+};
 rmSync(`${root}dist`, { recursive: true, force: true });
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { hangar: "src/cli/main.ts" },
-  outdir: "dist",
-  outExtension: { ".js": ".mjs" },
-  chunkNames: "chunks/[name]-[hash]",
+  entryPoints: Object.fromEntries(LAZY_VENDOR.map((name) => [name, name])),
+  outdir: "dist/vendor",
+  outExtension: { ".js": ".cjs" },
   bundle: true,
-  splitting: true,
   platform: "node",
   target: "node20",
-  format: "esm",
-  external: ["libsql", "@libsql/client", "tsx", "tsx/*"],
-  // Whitespace and syntax minified, names kept: a third less source for V8 to read and pre-parse at start, stack
-  // traces still name every function (and the linked source map points at the TypeScript).
-  plugins: [englishOnlyZod],
+  format: "cjs",
+  supported: { "dynamic-import": false },
   minifyWhitespace: true,
   minifySyntax: true,
-  banner: { js: 'import { createRequire as __hangarCreateRequire } from "node:module"; const require = __hangarCreateRequire(import.meta.url);' },
+  legalComments: "inline",
+  logLevel: "warning",
+});
+await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: ["src/cli/main.ts"],
+  outfile: "dist/hangar.cjs",
+  bundle: true,
+  platform: "node",
+  target: "node20",
+  format: "cjs",
+  external: ["libsql", "@libsql/client", "tsx", "tsx/*"],
+  supported: { "dynamic-import": false },
+  define: { "import.meta.url": "__hangarModuleUrl" },
+  // The file is the function Node wraps every CommonJS module in, written out: bin/hangar.mjs compiles it as
+  // read (no 1.2 MB string concatenated and copied at every start) and calls it with Node's own arguments.
+  banner: { js: '(function (exports, require, module, __filename, __dirname) { "use strict"; const __hangarModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
+  footer: { js: "})" },
+  // Whitespace and syntax minified, names kept: a third less source for V8 to read and pre-parse at start, stack
+  // traces still name every function (and the linked source map points at the TypeScript).
+  plugins: [englishOnlyZod, lazyVendor],
+  minifyWhitespace: true,
+  minifySyntax: true,
+  // ASCII only (esbuild escapes the rest), so bin/hangar.mjs can read it as Latin-1: no UTF-8 decoding at start.
+  charset: "ascii",
   sourcemap: "linked",
   logLevel: "warning",
 });
+{
+  const { readFileSync } = await import("node:fs");
+  const { isAscii } = await import("node:buffer");
+  const out = readFileSync(`${root}dist/hangar.cjs`);
+  // Both would fail only at run time, on the code path that reaches them.
+  if (!isAscii(out)) throw new Error("dist/hangar.cjs is not ASCII (bin/hangar.mjs reads it as Latin-1)");
+  if (/\bimport\(/.test(out.toString("latin1"))) throw new Error("dist/hangar.cjs still calls import(), which a vm script cannot");
+}
 await buildRunnerBundle();
 // src/index.ts for developers embedding the handler set in their own Node server: their own node_modules
 // provide the dependencies (one copy of Hono for their app and ours).

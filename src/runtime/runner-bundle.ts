@@ -9,7 +9,7 @@ import type { RunnerBundle } from "../deps.ts";
 
 /**
  * This installation's root: the nearest directory above this module with hangar's package.json. The module runs
- * from src/runtime/ (through tsx), from dist/ or dist/chunks/ (the CLI bundle), or from an embedder's
+ * from src/runtime/ (through tsx), from dist/ (the CLI bundle, dist/hangar.cjs), or from an embedder's
  * node_modules/hangar/dist/.
  */
 export function hangarPackageRoot(from = fileURLToPath(import.meta.url)): string | undefined {

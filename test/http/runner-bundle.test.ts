@@ -64,7 +64,7 @@ describe("GET /runner/hangar-runner.mjs", () => {
   it("looks for dist/hangar-runner.mjs of this installation, from the sources and from the CLI bundle's chunks", () => {
     expect(defaultRunnerBundlePath()).toBe(join(PROJECT_ROOT, "dist", "hangar-runner.mjs"));
     expect(hangarPackageRoot(join(PROJECT_ROOT, "dist", "chunks", "node-abc123.mjs"))).toBe(PROJECT_ROOT.replace(/\/$/, ""));
-    expect(hangarPackageRoot(join(PROJECT_ROOT, "dist", "hangar.mjs"))).toBe(PROJECT_ROOT.replace(/\/$/, ""));
+    expect(hangarPackageRoot(join(PROJECT_ROOT, "dist", "hangar.cjs"))).toBe(PROJECT_ROOT.replace(/\/$/, ""));
     expect(hangarPackageRoot(join(scratch, "a", "b.mjs"))).toBeUndefined();
   });
 });
