@@ -1,5 +1,5 @@
 import type { HttpBindings } from "@hono/node-server";
-import { chmodSync, closeSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import type { Context } from "hono";
 import type { HangarConfig } from "../config.ts";
@@ -64,6 +64,17 @@ export function nodePeerAddress(c: Context): string | undefined {
 export function loadOrCreateMasterKey(dataDir: string): Uint8Array {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, "master.key");
+  // Every start after the first finds the key: it is only made (a temp file, a random key, an fsync, a link,
+  // an unlink: a few ms of each start, issue 16) when it is not there yet.
+  if (!existsSync(path)) createMasterKey(dataDir, path);
+  // A key readable by others is tightened rather than trusted as is.
+  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
+  const key = base64UrlToBytes(readFileSync(path, "utf8").trim());
+  if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte key`);
+  return key;
+}
+
+function createMasterKey(dataDir: string, path: string): void {
   // Written whole to a private temp file, fsynced, then linked into place: link() fails if the key exists, so
   // two daemons starting together agree on one key, and a crash never leaves an empty or partial master.key.
   const temp = join(dataDir, `.master.key.${process.pid}.${Date.now()}.tmp`);
@@ -81,11 +92,6 @@ export function loadOrCreateMasterKey(dataDir: string): Uint8Array {
   } finally {
     rmSync(temp, { force: true });
   }
-  // A key readable by others is tightened rather than trusted as is.
-  if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
-  const key = base64UrlToBytes(readFileSync(path, "utf8").trim());
-  if (key.length !== 32) throw new Error(`${path} does not hold a 32-byte key`);
-  return key;
 }
 
 export interface NodeRuntime {
