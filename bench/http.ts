@@ -7,7 +7,7 @@
 // BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures).
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -145,6 +145,10 @@ async function main(): Promise<void> {
     );
 
     const env = { HANGAR_DATA_DIR: dataDir, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" };
+    // bin/hangar.mjs compiles dist/hangar.cjs with the V8 code cache the first `serve` after a build writes
+    // (1 s after its start): said here, since the first start of a fresh build runs without one.
+    const codeCacheAtStart = !existsSync(join(ROOT, "dist", "hangar.cjs")) ? "n/a (no dist/hangar.cjs in this checkout)"
+      : existsSync(join(ROOT, "dist", "hangar.cjs.v8cache")) ? "yes" : "no (that start wrote it; the timed starts used it)";
     const daemon = await spawnUntil([BIN, "serve"], env, listening);
     children.push(daemon.proc);
     const session = await completeSetup(daemon.url, env);
@@ -208,6 +212,7 @@ async function main(): Promise<void> {
     console.log(`load average at the end: ${loadavg()[0]!.toFixed(1)}`);
     console.log(`cold start ratio hangar / bare: ${(median(existing) / median(bareStarts)).toFixed(2)} (target <= 2)`);
     console.log(`daemon RSS: idle ${idleRss.toFixed(1)} MiB (target <= 70), after the load ${loadedRss.toFixed(1)} MiB`);
+    console.log(`V8 code cache (dist/hangar.cjs.v8cache) present at the first start: ${codeCacheAtStart}`);
   } finally {
     for (const c of children) await stop(c);
     rmSync(dataDir, { recursive: true, force: true });

@@ -20,12 +20,14 @@ function newestSourceMtime(dir) {
   return newest;
 }
 
-function bundleIsFresh() {
-  if (process.env.HANGAR_FROM_SOURCE === "1") return false;
+/** The bundle's stat when it is newer than every source file, else undefined (run the sources). */
+function freshBundle() {
+  if (process.env.HANGAR_FROM_SOURCE === "1") return undefined;
   try {
-    return statSync(bundle).mtimeMs >= newestSourceMtime(`${root}src`);
+    const st = statSync(bundle);
+    return st.mtimeMs >= newestSourceMtime(`${root}src`) ? st : undefined;
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -34,12 +36,16 @@ function bundleIsFresh() {
  * with the V8 code cache beside it: Node 20 keeps no compile cache of its own, and compiling the bundle was the
  * largest part of a daemon start (issue 16). V8 checks the cache against this source, its own version and its
  * flags, and rejects a cache that does not match (the bundle is then compiled as usual), so a stale or foreign
- * cache costs one ordinary start and nothing else. The source is ASCII (the build checks), read as Latin-1.
+ * cache costs one ordinary start and nothing else. V8 compares the source by its length only, so the cache file
+ * also names the bundle's size and mtime in a first line, and one made for another bundle (dist/hangar.cjs
+ * rebuilt or edited in place) is not offered at all. The source is ASCII (the build checks), read as Latin-1.
  */
-function loadBundle() {
+function loadBundle(st) {
+  const stamp = cacheStamp(st);
   let cachedData;
   try {
-    cachedData = readFileSync(codeCache);
+    const file = readFileSync(codeCache);
+    if (file.latin1Slice(0, STAMP_BYTES) === stamp) cachedData = file.subarray(STAMP_BYTES);
   } catch {
     // none yet: the daemon writes one (see writeCodeCache)
   }
@@ -49,7 +55,16 @@ function loadBundle() {
   script.runInThisContext().call(module.exports, module.exports, createRequire(bundle), module, bundle, `${root}dist`);
   // The script is kept only while a cache is still to be written (it holds no reference to the old one).
   const cacheAccepted = cachedData !== undefined && !script.cachedDataRejected;
-  return { main: module.exports.main, script: cacheAccepted ? undefined : script };
+  return { main: module.exports.main, script: cacheAccepted ? undefined : script, stamp };
+}
+
+/**
+ * Which bundle a cache belongs to (V8 itself only checks the source's length): one line, padded to 64 bytes so
+ * the cache data after it stays 8-byte aligned (V8 copies unaligned data first).
+ */
+const STAMP_BYTES = 64;
+function cacheStamp(st) {
+  return `hangar.cjs ${st.size} ${st.mtimeMs}`.slice(0, STAMP_BYTES - 1).padEnd(STAMP_BYTES - 1) + "\n";
 }
 
 /**
@@ -58,11 +73,11 @@ function loadBundle() {
  * with was missing or rejected. Written beside the bundle under a temporary name and renamed into place (daemons
  * starting together never read half a file); a read-only installation simply keeps starting without one.
  */
-function writeCodeCache(script) {
+function writeCodeCache({ script, stamp }) {
   const timer = setTimeout(() => {
     const temp = `${codeCache}.${process.pid}.tmp`;
     try {
-      writeFileSync(temp, script.createCachedData());
+      writeFileSync(temp, Buffer.concat([Buffer.from(stamp, "latin1"), script.createCachedData()]));
       // As readable as the bundle it belongs to (the daemon's umask is 077): bytecode of the source, no data.
       chmodSync(temp, 0o644);
       renameSync(temp, codeCache);
@@ -75,8 +90,9 @@ function writeCodeCache(script) {
 
 let main;
 let loaded;
-if (bundleIsFresh()) {
-  loaded = loadBundle();
+const st = freshBundle();
+if (st) {
+  loaded = loadBundle(st);
   main = loaded.main;
 } else {
   const { register } = await import("tsx/esm/api");
@@ -88,4 +104,4 @@ const code = await main(process.argv.slice(2));
 if (typeof code === "number") process.exitCode = code;
 // Only `serve` writes the cache: its start is the one worth caching, and a cache taken after another command
 // would hold that command's functions instead of the daemon's.
-else if (command === "serve" && loaded?.script) writeCodeCache(loaded.script);
+else if (command === "serve" && loaded?.script) writeCodeCache(loaded);
