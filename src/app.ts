@@ -6,7 +6,6 @@ import { ApiError, describeError, errorBody, toErrorResponse } from "./errors.ts
 import { corsFromSettings } from "./http/middleware/cors.ts";
 import { jsonBodyCap, requestContext } from "./http/middleware/context.ts";
 import { loopbackDetection } from "./http/middleware/loopback.ts";
-import { requestMetrics } from "./http/middleware/metrics.ts";
 import { MetricsRegistry } from "./domain/common/metrics.ts";
 import { LogSignal } from "./domain/logs/log-signal.ts";
 import { metricsRoutes } from "./http/routes/metrics.ts";
@@ -45,8 +44,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   const metrics = (deps.metrics ??= new MetricsRegistry());
   deps.logSignal ??= new LogSignal();
 
-  app.use("*", requestContext(deps.log, deps.config.logRequests));
-  app.use("*", requestMetrics(metrics));
+  // Request id, response headers, the request log line and the request metrics, in one middleware.
+  app.use("*", requestContext(deps.log, deps.config.logRequests, metrics));
   app.use("*", loopbackDetection(deps.getPeerAddress));
   app.use("*", corsFromSettings(deps));
   app.use("*", jsonBodyCap(deps.config.maxJsonBytes));

@@ -2,6 +2,8 @@ import { bodyLimit } from "hono/body-limit";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv, Logger } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
+import type { MetricsRegistry } from "../../domain/common/metrics.ts";
+import { observeRequest } from "./metrics.ts";
 
 /** A URL path segment that is one of our tokens: 32 bytes base64url (43 chars, with or without a bearer prefix such as hgu_) or 64 hex. */
 const TOKEN_SEGMENT = /^(?:(?:hg[usrw]_)?[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
@@ -51,7 +53,7 @@ export function isoNow(now = Date.now()): string {
  * writes it as a stream), which cost as much as the rest of a cheap request. A handler that returns a Response
  * of its own, or changed one of these headers, gets them set on the finished response as before.
  */
-export function requestContext(log: Logger, enabled: boolean) {
+export function requestContext(log: Logger, enabled: boolean, metrics?: MetricsRegistry) {
   return createMiddleware<AppEnv>(async (c, next) => {
     const started = performance.now();
     const requestId = c.req.header("x-request-id")?.match(/^[\w.-]{1,64}$/)?.[0] ?? crypto.randomUUID();
@@ -69,6 +71,7 @@ export function requestContext(log: Logger, enabled: boolean) {
       if (headers.get("x-request-id") !== requestId) c.header("x-request-id", requestId);
       if (noStore && headers.get("cache-control") !== "no-store") c.header("Cache-Control", "no-store");
       if (noReferrer && headers.get("referrer-policy") !== "no-referrer") c.header("Referrer-Policy", "no-referrer");
+      if (metrics) observeRequest(metrics, c, started);
       if (enabled) {
         log({
           time: isoNow(),
