@@ -10,7 +10,9 @@ const PROXY_HEADER_PREFIXES = ["x-forwarded-", "x-original-forwarded-"];
 
 /** Whether a header name is a proxy's; `X_Forwarded_For` counts too, since some servers fold `_` into `-`. */
 export function isProxyHeader(name: string): boolean {
-  const n = name.toLowerCase().replace(/_/g, "-");
+  // Runs for every header of every loopback request: the regex replace only when there is something to replace.
+  let n = name.toLowerCase();
+  if (n.includes("_")) n = n.replace(/_/g, "-");
   return PROXY_HEADERS.has(n) || PROXY_HEADER_PREFIXES.some((p) => n.startsWith(p));
 }
 
