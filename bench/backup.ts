@@ -3,41 +3,15 @@
 // (the limit: the same load with no backup), and the backup's MB/s beside `cp` of the same database file (the
 // limit: a plain file copy, measured in the same run).
 import autocannon from "autocannon";
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import Database from "libsql";
+import { runCli, startDaemon, stopProcess } from "./daemon.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "bin", "hangar.mjs");
 const BUILDS = Number(process.env.BENCH_BUILDS ?? 100_000);
 const CONNECTIONS = 8;
-
-function runCli(args: string[], env: Record<string, string>): Promise<{ out: string; ms: number }> {
-  const started = performance.now();
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
-    let out = "";
-    proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    proc.once("exit", (code) => (code === 0 ? resolve({ out: out.trim(), ms: performance.now() - started }) : reject(new Error(`hangar ${args.join(" ")} exited ${code}`))));
-  });
-}
-
-async function startDaemon(env: Record<string, string>): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, [BIN, "serve"], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    proc.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /hangar listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    proc.once("exit", (code) => reject(new Error(`daemon exited ${code}`)));
-  });
-  return { proc, url };
-}
 
 async function post(base: string, path: string, body?: unknown, token?: string): Promise<Record<string, unknown>> {
   const headers: Record<string, string> = {};
@@ -57,7 +31,7 @@ const dataDir = mkdtempSync(join(tmpdir(), "hangar-bench-backup-"));
 const env = { HANGAR_DATA_DIR: dataDir, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", HANGAR_LOG_REQUESTS: "0" };
 const daemon = await startDaemon(env);
 try {
-  const token = (await runCli(["setup-token"], env)).out;
+  const token = await runCli(["setup-token"], env, "ignore");
   const setup = (await post(daemon.url, "/v1/setup/bootstrap-token/verify", { token })).session_token as string;
   await post(daemon.url, "/v1/setup/local-owner/create", { email: "bench@example.com" }, setup);
   await post(daemon.url, "/v1/setup/complete", undefined, setup);
@@ -89,7 +63,9 @@ try {
 
   const out = join(mkdtempSync(join(tmpdir(), "hangar-bench-backup-out-")), "b");
   const during = load(daemon.url, session, 10);
-  const backup = await runCli(["backup", "--out", out], env);
+  const backupStarted = performance.now();
+  await runCli(["backup", "--out", out], env, "ignore");
+  const backup = { ms: performance.now() - backupStarted };
   const underBackup = await during;
   const copied = statSync(join(out, "hangar.db")).size;
 
@@ -108,7 +84,6 @@ try {
   console.log(`backup of ${(dbBytes / 1e6).toFixed(1)} MB (snapshot ${(copied / 1e6).toFixed(1)} MB): ${(backup.ms / 1000).toFixed(2)} s including process start, integrity check and checksums = ${backupMBs.toFixed(0)} MB/s`);
   console.log(`cp of the same file (the limit): ${(cpMs / 1000).toFixed(2)} s = ${cpMBs.toFixed(0)} MB/s; ratio ${(backupMBs / cpMBs).toFixed(2)}`);
 } finally {
-  daemon.proc.kill("SIGTERM");
-  await new Promise((r) => daemon.proc.once("exit", r));
+  await stopProcess(daemon.proc);
   rmSync(dataDir, { recursive: true, force: true });
 }

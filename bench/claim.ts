@@ -5,15 +5,12 @@
 // BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures);
 // BENCH_DAEMON_SYNCHRONOUS names that daemon's level (`normal`, the default since issue 16, or `full`).
 import Database from "libsql";
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { BENCH_ROOT, runCli, startDaemon, stopProcess } from "./daemon.ts";
 import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 
-const ROOT = process.env.BENCH_ROOT ?? fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "bin", "hangar.mjs");
 const BUILDS = 2000;
 const RUNNERS = 20;
 const PICKUP_BUILDS = Number(process.env.BENCH_PICKUP_BUILDS ?? 200);
@@ -29,15 +26,6 @@ const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 
 const http = keepAliveClient();
 const { call, json } = http;
-
-function runCli(args: string[], env: Record<string, string>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    proc.once("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`hangar ${args.join(" ")} exited with ${code}`))));
-  });
-}
 
 /**
  * The limit: the three transactions of a claim cycle as the daemon runs them (claim + runner heartbeat; report
@@ -114,18 +102,8 @@ async function main() {
   const dbPath = join(dataDir, "hangar.db");
   // Quiet daemon; the sweeper stays out of the way of the measured window.
   const env = { HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_SWEEP_INTERVAL_MS: "600000", HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" };
-  const proc = spawn(process.execPath, [BIN, "serve"], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-  let stderr = "";
-  proc.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
-  const base = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    proc.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /hangar listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    proc.once("exit", (code) => reject(new Error(`daemon exited with ${code}: ${stderr}`)));
-  });
+  const daemon = await startDaemon(env, { stderrTail: 4000 });
+  const base = daemon.url;
   try {
     const token = await runCli(["setup-token"], env);
     const setup = (await json(`${base}/v1/setup/bootstrap-token/verify`, "POST", undefined, { token })).session_token;
@@ -201,7 +179,7 @@ async function main() {
       const httpRate = mean(httpRates);
       const limit = DAEMON_SYNC === "full" ? rawFull : rawNormal;
       const cycleLines = [
-        `Claim cycles (claim + running + succeeded): ${BUILDS} queued builds, ${RUNNERS} runners, daemon ${ROOT} (synchronous=${DAEMON_SYNC})`,
+        `Claim cycles (claim + running + succeeded): ${BUILDS} queued builds, ${RUNNERS} runners, daemon ${BENCH_ROOT} (synchronous=${DAEMON_SYNC})`,
         `  machine: ${cpus().length} cores, Node ${process.version}, load average ${loadStart.toFixed(1)} at the start, ${loadAfterCycles.toFixed(1)} after the cycles`,
         `  (raw and HTTP each run twice, ABBA order; rates are means over both runs)`,
         `  raw SQLite loop, synchronous=NORMAL: ${rawNormal.toFixed(0)} cycles/s (runs ${rawRuns.normal.map((r) => r.toFixed(0)).join(", ")})`,
@@ -267,15 +245,11 @@ async function main() {
     ];
     process.stdout.write(`${lines.join("\n")}\n`);
   } catch (err) {
-    process.stderr.write(`daemon stderr (tail):\n${stderr}\n`);
+    process.stderr.write(`daemon stderr (tail):\n${daemon.stderr()}\n`);
     throw err;
   } finally {
     http.close();
-    if (proc.exitCode === null) {
-      const exited = new Promise((r) => proc.once("exit", r));
-      proc.kill("SIGTERM");
-      await exited;
-    }
+    await stopProcess(daemon.proc);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

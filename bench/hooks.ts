@@ -1,34 +1,26 @@
 // npm run bench:hooks (issue 14): webhook-to-claim latency over 200 signed GitHub pushes beside the same build
 // triggered through the API (the limit), and outbox throughput: 1,000 queued notifications delivered to a
 // loopback receiver beside a loop of plain fetch POSTs of the same size to the same receiver (the limit).
-import { spawn, spawnSync } from "node:child_process";
 import { createHmac } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { runCli, startDaemon, stopProcess } from "./daemon.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "bin", "hangar.mjs");
 const PUSHES = 200;
 const NOTIFICATIONS = 1000;
 const CONCURRENCY = 16;
 
 const pct = (v: number[], p: number) => [...v].sort((a, b) => a - b)[Math.min(v.length - 1, Math.ceil((p / 100) * v.length) - 1)]!;
 
-function daemon(env: Record<string, string>): Promise<{ url: string; stop: () => Promise<void> }> {
-  const proc = spawn(process.execPath, [BIN, "serve"], { cwd: ROOT, env: { ...process.env, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", HANGAR_LOG_REQUESTS: "0", HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32", ...env }, stdio: ["ignore", "pipe", "inherit"] });
-  return new Promise((resolve, reject) => {
-    let out = "";
-    proc.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /hangar listening on (\S+)/.exec(out);
-      if (m) resolve({ url: m[1]!, stop: () => new Promise((r) => { proc.once("exit", () => r()); proc.kill("SIGTERM"); }) });
-    });
-    proc.once("exit", (code) => reject(new Error(`daemon exited ${code}`)));
-  });
+async function daemon(env: Record<string, string>): Promise<{ url: string; stop: () => Promise<void> }> {
+  const d = await startDaemon(
+    { HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", HANGAR_LOG_REQUESTS: "0", HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32", ...env },
+    { stderrMode: "inherit" },
+  );
+  return { url: d.url, stop: () => stopProcess(d.proc) };
 }
 
 async function api(base: string, method: string, path: string, token?: string, body?: unknown, headers: Record<string, string> = {}) {
@@ -43,7 +35,7 @@ async function api(base: string, method: string, path: string, token?: string, b
 }
 
 async function ready(base: string, env: Record<string, string>): Promise<string> {
-  const token = spawnSync(process.execPath, [BIN, "setup-token"], { cwd: ROOT, env: { ...process.env, ...env } }).stdout.toString().trim();
+  const token = await runCli(["setup-token"], env);
   const setup = (await api(base, "POST", "/v1/setup/bootstrap-token/verify", undefined, { token })).session_token;
   await api(base, "POST", "/v1/setup/local-owner/create", setup, { email: "bench@example.com" });
   await api(base, "POST", "/v1/setup/complete", setup);

@@ -10,10 +10,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { BENCH_ROOT, HANGAR_BIN, runCli, stopProcess } from "./daemon.ts";
 
-const ROOT = process.env.BENCH_ROOT ?? fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "bin", "hangar.mjs");
 const CONNECTIONS = 32;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
 const WARMUP_S = 2;
@@ -28,7 +26,7 @@ interface Started {
 /** Spawns a process and resolves on a line of stdout matching `pattern` (its first group is the URL). */
 function spawnUntil(args: string[], env: Record<string, string>, pattern: RegExp): Promise<Started & { readyMs: number }> {
   const startedMs = performance.now();
-  const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
+  const proc = spawn(process.execPath, args, { cwd: BENCH_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
   return new Promise((resolve, reject) => {
     let out = "";
     proc.stdout!.on("data", (d: Buffer) => {
@@ -37,23 +35,6 @@ function spawnUntil(args: string[], env: Record<string, string>, pattern: RegExp
       if (m?.[1]) resolve({ proc, url: m[1], startedMs, readyMs: performance.now() - startedMs });
     });
     proc.once("exit", (code) => reject(new Error(`${args.join(" ")} exited with ${code} before it was ready:\n${out}`)));
-  });
-}
-
-function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    proc.once("exit", () => resolve());
-    proc.kill("SIGTERM");
-  });
-}
-
-function runCli(args: string[], env: Record<string, string>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    proc.once("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`hangar ${args.join(" ")} exited with ${code}`))));
   });
 }
 
@@ -147,9 +128,9 @@ async function main(): Promise<void> {
     const env = { HANGAR_DATA_DIR: dataDir, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" };
     // bin/hangar.mjs compiles dist/hangar.cjs with the V8 code cache the first `serve` after a build writes
     // (1 s after its start): said here, since the first start of a fresh build runs without one.
-    const codeCacheAtStart = !existsSync(join(ROOT, "dist", "hangar.cjs")) ? "n/a (no dist/hangar.cjs in this checkout)"
-      : existsSync(join(ROOT, "dist", "hangar.cjs.v8cache")) ? "yes" : "no (that start wrote it; the timed starts used it)";
-    const daemon = await spawnUntil([BIN, "serve"], env, listening);
+    const codeCacheAtStart = !existsSync(join(BENCH_ROOT, "dist", "hangar.cjs")) ? "n/a (no dist/hangar.cjs in this checkout)"
+      : existsSync(join(BENCH_ROOT, "dist", "hangar.cjs.v8cache")) ? "yes" : "no (that start wrote it; the timed starts used it)";
+    const daemon = await spawnUntil([HANGAR_BIN, "serve"], env, listening);
     children.push(daemon.proc);
     const session = await completeSetup(daemon.url, env);
     const meRes = await fetch(`${daemon.url}/v1/users/me`, { headers: { authorization: `Bearer ${session}` } });
@@ -168,7 +149,7 @@ async function main(): Promise<void> {
     children.push(bare.proc);
 
     // The same daemon, database and session, with the per-request log line off, to show what logging costs.
-    const quiet = await spawnUntil([BIN, "serve"], { ...env, HANGAR_LOG_REQUESTS: "0" }, listening);
+    const quiet = await spawnUntil([HANGAR_BIN, "serve"], { ...env, HANGAR_LOG_REQUESTS: "0" }, listening);
     children.push(quiet.proc);
 
     const [bareFigures, hangarFigures, quietFigures] = (await loadInterleaved([
@@ -176,10 +157,10 @@ async function main(): Promise<void> {
       { url: `${daemon.url}/v1/users/me`, token: session },
       { url: `${quiet.url}/v1/users/me`, token: session },
     ])) as [Figures, Figures, Figures];
-    await stop(bare.proc);
+    await stopProcess(bare.proc);
     const loadedRss = rssMiB(daemon.proc.pid!);
-    await stop(daemon.proc);
-    await stop(quiet.proc);
+    await stopProcess(daemon.proc);
+    await stopProcess(quiet.proc);
 
     console.log(`bare node:http (same bytes)         ${fmt(bareFigures)}`);
     console.log(`hangar GET /v1/users/me             ${fmt(hangarFigures)}`);
@@ -190,20 +171,20 @@ async function main(): Promise<void> {
     const existing: number[] = [];
     const fresh: number[] = [];
     for (let i = 0; i < 5; i++) {
-      const again = await spawnUntil([BIN, "serve"], env, listening);
+      const again = await spawnUntil([HANGAR_BIN, "serve"], env, listening);
       existing.push(again.readyMs);
-      await stop(again.proc);
+      await stopProcess(again.proc);
       const freshDir = mkdtempSync(join(tmpdir(), "hangar-bench-fresh-"));
-      const first = await spawnUntil([BIN, "serve"], { ...env, HANGAR_DATA_DIR: freshDir }, listening);
+      const first = await spawnUntil([HANGAR_BIN, "serve"], { ...env, HANGAR_DATA_DIR: freshDir }, listening);
       fresh.push(first.readyMs);
-      await stop(first.proc);
+      await stopProcess(first.proc);
       rmSync(freshDir, { recursive: true, force: true });
     }
     const bareStarts: number[] = [];
     for (let i = 0; i < 5; i++) {
       const b = await spawnUntil(["--input-type=module", "-e", BARE_SERVER], BARE_ENV, /bare listening on (http:\/\/\S+)/);
       bareStarts.push(b.readyMs);
-      await stop(b.proc);
+      await stopProcess(b.proc);
     }
     const ms = (v: number[]) => `${median(v).toFixed(0)} ms (runs: ${v.map((x) => x.toFixed(0)).join(", ")})`;
     console.log(`cold start, existing data dir: median ${ms(existing)}`);
@@ -214,7 +195,7 @@ async function main(): Promise<void> {
     console.log(`daemon RSS: idle ${idleRss.toFixed(1)} MiB (target <= 70), after the load ${loadedRss.toFixed(1)} MiB`);
     console.log(`V8 code cache (dist/hangar.cjs.v8cache) present at the first start: ${codeCacheAtStart}`);
   } finally {
-    for (const c of children) await stop(c);
+    for (const c of children) await stopProcess(c);
     rmSync(dataDir, { recursive: true, force: true });
   }
 }

@@ -6,16 +6,13 @@
 //
 // BENCH_BUILDS (default 2000) and BENCH_PICKUP_BUILDS (default 100) size the runs.
 import { createClient, type Client, type InStatement } from "@libsql/client";
-import { spawn, type ChildProcess } from "node:child_process";
 import { copyFileSync, mkdtempSync, rmSync } from "node:fs";
+import { runCli, startDaemon, stopProcess, type Daemon } from "./daemon.ts";
 import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { startSqld, type SqldServer } from "../test/helpers/sqld.ts";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "bin", "hangar.mjs");
 const BUILDS = Number(process.env.BENCH_BUILDS ?? 2000);
 const RUNNERS = 20;
 const PICKUP_BUILDS = Number(process.env.BENCH_PICKUP_BUILDS ?? 100);
@@ -31,46 +28,12 @@ const sleep = (n: number) => new Promise((r) => setTimeout(r, n));
 const http = keepAliveClient();
 const { call, json, statuses } = http;
 
-function runCli(args: string[], env: Record<string, string>): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "inherit"] });
-    let out = "";
-    proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
-    proc.once("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`hangar ${args.join(" ")} exited with ${code}`))));
-  });
-}
-
-interface Daemon {
-  url: string;
-  proc: ChildProcess;
-  stderr: () => string;
-}
-
-async function startDaemon(env: Record<string, string>): Promise<Daemon> {
-  const proc = spawn(process.execPath, [BIN, "serve"], {
-    cwd: ROOT,
-    env: { ...process.env, HANGAR_LOG_REQUESTS: "0", HANGAR_SWEEP_INTERVAL_MS: "600000", HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
-  let stderr = "";
-  proc.stderr!.on("data", (d: Buffer) => (stderr = (stderr + d.toString()).slice(-8000)));
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = "";
-    proc.stdout!.on("data", (d: Buffer) => {
-      out += d.toString();
-      const m = /hangar listening on (http:\/\/\S+)/.exec(out);
-      if (m?.[1]) resolve(m[1]);
-    });
-    proc.once("exit", (code) => reject(new Error(`daemon exited with ${code}: ${stderr}`)));
-  });
-  return { url, proc, stderr: () => stderr };
-}
-
-async function stopDaemon(d: Daemon | undefined): Promise<void> {
-  if (!d || d.proc.exitCode !== null) return;
-  const exited = new Promise((r) => d.proc.once("exit", r));
-  d.proc.kill("SIGTERM");
-  await exited;
+/** The daemon quiet (no request log, no sweeps in the measured window), its stderr tail kept for errors. */
+function startQuietDaemon(env: Record<string, string>): Promise<Daemon> {
+  return startDaemon(
+    { HANGAR_LOG_REQUESTS: "0", HANGAR_SWEEP_INTERVAL_MS: "600000", HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", ...env },
+    { stderrTail: 8000 },
+  );
 }
 
 interface World {
@@ -234,12 +197,12 @@ async function main() {
     const fileDir = mkdtempSync(join(tmpdir(), "hangar-bench-sqld-file-"));
     dirs.push(fileDir);
     const fileEnv = { HANGAR_DATA_DIR: fileDir };
-    const single = await startDaemon(fileEnv);
+    const single = await startQuietDaemon(fileEnv);
     daemons.push(single);
     const fileWorld = await makeWorld(fileEnv, [single.url]);
     await queueAll(fileWorld, [single.url]);
     const file = await httpCycles(fileWorld);
-    await stopDaemon(single);
+    await stopProcess(single.proc);
     say(`  one daemon, embedded file:       ${file.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(file.claims, 50))} p99 ${ms(percentile(file.claims, 99))}`);
 
     // Two daemons on one sqld, sharing the master key.
@@ -248,10 +211,10 @@ async function main() {
     const dirB = mkdtempSync(join(tmpdir(), "hangar-bench-sqld-b-"));
     dirs.push(dirA, dirB);
     const envA = { HANGAR_DATA_DIR: dirA, HANGAR_DATABASE_URL: sqld.url };
-    const a = await startDaemon(envA);
+    const a = await startQuietDaemon(envA);
     daemons.push(a);
     copyFileSync(join(dirA, "master.key"), join(dirB, "master.key"));
-    const b = await startDaemon({ HANGAR_DATA_DIR: dirB, HANGAR_DATABASE_URL: sqld.url });
+    const b = await startQuietDaemon({ HANGAR_DATA_DIR: dirB, HANGAR_DATABASE_URL: sqld.url });
     daemons.push(b);
     const world = await makeWorld(envA, [a.url, b.url]);
     await queueAll(world, [a.url, b.url]);
@@ -283,7 +246,7 @@ async function main() {
   } finally {
     http.close();
     client?.close();
-    for (const d of daemons) await stopDaemon(d);
+    for (const d of daemons) await stopProcess(d.proc);
     await sqld?.stop();
     for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
   }
