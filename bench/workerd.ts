@@ -7,14 +7,14 @@
 // - GET /v1/users/me with a session: the session lookup and the answer, a typical authenticated read.
 import autocannon from "autocannon";
 import { createClient } from "@libsql/client/web";
-import { build } from "esbuild";
 import { writeFileSync } from "node:fs";
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { bytesToBase64Url, randomBytes } from "../src/domain/common/crypto.ts";
-import { PROJECT_ROOT, http, makeDataDir, runCli, startDaemon } from "../test/helpers/daemon.ts";
+import { http, makeDataDir, runCli, startDaemon } from "../test/helpers/daemon.ts";
 import { startSqld } from "../test/helpers/sqld.ts";
+import { bundleWorker, wranglerSettings } from "../test/helpers/workerd.ts";
 
 const CONNECTIONS = 32;
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 3);
@@ -77,20 +77,10 @@ async function main(): Promise<void> {
     await http(daemon.url, "POST", "/v1/setup/complete", { token: setup });
     const session = (await http(daemon.url, "POST", "/v1/auth/local/login", { body: {} })).body.session_token as string;
 
-    const bundle = await build({
-      entryPoints: [join(PROJECT_ROOT, "src", "runtime", "worker.ts")],
-      bundle: true,
-      write: false,
-      format: "esm",
-      platform: "browser",
-      conditions: ["workerd", "worker", "browser"],
-      target: "es2022",
-      logLevel: "silent",
-    });
     mf = new Miniflare({
       modules: true,
-      script: bundle.outputFiles[0]!.text,
-      compatibilityDate: "2025-09-01",
+      script: await bundleWorker(),
+      ...wranglerSettings(),
       host: "127.0.0.1",
       port: 0,
       bindings: { HANGAR_DATABASE_URL: sqld.url, HANGAR_MASTER_KEY: key, HANGAR_LOG_REQUESTS: "0" },

@@ -3,7 +3,6 @@
 // server (sqld) and S3 storage (s3rver behind the SigV4 check). A Node daemon on the same sqld takes the instance
 // through setup and signs the owner in; from then on the Worker alone serves the reference runner's whole flow,
 // the burst, and the cron trigger's maintenance and outbox pass.
-import { build } from "esbuild";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,35 +11,12 @@ import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { bytesToBase64Url, randomBytes } from "../../src/domain/common/crypto.ts";
 import { claim, daemonCaller, makeGitRepo, registerRunner, reportStatus, type Caller, type GitRepo } from "../helpers/builds.ts";
-import { PROJECT_ROOT, makeDataDir, runCli, startDaemon, http, type Daemon } from "../helpers/daemon.ts";
+import { makeDataDir, runCli, startDaemon, http, type Daemon } from "../helpers/daemon.ts";
 import { startReceiver, type Receiver } from "../helpers/receiver.ts";
 import { S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, startTestS3, type TestS3 } from "../helpers/s3rver.ts";
 import { startSqld, type SqldServer } from "../helpers/sqld.ts";
+import { bundleWorker, wranglerSettings } from "../helpers/workerd.ts";
 import { removeDir, startRunner, stopRunner, waitFor, type RunnerProcess } from "./runner-harness.ts";
-
-/** wrangler.example.toml's compatibility date and flags: the test runs the Worker as that file deploys it. */
-function wranglerSettings(): { compatibilityDate: string; compatibilityFlags: string[] } {
-  const toml = readFileSync(join(PROJECT_ROOT, "wrangler.example.toml"), "utf8");
-  const date = /^compatibility_date\s*=\s*"([\d-]+)"/m.exec(toml)?.[1];
-  const flags = /^compatibility_flags\s*=\s*\[([^\]]*)\]/m.exec(toml)?.[1];
-  if (!date || flags === undefined) throw new Error("wrangler.example.toml lost compatibility_date or compatibility_flags");
-  return { compatibilityDate: date, compatibilityFlags: [...flags.matchAll(/"([^"]+)"/g)].map((m) => m[1]!) };
-}
-
-/** The Worker's bundle as wrangler builds it: one ES module, workerd's export conditions, nothing from Node. */
-async function bundleWorker(): Promise<string> {
-  const result = await build({
-    entryPoints: [join(PROJECT_ROOT, "src", "runtime", "worker.ts")],
-    bundle: true,
-    write: false,
-    format: "esm",
-    platform: "browser",
-    conditions: ["workerd", "worker", "browser"],
-    target: "es2022",
-    logLevel: "silent",
-  });
-  return result.outputFiles[0]!.text;
-}
 
 let sqld: SqldServer;
 let s3: TestS3;
