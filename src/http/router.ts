@@ -2,9 +2,8 @@ import type { Result, Router } from "hono/router";
 import { RegExpRouter } from "hono/router/reg-exp-router";
 import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
+import { mayCarryToken } from "./middleware/context.ts";
 
-/** A run of 43+ token characters: a path that may carry a token (install links, uploads) is not remembered. */
-const TOKEN_RUN = /[A-Za-z0-9_-]{43}/;
 
 /**
  * Hono's default router (RegExpRouter, else TrieRouter) with its answers remembered per method and path.
@@ -36,7 +35,8 @@ export class MemoRouter<T> implements Router<T> {
     const known = this.answers.get(key);
     if (known) return known;
     const result = this.inner.match(method, path);
-    if (!TOKEN_RUN.test(path)) {
+    // A path that may carry a token (install links, uploads) is not remembered.
+    if (!mayCarryToken(path)) {
       if (this.answers.size >= this.limit) this.answers.clear();
       this.answers.set(key, result);
     }

@@ -57,8 +57,7 @@ export function randomHexToken(): string {
  * token, and Web Crypto's async digest costs ~30x more for inputs this small. Same result on Node and Workers.
  */
 export async function sha256Hex(text: string | Uint8Array): Promise<string> {
-  if (nativeCreateHash) return nativeCreateHash("sha256").update(text).digest("hex");
-  return bytesToHex(sha256(typeof text === "string" ? encoder.encode(text) : text));
+  return nativeCreateHash ? nativeCreateHash("sha256").update(text).digest("hex") : sha256HexJs(text);
 }
 
 /**

@@ -10,10 +10,14 @@ const TOKEN_SEGMENT = /^(?:(?:hg[usrw]_)?[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
 
 const TOKEN_RUN = /[A-Za-z0-9_-]{43}/;
 
+/** Whether a path may carry a token: every token segment has 43+ characters of the token alphabet. */
+export function mayCarryToken(path: string): boolean {
+  return TOKEN_RUN.test(path);
+}
+
 /** The path as it may be logged: token segments replaced, query string dropped (it may hold a ticket). */
 export function redactPath(path: string): string {
-  // Every token segment has 43+ characters of the token alphabet: a path without such a run has none.
-  if (!TOKEN_RUN.test(path)) return path;
+  if (!mayCarryToken(path)) return path;
   return path
     .split("/")
     .map((segment) => (TOKEN_SEGMENT.test(segment) ? ":token" : segment))
