@@ -19,13 +19,9 @@ import { nodeProcessMetrics } from "./process-metrics.ts";
 import { nodeRunnerBundle } from "./runner-bundle.ts";
 
 /**
- * Log lines gathered for up to LOG_FLUSH_MS and written to stderr together, at once when 64 KiB are waiting or the
- * process exits. Flushing at the end of each event-loop turn still meant a write through the stream machinery for
- * every one or two requests under load: about a tenth of a cheap request's cost (issue 16, bench:http with the
- * request log on and off). A line reaches stderr at most 25 ms late; a SIGKILL can lose those last lines (never
- * data: the database holds every acknowledged write).
+ * Log lines gathered during one turn of the event loop and written to stderr together at its end (one write
+ * instead of one per request under load), and at once when 64 KiB are waiting or the process exits.
  */
-const LOG_FLUSH_MS = 25;
 let pendingLog = "";
 let flushScheduled = false;
 function flushLog(): void {
@@ -47,7 +43,7 @@ export const stderrLogger: Logger = (record) => {
   if (pendingLog.length >= 64 * 1024) flushLog();
   else if (!flushScheduled) {
     flushScheduled = true;
-    setTimeout(flushLog, LOG_FLUSH_MS).unref();
+    setImmediate(flushLog);
   }
 };
 
