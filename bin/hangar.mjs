@@ -96,7 +96,9 @@ if (st) {
   main = loaded.main;
 } else {
   const { register } = await import("tsx/esm/api");
-  register();
+  // This checkout's tsconfig, wherever the command runs from: tsx would otherwise look in the working directory,
+  // and without its `jsxImportSource` every page of the UI fails (React is not defined).
+  register({ tsconfig: `${root}tsconfig.json` });
   ({ main } = await import("../src/cli/main.ts"));
 }
 const command = process.argv[2];

@@ -58,8 +58,8 @@ if (process.argv.includes("--runner")) {
 }
 
 // The CLI bundles its dependencies too (issue 16): resolving and loading ~540 files of node_modules was most of
-// the daemon's start time and a good part of its idle memory. Left external: the native `libsql` driver (a
-// .node binary chosen per platform at run time), `@libsql/client` (loaded only for a libSQL server URL) and tsx
+// the daemon's start time and a good part of its idle memory. Left external: the native half of the `libsql`
+// driver (a .node binary chosen per platform at run time), `@libsql/client` (loaded only for a libSQL server URL) and tsx
 // (bin/hangar.mjs's fallback).
 //
 // One CommonJS file, dist/hangar.cjs, that bin/hangar.mjs compiles itself with node:vm and a V8 code cache
@@ -77,6 +77,14 @@ const lazyVendor = {
   setup(build) {
     const filter = new RegExp(`^(${LAZY_VENDOR.join("|")})$`);
     build.onResolve({ filter }, (args) => ({ path: `./vendor/${args.path}.cjs`, external: true }));
+  },
+};
+// The `libsql` driver's JavaScript is bundled (its native binary is still required from node_modules at run
+// time, by the name it computes), with @neon-rs/load replaced: see scripts/neon-load-shim.cjs.
+const neonLoadShim = {
+  name: "neon-load-shim",
+  setup(build) {
+    build.onResolve({ filter: /^@neon-rs\/load$/ }, () => ({ path: `${root}scripts/neon-load-shim.cjs` }));
   },
 };
 rmSync(`${root}dist`, { recursive: true, force: true });
@@ -103,7 +111,7 @@ await esbuild.build({
   platform: "node",
   target: "node20",
   format: "cjs",
-  external: ["libsql", "@libsql/client", "tsx", "tsx/*"],
+  external: ["@libsql/client", "tsx", "tsx/*"],
   supported: { "dynamic-import": false },
   define: { "import.meta.url": "__hangarModuleUrl" },
   // The file is the function Node wraps every CommonJS module in, written out: bin/hangar.mjs compiles it as
@@ -112,7 +120,7 @@ await esbuild.build({
   footer: { js: "})" },
   // Whitespace and syntax minified, names kept: a third less source for V8 to read and pre-parse at start, stack
   // traces still name every function (and the linked source map points at the TypeScript).
-  plugins: [englishOnlyZod, lazyVendor],
+  plugins: [englishOnlyZod, lazyVendor, neonLoadShim],
   minifyWhitespace: true,
   minifySyntax: true,
   // ASCII only (esbuild escapes the rest), so bin/hangar.mjs can read it as Latin-1: no UTF-8 decoding at start.

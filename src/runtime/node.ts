@@ -1,11 +1,12 @@
-import { getRequestListener, type ServerType } from "@hono/node-server";
-import { createServer } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createApp } from "../app.ts";
 import type { HangarConfig } from "../config.ts";
 import { loadInstance } from "../domain/setup/instance.ts";
 import { runMaintenance } from "../domain/setup/maintenance.ts";
 import { answerClientErrorsWithJson, requestErrorResponse, setServerTimeouts } from "./http-server.ts";
+import { installFetchLite } from "./fetch-lite.ts";
+import { createNodeListener } from "./node-listener.ts";
 import { createNodeDeps } from "./node-deps.ts";
 import { startOutboxLoop } from "./outbox-loop.ts";
 import { prepareDataDir, removeDaemonUrl, writeDaemonUrl } from "./data-dir.ts";
@@ -27,6 +28,8 @@ export interface RunningDaemon {
 
 /** `hangar serve`: database, migrations, app, listener, periodic maintenance; stops cleanly on SIGTERM/SIGINT. */
 export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> {
+  // Headers and Response without Node's bundled undici (fetch-lite.ts): a daemon that sends nothing out never loads it.
+  installFetchLite();
   prepareDataDir(config.dataDir);
   const runtime = await createNodeDeps(config);
   const { deps } = runtime;
@@ -34,11 +37,11 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   // Before the listener opens, so no upload of this process can be in flight (CONTRACT §7's last rule).
   await removeCrashLeftovers(deps);
 
-  let server: ServerType;
+  let server: Server;
   try {
     server = await new Promise((resolve, reject) => {
-      // serve() without its shortcut, to pass an errorHandler: a request that cannot become a Request gets JSON.
-      const s = createServer(getRequestListener(app.fetch, { hostname: config.host, errorHandler: requestErrorResponse }));
+      // A request that cannot become a Request (a malformed target or Host header) gets JSON from errorHandler.
+      const s = createServer(createNodeListener(app.fetch, { hostname: config.host, errorHandler: requestErrorResponse }));
       answerClientErrorsWithJson(s);
       setServerTimeouts(s);
       s.listen(config.port, config.host, () => resolve(s));

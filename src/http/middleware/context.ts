@@ -1,9 +1,10 @@
-import { bodyLimit } from "hono/body-limit";
+import type { Context, Next } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv, Logger } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { MetricsRegistry } from "../../domain/common/metrics.ts";
 import { observeRequest } from "./metrics.ts";
+import { readStreamCapped } from "../../domain/common/streams.ts";
 
 /** A URL path segment that is one of our tokens: 32 bytes base64url (43 chars, with or without a bearer prefix such as hgu_) or 64 hex. */
 const TOKEN_SEGMENT = /^(?:(?:hg[usrw]_)?[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
@@ -91,23 +92,35 @@ export function requestContext(log: Logger, enabled: boolean, metrics?: MetricsR
   });
 }
 
-/** JSON bodies are capped (413 payload_too_large); upload and log routes have their own limits. */
+/**
+ * JSON bodies are capped (413 payload_too_large); upload and log routes have their own limits. A declared
+ * Content-Length over the cap is refused before a byte is read; a chunked body is read up to the cap and handed
+ * on as bytes (Hono's bodyLimit does the same, but builds its Request from the old one, which only works with the
+ * platform's Request class, not with the daemon's lighter one).
+ */
 export function jsonBodyCap(maxBytes: number) {
-  const limit = bodyLimit({
-    maxSize: maxBytes,
-    onError: () => {
-      throw new ApiError(413, "payload_too_large", `request body exceeds ${maxBytes} bytes`);
-    },
-  });
+  const tooLarge = () => new ApiError(413, "payload_too_large", `request body exceeds ${maxBytes} bytes`);
+  const readChunked = async (c: Context<AppEnv>, next: Next) => {
+    const raw = c.req.raw;
+    const bytes = await readStreamCapped(raw.body, null, maxBytes, tooLarge);
+    c.req.raw = new Request(raw.url, { method: raw.method, headers: raw.headers, body: bytes, signal: raw.signal });
+    return next();
+  };
   // Not async: it only chooses what runs next (no async frame per request).
   return createMiddleware<AppEnv>((c, next) => {
-    // A GET or HEAD request has no body (@hono/node-server never gives it one), and bodyLimit would build the
-    // full Request on Node just to find that out.
+    // A GET or HEAD request has no body.
     const method = c.req.method;
     if (method === "GET" || method === "HEAD") return next();
     if (c.req.path.startsWith("/v1/artifacts/local-upload/")) return next();
     // Webhook deliveries may be up to 25 MiB; their route reads the body with its own cap.
     if (c.req.path.startsWith("/v1/hooks/")) return next();
-    return limit(c, next);
+    const headers = c.req.raw.headers;
+    const length = headers.get("content-length");
+    if (length !== null && !headers.has("transfer-encoding")) {
+      if (Number.parseInt(length, 10) > maxBytes) throw tooLarge();
+      return next();
+    }
+    if (!c.req.raw.body) return next();
+    return readChunked(c, next);
   });
 }
