@@ -193,6 +193,19 @@ const streamSources = new WeakMap<ReadableStream<Uint8Array>, string | Uint8Arra
 
 const encoder = new TextEncoder();
 
+/**
+ * Whether a body is a ReadableStream, by its reader (not `instanceof`: the first touch of the global loads Node's
+ * web streams, 1.7 MiB, which a text or JSON answer never needs).
+ */
+export function isStream(body: unknown): body is ReadableStream<Uint8Array> {
+  return typeof body === "object" && body !== null && typeof (body as ReadableStream).getReader === "function";
+}
+
+/** Whether a body is a Blob (or a File), likewise without touching the lazily loaded global. */
+export function isBlob(body: unknown): body is Blob {
+  return typeof body === "object" && body !== null && typeof (body as Blob).stream === "function" && typeof (body as Blob).size === "number";
+}
+
 function bytesOf(body: string | Uint8Array): Uint8Array {
   return typeof body === "string" ? encoder.encode(body) : body;
 }
@@ -257,7 +270,7 @@ export class LiteResponse {
 
     let b: LiteBody;
     if (body === undefined || body === null) b = null;
-    else if (typeof body === "string" || body instanceof Uint8Array || body instanceof Blob || body instanceof ReadableStream) b = body as LiteBody;
+    else if (typeof body === "string" || body instanceof Uint8Array || isStream(body) || isBlob(body)) b = body as LiteBody;
     else if (body instanceof ArrayBuffer) b = new Uint8Array(body);
     else if (ArrayBuffer.isView(body)) b = new Uint8Array(body.buffer, body.byteOffset, body.byteLength);
     else if (body instanceof URLSearchParams) {
@@ -269,7 +282,7 @@ export class LiteResponse {
       b = real.body;
       this.#headers = new LiteHeaders(real.headers as unknown as LiteHeaders);
     }
-    if (b instanceof ReadableStream) {
+    if (isStream(b)) {
       const source = streamSources.get(b);
       if (source !== undefined && !b.locked) b = source;
     }
@@ -320,12 +333,12 @@ export class LiteResponse {
     return false;
   }
   get bodyUsed(): boolean {
-    return this.#bodyUsed || (this.#body instanceof ReadableStream && this.#body.locked);
+    return this.#bodyUsed || (isStream(this.#body) && this.#body.locked);
   }
   get body(): ReadableStream<Uint8Array> | null {
     const b = this.#body;
-    if (b === null || b instanceof ReadableStream) return b;
-    const stream = b instanceof Blob ? (b.stream() as ReadableStream<Uint8Array>) : streamOf(b);
+    if (b === null || isStream(b)) return b;
+    const stream = isBlob(b) ? (b.stream() as ReadableStream<Uint8Array>) : streamOf(b);
     this.#body = stream;
     return stream;
   }
@@ -356,7 +369,7 @@ export class LiteResponse {
     this.#bodyUsed = true;
     if (typeof b === "string") return encoder.encode(b);
     if (b instanceof Uint8Array) return b;
-    if (b instanceof Blob) return new Uint8Array(await b.arrayBuffer());
+    if (isBlob(b)) return new Uint8Array(await b.arrayBuffer());
     return readAll(b);
   }
   async arrayBuffer(): Promise<ArrayBuffer> {

@@ -12,7 +12,7 @@
 // before the answer is finished; an answer without a Content-Type is sent as text/plain; text and bytes get a
 // Content-Length, streams are written as they come with the socket's backpressure.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { LiteHeaders, LiteResponse, type LiteBody } from "./fetch-lite.ts";
+import { isBlob, isStream, LiteHeaders, LiteResponse, type LiteBody } from "./fetch-lite.ts";
 
 export interface NodeBindings {
   incoming: IncomingMessage;
@@ -164,19 +164,26 @@ class NodeRequest {
 
   async bytes(): Promise<Uint8Array> {
     if (this.#real) return new Uint8Array(await this.#real.arrayBuffer());
-    const body = this.body;
     // No body (GET, HEAD) reads as empty as often as asked, as with the platform's Request.
-    if (body === null) return new Uint8Array(0);
+    if (this.method === "GET" || this.method === "HEAD") return new Uint8Array(0);
     if (this.bodyUsed) throw new TypeError("Body is unusable: Body has already been read");
     this.#bodyUsed = true;
-    const reader = body.getReader();
     const chunks: Uint8Array[] = [];
     let total = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      total += value.byteLength;
+    if (this.#body) {
+      const reader = this.#body.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        chunks.push(value);
+        total += value.byteLength;
+      }
+    } else {
+      // Straight from the socket when nobody asked for `body`: no Web stream (the JSON routes' usual case).
+      for await (const chunk of this.#incoming.iterator({ destroyOnReturn: false })) {
+        chunks.push(chunk as Buffer);
+        total += (chunk as Buffer).byteLength;
+      }
     }
     return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
   }
@@ -307,18 +314,19 @@ async function writeBody(status: number, headers: Record<string, string | string
     if (!hasContentLength(headers)) headers["content-length"] = String(body.byteLength);
     outgoing.writeHead(status, headers);
     outgoing.end(body);
-  } else if (body instanceof Blob) {
-    if (!hasContentLength(headers)) headers["content-length"] = String(body.size);
-    outgoing.writeHead(status, headers);
-    outgoing.end(new Uint8Array(await body.arrayBuffer()));
-  } else if (body === null) {
-    outgoing.writeHead(status, headers);
-    outgoing.end();
-  } else {
+  } else if (isStream(body)) {
     outgoing.writeHead(status, headers);
     // The headers go out now: a long stream (an SSE feed, a download) shows its status at once.
     outgoing.flushHeaders();
     await writeStream(body, outgoing);
+  } else if (body === null) {
+    outgoing.writeHead(status, headers);
+    outgoing.end();
+  } else {
+    // A Blob.
+    if (!hasContentLength(headers)) headers["content-length"] = String(body.size);
+    outgoing.writeHead(status, headers);
+    outgoing.end(new Uint8Array(await body.arrayBuffer()));
   }
 }
 
