@@ -43,6 +43,8 @@ export class LiteHeaders {
   /** Lower-cased name → value; repeated values already joined with ", " (Set-Cookie kept apart). */
   #map = new Map<string, string>();
   #cookies: string[] | undefined;
+  /** The sorted pairs, kept until the next change (every request's headers are walked at least once). */
+  #sorted: [string, string][] | undefined;
 
   constructor(init?: HeadersInitLike | null) {
     if (init === undefined || init === null) return;
@@ -90,6 +92,7 @@ export class LiteHeaders {
   }
 
   #add(name: string, value: string): void {
+    this.#sorted = undefined;
     if (name === "set-cookie") {
       (this.#cookies ??= []).push(value);
       return;
@@ -106,6 +109,7 @@ export class LiteHeaders {
   set(name: string, value: string): void {
     const n = checkedName(name);
     const v = normalizedValue(n, value);
+    this.#sorted = undefined;
     if (n === "set-cookie") this.#cookies = [v];
     else this.#map.set(n, v);
   }
@@ -123,6 +127,7 @@ export class LiteHeaders {
 
   delete(name: string): void {
     const n = checkedName(name);
+    this.#sorted = undefined;
     if (n === "set-cookie") this.#cookies = undefined;
     else this.#map.delete(n);
   }
@@ -133,6 +138,7 @@ export class LiteHeaders {
 
   /** The standard's "sort and combine": names in order, each Set-Cookie a pair of its own. */
   #pairs(): [string, string][] {
+    if (this.#sorted) return this.#sorted;
     const names = [...this.#map.keys()];
     if (this.#cookies?.length) names.push("set-cookie");
     names.sort();
@@ -141,17 +147,18 @@ export class LiteHeaders {
       if (n === "set-cookie") for (const c of this.#cookies!) out.push([n, c]);
       else out.push([n, this.#map.get(n)!]);
     }
-    return out;
+    return (this.#sorted = out);
   }
 
   forEach(callback: (value: string, name: string, headers: LiteHeaders) => void, thisArg?: unknown): void {
     for (const [n, v] of this.#pairs()) callback.call(thisArg, v, n, this);
   }
   entries(): IterableIterator<[string, string]> {
-    return this.#pairs()[Symbol.iterator]();
+    // Copies: a caller may change a pair it was given, and the cached ones are shared.
+    return this.#pairs().map((pair): [string, string] => [pair[0], pair[1]])[Symbol.iterator]();
   }
   keys(): IterableIterator<string> {
-    return this.#pairs().map(([n]) => n)[Symbol.iterator]();
+    return this.#pairs().map((pair) => pair[0])[Symbol.iterator]();
   }
   values(): IterableIterator<string> {
     return this.#pairs().map(([, v]) => v)[Symbol.iterator]();

@@ -54,6 +54,7 @@ describe("LiteHeaders behaves like the platform's Headers", () => {
     ["a pair of three in the init is refused", [["a", "1", "2"]], []],
     ["init from another Headers", new Headers([["a", "1"], ["set-cookie", "x=1"], ["set-cookie", "y=2"]]), [(h) => h.getSetCookie()]],
     ["a missing name reads as null", undefined, [(h) => h.get("nope"), (h) => h.has("nope")]],
+    ["iteration after each change shows the change", { a: "1" }, [(h) => [...h], (h) => h.set("b", "2"), (h) => [...h], (h) => h.append("a", "3"), (h) => [...h], (h) => h.delete("a"), (h) => [...h], (h) => h.append("set-cookie", "s=1"), (h) => [...h]]],
   ];
   it.each(scripts)("%s", (_, init, ops) => {
     expect(run(lite, init, ops)).toEqual(run(platform, init, ops));
