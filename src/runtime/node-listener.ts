@@ -26,6 +26,8 @@ export interface ListenerOptions {
   hostname?: string;
   /** The answer when no request could be made of what arrived (a malformed target or Host header). */
   errorHandler: (err: unknown) => Response | Promise<Response>;
+  /** Told of an answer that failed after it started (a stream that threw): the daemon logs it as JSON. */
+  onResponseError?: (err: Error) => void;
 }
 
 /** What arrived could not become a request (the name the error handler looks for). */
@@ -298,7 +300,8 @@ async function writeStream(stream: ReadableStream<Uint8Array>, outgoing: ServerR
     }
     outgoing.end();
   } catch (err) {
-    if (!gone) outgoing.destroy(err instanceof Error ? err : new Error(String(err)));
+    // The client leaving cancels the read; anything else is the answer failing (responseFailed).
+    if (!gone) throw err;
   } finally {
     outgoing.off("close", cancel);
     outgoing.off("error", cancel);
@@ -339,17 +342,28 @@ async function writeResponse(res: Response | LiteResponse, outgoing: ServerRespo
   return writeBody(real.status, nodeHeaders(real.headers), real.body as ReadableStream<Uint8Array> | null, outgoing);
 }
 
-/** An answer that failed half-way (a stream that threw): what can still be said, then the connection closes. */
-function responseFailed(err: unknown, outgoing: ServerResponse): void {
+/**
+ * An answer that failed: reported (as JSON on the daemon's stderr). Before its headers went out the client gets a
+ * JSON 500. After, it cannot be corrected, only cut off: the connection is closed once what was written has been
+ * flushed, without the final chunk, so the client sees an incomplete answer (a download can resume with a Range)
+ * rather than one that looks complete with an error text at its end.
+ */
+function responseFailed(err: unknown, outgoing: ServerResponse, report: (err: Error) => void): void {
   const e = err instanceof Error ? err : new Error("unknown error", { cause: err });
   if ((e as NodeJS.ErrnoException).code === "ERR_STREAM_PREMATURE_CLOSE") return;
-  console.error(e);
-  if (!outgoing.headersSent) outgoing.writeHead(500, { "content-type": "text/plain" });
-  outgoing.end(`Error: ${e.message}`);
-  outgoing.destroy(e);
+  report(e);
+  if (!outgoing.headersSent) {
+    outgoing.writeHead(500, { "content-type": "application/json", "cache-control": "no-store" });
+    outgoing.end(JSON.stringify({ code: "internal_error", message: "internal error" }));
+    return;
+  }
+  const socket = outgoing.socket;
+  if (socket && !socket.destroyed) socket.end(() => socket.destroy());
+  else outgoing.destroy();
 }
 
 export function createNodeListener(fetchCallback: FetchCallback, options: ListenerOptions) {
+  const report = options.onResponseError ?? ((err: Error) => console.error(err));
   return async (incoming: IncomingMessage, outgoing: ServerResponse): Promise<void> => {
     let req: NodeRequest | undefined;
     let res: Response | LiteResponse;
@@ -367,13 +381,13 @@ export function createNodeListener(fetchCallback: FetchCallback, options: Listen
       try {
         res = await options.errorHandler(req ? err : err instanceof RequestError ? err : new RequestError((err as Error)?.message ?? "bad request", { cause: err }));
       } catch (e) {
-        return responseFailed(e, outgoing);
+        return responseFailed(e, outgoing, report);
       }
     }
     try {
       await writeResponse(res, outgoing);
     } catch (err) {
-      responseFailed(err, outgoing);
+      responseFailed(err, outgoing, report);
     }
   };
 }

@@ -41,7 +41,14 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   try {
     server = await new Promise((resolve, reject) => {
       // A request that cannot become a Request (a malformed target or Host header) gets JSON from errorHandler.
-      const s = createServer(createNodeListener(app.fetch, { hostname: config.host, errorHandler: requestErrorResponse }));
+      const s = createServer(
+        createNodeListener(app.fetch, {
+          hostname: config.host,
+          errorHandler: requestErrorResponse,
+          // stderr carries JSON records only (CONTRACT §1).
+          onResponseError: (err) => deps.log({ time: new Date().toISOString(), level: "error", msg: "an answer failed while it was being sent", error: describeError(err) }),
+        }),
+      );
       answerClientErrorsWithJson(s);
       setServerTimeouts(s);
       s.listen(config.port, config.host, () => resolve(s));
