@@ -14,6 +14,8 @@
 // can be read once. `installFetchLite()` puts them in place of the globals; only `hangar serve` calls it (the
 // embedder export, the Worker and `app.request()` keep the platform's own classes).
 
+import { readStreamWhole } from "../domain/common/streams.ts";
+
 /** Characters allowed in a header name (RFC 9110 token). */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** A header value is invalid with NUL, CR or LF in it, or anything a ByteString cannot hold. */
@@ -229,26 +231,6 @@ function streamOf(body: string | Uint8Array): ReadableStream<Uint8Array> {
   return stream;
 }
 
-async function readAll(stream: ReadableStream<Uint8Array>): Promise<Uint8Array> {
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const reader = stream.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    total += value.byteLength;
-  }
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const c of chunks) {
-    out.set(c, at);
-    at += c.byteLength;
-  }
-  return out;
-}
-
 let realResponseClass: (() => typeof Response) | undefined;
 
 export class LiteResponse {
@@ -377,7 +359,7 @@ export class LiteResponse {
     if (typeof b === "string") return encoder.encode(b);
     if (b instanceof Uint8Array) return b;
     if (isBlob(b)) return new Uint8Array(await b.arrayBuffer());
-    return readAll(b);
+    return readStreamWhole(b);
   }
   async arrayBuffer(): Promise<ArrayBuffer> {
     const bytes = await this.bytes();
@@ -415,11 +397,8 @@ export class LiteResponse {
 }
 
 function realResponse(): typeof Response {
-  if (!realResponseClass) {
-    const r = globalThis.Response;
-    return r as unknown as typeof Response;
-  }
-  return realResponseClass();
+  // Before installFetchLite() the global is still the platform's own.
+  return realResponseClass?.() ?? (globalThis.Response as unknown as typeof Response);
 }
 
 let installed = false;

@@ -12,6 +12,7 @@
 // before the answer is finished; an answer without a Content-Type is sent as text/plain; text and bytes get a
 // Content-Length, streams are written as they come with the socket's backpressure.
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { readStreamWhole } from "../domain/common/streams.ts";
 import { isBlob, isStream, LiteHeaders, LiteResponse, type LiteBody } from "./fetch-lite.ts";
 
 export interface NodeBindings {
@@ -170,24 +171,11 @@ class NodeRequest {
     if (this.method === "GET" || this.method === "HEAD") return new Uint8Array(0);
     if (this.bodyUsed) throw new TypeError("Body is unusable: Body has already been read");
     this.#bodyUsed = true;
-    const chunks: Uint8Array[] = [];
-    let total = 0;
-    if (this.#body) {
-      const reader = this.#body.getReader();
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        chunks.push(value);
-        total += value.byteLength;
-      }
-    } else {
-      // Straight from the socket when nobody asked for `body`: no Web stream (the JSON routes' usual case).
-      for await (const chunk of this.#incoming.iterator({ destroyOnReturn: false })) {
-        chunks.push(chunk as Buffer);
-        total += (chunk as Buffer).byteLength;
-      }
-    }
-    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, total);
+    if (this.#body) return readStreamWhole(this.#body);
+    // Straight from the socket when nobody asked for `body`: no Web stream (the JSON routes' usual case).
+    const chunks: Buffer[] = [];
+    for await (const chunk of this.#incoming.iterator({ destroyOnReturn: false })) chunks.push(chunk as Buffer);
+    return chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
   }
   async arrayBuffer(): Promise<ArrayBuffer> {
     const b = await this.bytes();

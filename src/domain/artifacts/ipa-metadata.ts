@@ -3,6 +3,7 @@
 // fetched with ranged reads through the store, then the entry is inflated with the web-standard
 // DecompressionStream. XML and binary (bplist00) property lists are both understood. Web-standard only.
 import type { InstallMetadata } from "./artifacts.ts";
+import { readStreamCapped } from "../common/streams.ts";
 
 export type RangeReader = (range: { start: number; end: number }) => Promise<Uint8Array>;
 
@@ -162,27 +163,8 @@ export async function readZipEntry(read: RangeReader, entry: ZipEntry, limit = M
 
 export async function inflateRaw(data: Uint8Array, limit: number, format: "deflate-raw" | "deflate" = "deflate-raw"): Promise<Uint8Array> {
   const stream = new Blob([data]).stream().pipeThrough(new DecompressionStream(format));
-  const reader = stream.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    // A zip bomb stops here instead of filling memory.
-    if (total > limit) {
-      await reader.cancel();
-      throw new ZipFormatError("entry inflates past the limit");
-    }
-    parts.push(value);
-  }
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.byteLength;
-  }
-  return out;
+  // A zip bomb stops at the limit instead of filling memory.
+  return readStreamCapped(stream, null, limit, () => new ZipFormatError("entry inflates past the limit"));
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -33,3 +33,8 @@ export async function readStreamCapped(
   }
   return out;
 }
+
+/** Reads a body stream whole, with no cap (for bodies already bounded by whoever made them). */
+export function readStreamWhole(body: ReadableStream<Uint8Array> | null): Promise<Uint8Array> {
+  return readStreamCapped(body, null, Number.POSITIVE_INFINITY, () => new RangeError("no cap to exceed"));
+}
