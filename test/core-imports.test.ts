@@ -1,10 +1,10 @@
-import { build } from "esbuild";
 import { existsSync, readFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { dirname, join, relative, resolve } from "node:path";
 import ts from "typescript";
 import { describe, expect, it } from "vitest";
 import { PROJECT_ROOT } from "./helpers/daemon.ts";
+import { buildWorker } from "./helpers/workerd.ts";
 
 const SRC = join(PROJECT_ROOT, "src");
 
@@ -131,17 +131,7 @@ describe("the core's import graph", () => {
   });
 
   it("bundles the Workers entry for a browser-like platform (workerd conditions) without a Node module", async () => {
-    const result = await build({
-      entryPoints: [join(SRC, "runtime", "worker.ts")],
-      bundle: true,
-      write: false,
-      format: "esm",
-      platform: "browser",
-      conditions: ["workerd", "worker", "browser"],
-      target: "es2022",
-      metafile: true,
-      logLevel: "silent",
-    });
+    const result = await buildWorker();
     expect(result.errors).toEqual([]);
     const inputs = Object.keys(result.metafile.inputs);
     expect(inputs.some((i) => i.includes("@libsql/hrana-client"))).toBe(true);

@@ -14,8 +14,8 @@ export function wranglerSettings(): { compatibilityDate: string; compatibilityFl
 }
 
 /** The Worker's bundle as wrangler builds it: one ES module, workerd's export conditions, nothing from Node. */
-export async function bundleWorker(): Promise<string> {
-  const result = await build({
+export function buildWorker() {
+  return build({
     entryPoints: [join(PROJECT_ROOT, "src", "runtime", "worker.ts")],
     bundle: true,
     write: false,
@@ -23,7 +23,12 @@ export async function bundleWorker(): Promise<string> {
     platform: "browser",
     conditions: ["workerd", "worker", "browser"],
     target: "es2022",
+    metafile: true,
     logLevel: "silent",
   });
-  return result.outputFiles[0]!.text;
+}
+
+/** The bundle's text. */
+export async function bundleWorker(): Promise<string> {
+  return (await buildWorker()).outputFiles[0]!.text;
 }
