@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { createNodeListener, loadConfig } from "../src/index.ts";
 import { createNodeDeps } from "../src/runtime/node-deps.ts";
 import { issueBootstrapToken } from "../src/domain/setup/setup.ts";
-import { SCRIPT, SCRIPT_URL } from "../src/web/assets.ts";
+import { SCRIPT, scriptUrl } from "../src/web/assets.ts";
 
 const N = Number(process.env.BENCH_UI_N ?? 200);
 const PAGES: { page: string; api: string | null }[] = [
@@ -77,7 +77,7 @@ async function main(): Promise<void> {
     const floor = await timed(bareUrl + page, {});
     await new Promise<void>((r) => bare.close(() => r()));
     const inline = [...html.body.matchAll(/<script(?![^>]*\bsrc=)[^>]*>([\s\S]*?)<\/script>/g)].reduce((n, m) => n + Buffer.byteLength(m[1]!), 0);
-    const linked = html.body.includes(SCRIPT_URL) ? Buffer.byteLength(SCRIPT) : 0;
+    const linked = html.body.includes(scriptUrl()) ? Buffer.byteLength(SCRIPT) : 0;
     const row = `| ${page} | ${f(pct(html.ms, 50))} | ${f(pct(html.ms, 99))} | ${api ?? "–"} | ${twin ? f(pct(twin.ms, 50)) : "–"} | ${twin ? f(pct(twin.ms, 99)) : "–"} | ${f(pct(floor.ms, 50))} | ${f(pct(html.ms, 50) / pct(floor.ms, 50))} | ${bytes.length} | ${inline + linked} |`;
     rows.push(row);
     console.log(row);

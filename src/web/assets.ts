@@ -2,7 +2,7 @@
 // the same bytes on Node and Workers). URLs carry a content hash so browsers may cache them for a year.
 import { Hono } from "hono";
 import type { AppEnv } from "../deps.ts";
-import { ANSI_UP_URL, LOG_STYLESHEET, LOG_STYLESHEET_URL, LOG_VIEWER_SOURCE, LOG_VIEWER_URL, shortHash } from "./log-viewer.ts";
+import { ansiUpUrl, hashedAssetUrl, LOG_STYLESHEET, logStylesheetUrl, logViewerSource, logViewerUrl } from "./log-viewer.ts";
 import { ANSI_UP_SOURCE } from "./vendor/ansi-up.ts";
 
 export const STYLESHEET = `
@@ -129,8 +129,8 @@ export const SCRIPT = `
 `;
 
 
-export const STYLESHEET_URL = `/assets/hangar.${shortHash(STYLESHEET)}.css`;
-export const SCRIPT_URL = `/assets/hangar.${shortHash(SCRIPT)}.js`;
+export const stylesheetUrl = hashedAssetUrl("hangar", "css", () => STYLESHEET);
+export const scriptUrl = hashedAssetUrl("hangar", "js", () => SCRIPT);
 
 const IMMUTABLE = "public, max-age=31536000, immutable";
 
@@ -144,7 +144,17 @@ export function assetRoutes() {
       c.body(SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
     )
     // The build page's log viewer (issue 12): its module, the ansi_up module it imports, its stylesheet.
-    .get(LOG_VIEWER_URL, (c) => c.body(LOG_VIEWER_SOURCE, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }))
-    .get(ANSI_UP_URL, (c) => c.body(ANSI_UP_SOURCE, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }))
-    .get(LOG_STYLESHEET_URL, (c) => c.body(LOG_STYLESHEET, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }));
+    // Only at today's URL (the patterns let the hashes be computed on first use, not when the routes are made).
+    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.js}", (c) =>
+      c.req.path !== logViewerUrl() ? c.notFound()
+        : c.body(logViewerSource(), 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
+    )
+    .get("/assets/:file{ansi_up\\.[0-9a-f]{8}\\.js}", (c) =>
+      c.req.path !== ansiUpUrl() ? c.notFound()
+        : c.body(ANSI_UP_SOURCE, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
+    )
+    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.css}", (c) =>
+      c.req.path !== logStylesheetUrl() ? c.notFound()
+        : c.body(LOG_STYLESHEET, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
+    );
 }

@@ -2,7 +2,7 @@ import type { Child } from "hono/jsx";
 import type { UserRole } from "../db/schema/constants.ts";
 import type { UserRow } from "../domain/auth/users.ts";
 import { Flash, Name, type FlashMessage } from "./components.tsx";
-import { SCRIPT_URL, STYLESHEET_URL } from "./assets.ts";
+import { scriptUrl, stylesheetUrl } from "./assets.ts";
 
 /** What every page knows about its request: built by `pageContext(c)` (session.ts). */
 export interface PageCtx {
@@ -98,8 +98,8 @@ export function Layout(props: { ctx: PageCtx; title: string; children: Child; na
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="color-scheme" content="light dark" />
         <title>{`${props.title} · Hangar`}</title>
-        <link rel="stylesheet" href={STYLESHEET_URL} />
-        <script src={SCRIPT_URL} defer></script>
+        <link rel="stylesheet" href={stylesheetUrl()} />
+        <script src={scriptUrl()} defer></script>
         {props.head}
       </head>
       <body>

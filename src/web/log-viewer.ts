@@ -17,14 +17,26 @@ export function shortHash(text: string): string {
   return (h >>> 0).toString(16).padStart(8, "0");
 }
 
-export const ANSI_UP_URL = `/assets/ansi_up.${shortHash(ANSI_UP_SOURCE)}.js`;
+/**
+ * `/assets/<name>.<hash of the file>.<ext>`, hashed when a page first asks: hashing the UI's ~150 KB of assets at
+ * import took ~3 ms of every daemon start, and made the loop hot enough to bring in V8's optimizing compiler (about
+ * 4 MiB of resident memory) before the daemon had served anything (issue 16).
+ */
+export function hashedAssetUrl(name: string, ext: string, source: () => string): () => string {
+  let url: string | undefined;
+  return () => (url ??= `/assets/${name}.${shortHash(source())}.${ext}`);
+}
+
+export const ansiUpUrl = hashedAssetUrl("ansi_up", "js", () => ANSI_UP_SOURCE);
 
 /** Bytes of the tail loaded first, and of each earlier window loaded while scrolling up. */
 export const LOG_TAIL_BYTES = 256 * 1024;
 export const LOG_WINDOW_BYTES = 1024 * 1024;
 
-export const LOG_VIEWER_SOURCE = `
-import { AnsiUp } from ${JSON.stringify(ANSI_UP_URL)};
+/** The viewer module (it names ansi_up by its hashed URL, so it is built on first use too). */
+let logViewerModule: string | undefined;
+export const logViewerSource = (): string => (logViewerModule ??= `
+import { AnsiUp } from ${JSON.stringify(ansiUpUrl())};
 
 const LH = 18;          // px per line: fixed (white-space: pre, no wrapping), so line i sits at i * LH
 const OVERSCAN = 30;    // lines rendered above and below the viewport
@@ -277,9 +289,9 @@ function start(root) {
     }
   });
 }
-`;
+`);
 
-export const LOG_VIEWER_URL = `/assets/log-viewer.${shortHash(LOG_VIEWER_SOURCE)}.js`;
+export const logViewerUrl = hashedAssetUrl("log-viewer", "js", logViewerSource);
 
 /** Colours of the 16 ANSI classes ansi_up emits, light and dark; and the log box itself. */
 export const LOG_STYLESHEET = `
@@ -312,4 +324,4 @@ font:12.5px/18px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;contain:st
 textarea.config{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.85rem;min-height:14rem}
 `;
 
-export const LOG_STYLESHEET_URL = `/assets/log-viewer.${shortHash(LOG_STYLESHEET)}.css`;
+export const logStylesheetUrl = hashedAssetUrl("log-viewer", "css", () => LOG_STYLESHEET);

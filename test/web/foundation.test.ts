@@ -3,7 +3,7 @@ import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, createUser, sessionFor } from "../helpers/factories.ts";
 import { cookieValue, page } from "../helpers/web.ts";
 import { neutralise } from "../../src/web/text.ts";
-import { STYLESHEET_URL, SCRIPT_URL } from "../../src/web/assets.ts";
+import { stylesheetUrl, scriptUrl } from "../../src/web/assets.ts";
 
 describe("web foundation: redirects, sign-in, sign-out", () => {
   it("/ leads to /setup before ready, to /login without a session, to /builds with one", async () => {
@@ -153,14 +153,14 @@ describe("web foundation: headers and assets", () => {
     await completeLocalSetup(t);
     const html = (await page(t, "GET", "/login")).text;
     expect(html.startsWith("<!DOCTYPE html>")).toBe(true);
-    expect(html).toContain(`href="${STYLESHEET_URL}"`);
-    expect(html).toContain(`src="${SCRIPT_URL}"`);
-    const css = await page(t, "GET", STYLESHEET_URL);
+    expect(html).toContain(`href="${stylesheetUrl()}"`);
+    expect(html).toContain(`src="${scriptUrl()}"`);
+    const css = await page(t, "GET", stylesheetUrl());
     expect(css.status).toBe(200);
     expect(css.headers.get("content-type")).toMatch(/^text\/css/);
     expect(css.text).toContain("prefers-color-scheme:dark");
     expect(css.headers.get("cache-control")).toContain("immutable");
-    const js = await page(t, "GET", SCRIPT_URL);
+    const js = await page(t, "GET", scriptUrl());
     expect(js.headers.get("content-type")).toMatch(/^text\/javascript/);
     expect(js.headers.get("x-content-type-options")).toBe("nosniff");
   });

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { makeTestApp } from "../helpers/app.ts";
 import { PROJECT_ROOT } from "../helpers/daemon.ts";
-import { ANSI_UP_URL, LOG_VIEWER_SOURCE } from "../../src/web/log-viewer.ts";
+import { ansiUpUrl, logStylesheetUrl, logViewerSource, logViewerUrl } from "../../src/web/log-viewer.ts";
 import { ANSI_UP_SOURCE, ANSI_UP_VERSION } from "../../src/web/vendor/ansi-up.ts";
 
 describe("the vendored ansi_up", () => {
@@ -27,10 +27,19 @@ describe("the vendored ansi_up", () => {
 
   it("is served byte for byte at the URL the log viewer imports, as JavaScript", async () => {
     const t = await makeTestApp();
-    expect(LOG_VIEWER_SOURCE).toContain(`from ${JSON.stringify(ANSI_UP_URL)}`);
-    const res = await t.app.request(ANSI_UP_URL);
+    expect(logViewerSource()).toContain(`from ${JSON.stringify(ansiUpUrl())}`);
+    const res = await t.app.request(ansiUpUrl());
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
     expect(await res.text()).toBe(readFileSync(join(PROJECT_ROOT, "node_modules", "ansi_up", "ansi_up.js"), "utf8"));
+  });
+
+  it("serves the viewer's three files at today's hashed URLs only", async () => {
+    const t = await makeTestApp();
+    for (const url of [logViewerUrl(), ansiUpUrl(), logStylesheetUrl()]) {
+      expect((await t.app.request(url)).status, url).toBe(200);
+      const other = url.replace(/\.[0-9a-f]{8}\./, (h) => (h === ".00000000." ? ".00000001." : ".00000000."));
+      expect((await t.app.request(other)).status, other).toBe(404);
+    }
   });
 });

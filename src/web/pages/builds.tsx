@@ -16,7 +16,7 @@ import { Button, EmptyState, Name, PostForm, Section, Select, StatusBadge, Table
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
-import { LOG_STYLESHEET_URL, LOG_VIEWER_URL } from "../log-viewer.ts";
+import { logStylesheetUrl, logViewerUrl } from "../log-viewer.ts";
 import { ArtifactInstall } from "./install.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { formatBytes, neutralise, relativeTime } from "../text.ts";
@@ -105,7 +105,7 @@ function FiltersForm(props: { names: NameDirectory; query: z.infer<typeof listQu
 function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRow[]; nextHref: string | null; query: z.infer<typeof listQuery> }) {
   const now = props.ctx.now;
   return (
-    <Layout ctx={props.ctx} title="Builds" head={<link rel="stylesheet" href={LOG_STYLESHEET_URL} />}>
+    <Layout ctx={props.ctx} title="Builds" head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
       <h1>Builds</h1>
       <FiltersForm names={props.names} query={props.query} />
       {props.builds.length === 0 ? (
@@ -208,7 +208,7 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
   const live = !isFinalStatus(b.status);
   const update = buildUpdate(b, now);
   return (
-    <Layout ctx={ctx} title={`Build #${b.buildNumber}`} head={<link rel="stylesheet" href={LOG_STYLESHEET_URL} />}>
+    <Layout ctx={ctx} title={`Build #${b.buildNumber}`} head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
       <h1>
         Build #{b.buildNumber} · <Name value={project?.name} fallback="(deleted project)" /> / <Name value={pipeline?.name} fallback="(deleted pipeline)" />{" "}
         <span id="build-status" class={`badge badge-${update.tone}`}>
@@ -347,7 +347,7 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           </Table>
         )}
       </Section>
-      <script type="module" src={LOG_VIEWER_URL}></script>
+      <script type="module" src={logViewerUrl()}></script>
     </Layout>
   );
 }

@@ -28,7 +28,7 @@ import { Button, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
-import { LOG_STYLESHEET_URL } from "../log-viewer.ts";
+import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 
@@ -168,7 +168,7 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
   const edit = forms.project;
   const trig = forms.trigger;
   return (
-    <Layout ctx={props.ctx} title={p.name} head={<link rel="stylesheet" href={LOG_STYLESHEET_URL} />}>
+    <Layout ctx={props.ctx} title={p.name} head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
       <h1>
         <Name value={p.name} />
       </h1>
