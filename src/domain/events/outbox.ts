@@ -3,6 +3,7 @@ import type { NotificationEvent } from "../../db/schema/constants.ts";
 import { buildEvents, builds, notifications, outbox, outboxAttempts, pipelines, projects, webhooks } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { describeError } from "../../errors.ts";
+import { clientOf, oneRow } from "../../db/fixed-sql.ts";
 import { toBuildJson, type BuildRow } from "../builds/builds.ts";
 import { apiBaseFor, commitStatusRequest, repoPathFromUrl, type OutboundRequest } from "./commit-status.ts";
 import { discordMessage, slackMessage, standardWebhookHeaders, teamsMessage, webhookMessage, type BuildMessageContext } from "./messages.ts";
@@ -344,6 +345,7 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
  * many were sent, so a caller can loop at once while there is more.
  */
 export async function runOutboxOnce(deps: OutboxDeps, owner: string, options: { limit?: number; concurrency?: number } = {}): Promise<number> {
+  if (!(await outboxHasWork(deps))) return 0;
   await expandBuildEvents(deps);
   const claimed = await claimDeliveries(deps, owner, options.limit ?? 100);
   // Reports of one build to one target go in order; different targets and builds go in parallel.
@@ -367,6 +369,20 @@ export async function runOutboxOnce(deps: OutboxDeps, owner: string, options: { 
   await Promise.all(Array.from({ length: Math.min(options.concurrency ?? 16, queue.length) }, worker));
   return claimed.length;
 }
+
+/**
+ * Whether a pass has anything to do: an event not yet expanded, or a delivery due (leased or not: the claim
+ * decides). An idle daemon asks every second, so this is one fixed statement on two indexes (build_events_pending,
+ * outbox_due) instead of the pass's three drizzle-built ones: building those cost about a thousand calls into
+ * drizzle's query builder a second while nothing happened, enough to get them TurboFan-compiled (issue 16).
+ */
+async function outboxHasWork(deps: Pick<AppDeps, "db">): Promise<boolean> {
+  const row = (await clientOf(deps.db).execute(oneRow(OUTBOX_HAS_WORK_SQL, [nowMs()]))).rows[0];
+  return Number(row?.[0] ?? 1) !== 0;
+}
+
+const OUTBOX_HAS_WORK_SQL = `SELECT EXISTS (SELECT 1 FROM build_events WHERE expanded = 0)
+  OR EXISTS (SELECT 1 FROM outbox WHERE status = 'pending' AND next_attempt_at_ms <= ?)`;
 
 /** A test message to one notification target, sent now and recorded like any attempt. */
 export async function sendNotificationTest(deps: Pick<AppDeps, "db" | "clock" | "secrets" | "fetch">, target: NotificationRow) {
