@@ -45,333 +45,401 @@ import { ERROR_CODES } from "../errors.ts";
  * closed (the document says `additionalProperties: false`): the contract test refuses an undocumented field.
  */
 
-const time = z.number().int().describe("Unix seconds");
-const id = z.string();
+/**
+ * Built on first use, all together: the OpenAPI document, the /api page and the contract test read them, no request
+ * does. Building these ~370 zod objects at import was about a third of the daemon's zod work at every start (issue
+ * 16); each export below is a `z.lazy` over this set, which parses, infers and converts to JSON Schema the same.
+ */
+function buildAnswerSchemas() {
+  const time = z.number().int().describe("Unix seconds");
+  const id = z.string();
 
-export const ErrorJson = z.object({
-  code: z.enum(ERROR_CODES),
-  message: z.string(),
-  issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
-});
+  const ErrorJson = z.object({
+    code: z.enum(ERROR_CODES),
+    message: z.string(),
+    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  });
 
-export const OkJson = z.object({ ok: z.literal(true) });
+  const OkJson = z.object({ ok: z.literal(true) });
 
-// ---------------------------------------------------------------- setup, sign-in, users
+  // ---------------------------------------------------------------- setup, sign-in, users
 
-export const SetupStatusJson = z.object({ instance_id: z.string(), state: z.enum(SETUP_STATES), setup_mode: z.boolean(), is_configured: z.boolean() });
-export const SessionTokenJson = z.object({ session_token: z.string(), expires_at: time });
-export const SetupPreferencesJson = z.object({
-  runtime_mode: z.enum(RUNTIME_MODES),
-  remote_auth_mode: z.enum(REMOTE_AUTH_MODES),
-  session_expires_at: time,
-});
-export const OwnerCreatedJson = z.object({ state: z.enum(SETUP_STATES), owner_email: z.string(), session_expires_at: time });
-export const OidcOwnerVerifiedJson = OwnerCreatedJson.extend({ oidc_subject: z.string() });
-export const SetupCompleteJson = z.object({ state: z.literal("ready"), instance_id: z.string() });
-export const OidcConfiguredJson = z.object({ state: z.literal("idp_configured"), discovered_issuer: z.string(), session_expires_at: time });
-export const AuthorizationJson = z.object({ authorization_url: z.string(), state: z.string() });
-export const TrustedProxyConfiguredJson = z.object({
-  state: z.enum(SETUP_STATES),
-  setup_owner_email: z.string().nullable(),
-  user_email_header: z.string(),
-  trusted_proxy_cidrs: z.array(z.string()),
-  has_shared_secret: z.boolean(),
-  has_gateway_access_ticket: z.boolean(),
-  configured_at: time,
-  session_expires_at: time,
-});
+  const SetupStatusJson = z.object({ instance_id: z.string(), state: z.enum(SETUP_STATES), setup_mode: z.boolean(), is_configured: z.boolean() });
+  const SessionTokenJson = z.object({ session_token: z.string(), expires_at: time });
+  const SetupPreferencesJson = z.object({
+    runtime_mode: z.enum(RUNTIME_MODES),
+    remote_auth_mode: z.enum(REMOTE_AUTH_MODES),
+    session_expires_at: time,
+  });
+  const OwnerCreatedJson = z.object({ state: z.enum(SETUP_STATES), owner_email: z.string(), session_expires_at: time });
+  const OidcOwnerVerifiedJson = OwnerCreatedJson.extend({ oidc_subject: z.string() });
+  const SetupCompleteJson = z.object({ state: z.literal("ready"), instance_id: z.string() });
+  const OidcConfiguredJson = z.object({ state: z.literal("idp_configured"), discovered_issuer: z.string(), session_expires_at: time });
+  const AuthorizationJson = z.object({ authorization_url: z.string(), state: z.string() });
+  const TrustedProxyConfiguredJson = z.object({
+    state: z.enum(SETUP_STATES),
+    setup_owner_email: z.string().nullable(),
+    user_email_header: z.string(),
+    trusted_proxy_cidrs: z.array(z.string()),
+    has_shared_secret: z.boolean(),
+    has_gateway_access_ticket: z.boolean(),
+    configured_at: time,
+    session_expires_at: time,
+  });
 
-export const SignedInJson = z.object({
-  session_token: z.string(),
-  expires_at: time,
-  user: z.object({
-    user_id: id,
+  const SignedInJson = z.object({
+    session_token: z.string(),
+    expires_at: time,
+    user: z.object({
+      user_id: id,
+      email: z.string(),
+      display_name: z.string(),
+      role: z.enum(USER_ROLES),
+      avatar_url: z.string().nullable(),
+      oidc_subject: z.string().nullable(),
+    }),
+  });
+
+  const UserJson = z.object({
+    id,
     email: z.string(),
     display_name: z.string(),
     role: z.enum(USER_ROLES),
+    status: z.enum(USER_STATUSES),
     avatar_url: z.string().nullable(),
-    oidc_subject: z.string().nullable(),
-  }),
-});
+    created_at: time,
+    updated_at: time,
+  });
+  const BriefUserJson = UserJson.omit({ display_name: true, avatar_url: true });
+  const OwnershipTransferJson = z.object({ previous_owner: BriefUserJson, owner: BriefUserJson });
 
-export const UserJson = z.object({
-  id,
-  email: z.string(),
-  display_name: z.string(),
-  role: z.enum(USER_ROLES),
-  status: z.enum(USER_STATUSES),
-  avatar_url: z.string().nullable(),
-  created_at: time,
-  updated_at: time,
-});
-const BriefUserJson = UserJson.omit({ display_name: true, avatar_url: true });
-export const OwnershipTransferJson = z.object({ previous_owner: BriefUserJson, owner: BriefUserJson });
+  const AuditEventJson = z.object({
+    id,
+    action: z.string(),
+    actor_user_id: z.string().nullable(),
+    actor_email: z.string().nullable(),
+    target_type: z.string().nullable(),
+    target_id: z.string().nullable(),
+    details: z.record(z.string(), z.unknown()),
+    created_at: time,
+  });
 
-export const AuditEventJson = z.object({
-  id,
-  action: z.string(),
-  actor_user_id: z.string().nullable(),
-  actor_email: z.string().nullable(),
-  target_type: z.string().nullable(),
-  target_id: z.string().nullable(),
-  details: z.record(z.string(), z.unknown()),
-  created_at: time,
-});
+  // ---------------------------------------------------------------- settings
 
-// ---------------------------------------------------------------- settings
+  const PreferencesValuesJson = z.object({
+    key_storage_mode: z.string(),
+    runtime_mode: z.enum(RUNTIME_MODES),
+    restart_required: z.boolean(),
+    updated_at: time,
+  });
+  const PreferencesJson = z.object({ preferences: PreferencesValuesJson });
+  const PreferencesUpdatedJson = z.object({ preferences: PreferencesValuesJson, sessions_revoked: z.boolean() });
 
-const PreferencesValuesJson = z.object({
-  key_storage_mode: z.string(),
-  runtime_mode: z.enum(RUNTIME_MODES),
-  restart_required: z.boolean(),
-  updated_at: time,
-});
-export const PreferencesJson = z.object({ preferences: PreferencesValuesJson });
-export const PreferencesUpdatedJson = z.object({ preferences: PreferencesValuesJson, sessions_revoked: z.boolean() });
+  const NetworkSettingsJson = z.object({
+    public_url: z.string().nullable(),
+    artifact_delivery_url: z.string().nullable(),
+    allowed_origins: z.array(z.string()),
+    source: z.enum(["database", "default"]),
+    updated_at: time.nullable(),
+  });
+  const NetworkSettingsAnswerJson = z.object({ settings: NetworkSettingsJson });
 
-export const NetworkSettingsJson = z.object({
-  public_url: z.string().nullable(),
-  artifact_delivery_url: z.string().nullable(),
-  allowed_origins: z.array(z.string()),
-  source: z.enum(["database", "default"]),
-  updated_at: time.nullable(),
-});
-export const NetworkSettingsAnswerJson = z.object({ settings: NetworkSettingsJson });
+  const PreflightJson = z.object({
+    ready: z.boolean(),
+    checks: z.array(z.object({ id: z.string(), label: z.string(), ok: z.boolean(), message: z.string(), failure_code: z.enum(ERROR_CODES) })),
+  });
 
-export const PreflightJson = z.object({
-  ready: z.boolean(),
-  checks: z.array(z.object({ id: z.string(), label: z.string(), ok: z.boolean(), message: z.string(), failure_code: z.enum(ERROR_CODES) })),
-});
+  const OidcSettingsJson = z.object({
+    discovered_issuer: z.string(),
+    has_client_secret: z.boolean(),
+    trust_unverified_email: z.boolean(),
+    configured_at: time,
+  });
 
-export const OidcSettingsJson = z.object({
-  discovered_issuer: z.string(),
-  has_client_secret: z.boolean(),
-  trust_unverified_email: z.boolean(),
-  configured_at: time,
-});
+  const LocalLoginSettingJson = z.object({ mode: z.enum(["loopback", "cli_only"]) });
 
-export const LocalLoginSettingJson = z.object({ mode: z.enum(["loopback", "cli_only"]) });
+  const ArtifactStorageJson = z.object({
+    provider: z.enum(STORAGE_PROVIDERS),
+    local: z.object({ base_dir: z.string() }),
+    s3: z.object({
+      endpoint: z.string().nullable(),
+      region: z.string().nullable(),
+      bucket: z.string().nullable(),
+      prefix: z.string().nullable(),
+      access_key_id: z.string().nullable(),
+      force_path_style: z.boolean(),
+      has_secret_access_key: z.boolean(),
+    }),
+    updated_at: time.nullable(),
+  });
 
-export const ArtifactStorageJson = z.object({
-  provider: z.enum(STORAGE_PROVIDERS),
-  local: z.object({ base_dir: z.string() }),
-  s3: z.object({
-    endpoint: z.string().nullable(),
-    region: z.string().nullable(),
-    bucket: z.string().nullable(),
-    prefix: z.string().nullable(),
-    access_key_id: z.string().nullable(),
-    force_path_style: z.boolean(),
-    has_secret_access_key: z.boolean(),
-  }),
-  updated_at: time.nullable(),
-});
+  // ---------------------------------------------------------------- projects and pipelines
 
-// ---------------------------------------------------------------- projects and pipelines
+  const ProjectJson = z.object({
+    id,
+    name: z.string(),
+    repo_url: z.string(),
+    default_branch: z.string(),
+    has_source_credentials: z.boolean(),
+    has_android_signing: z.boolean(),
+    has_ios_signing: z.boolean(),
+    created_at: time,
+    updated_at: time,
+  });
 
-export const ProjectJson = z.object({
-  id,
-  name: z.string(),
-  repo_url: z.string(),
-  default_branch: z.string(),
-  has_source_credentials: z.boolean(),
-  has_android_signing: z.boolean(),
-  has_ios_signing: z.boolean(),
-  created_at: time,
-  updated_at: time,
-});
+  const PipelineJson = z.object({ id, project_id: id, name: z.string(), config: pipelineConfigSchema, created_at: time, updated_at: time });
+  const SecretJson = z.object({ name: z.string(), updated_at: time });
+  const ProtectionJson = z.object({ branches: z.array(z.string()) });
 
-export const PipelineJson = z.object({ id, project_id: id, name: z.string(), config: pipelineConfigSchema, created_at: time, updated_at: time });
-export const SecretJson = z.object({ name: z.string(), updated_at: time });
-export const ProtectionJson = z.object({ branches: z.array(z.string()) });
+  // ---------------------------------------------------------------- builds
 
-// ---------------------------------------------------------------- builds
+  const BuildJson = z.object({
+    id,
+    project_id: id,
+    pipeline_id: id,
+    build_number: z.number().int(),
+    status: z.enum(BUILD_STATUSES),
+    trigger_type: z.enum(TRIGGER_TYPES),
+    trigger_actor: z.string().nullable(),
+    trigger_event: z.string().nullable(),
+    trigger_ref: z.string().nullable(),
+    rerun_of: z.string().nullable(),
+    commit_sha: z.string(),
+    branch: z.string(),
+    config_snapshot: pipelineConfigSchema,
+    runner_id: z.string().nullable(),
+    step_results: z.array(stepResultSchema),
+    exit_code: z.number().int().nullable(),
+    failure_reason: z.string().nullable(),
+    attempt_count: z.number().int(),
+    cancel_requested: z.boolean(),
+    timeout_s: z.number().int(),
+    queued_at: time,
+    started_at: time.nullable(),
+    finished_at: time.nullable(),
+    created_at: time,
+    updated_at: time,
+  });
 
-export const BuildJson = z.object({
-  id,
-  project_id: id,
-  pipeline_id: id,
-  build_number: z.number().int(),
-  status: z.enum(BUILD_STATUSES),
-  trigger_type: z.enum(TRIGGER_TYPES),
-  trigger_actor: z.string().nullable(),
-  trigger_event: z.string().nullable(),
-  trigger_ref: z.string().nullable(),
-  rerun_of: z.string().nullable(),
-  commit_sha: z.string(),
-  branch: z.string(),
-  config_snapshot: pipelineConfigSchema,
-  runner_id: z.string().nullable(),
-  step_results: z.array(stepResultSchema),
-  exit_code: z.number().int().nullable(),
-  failure_reason: z.string().nullable(),
-  attempt_count: z.number().int(),
-  cancel_requested: z.boolean(),
-  timeout_s: z.number().int(),
-  queued_at: time,
-  started_at: time.nullable(),
-  finished_at: time.nullable(),
-  created_at: time,
-  updated_at: time,
-});
+  const QueueJson = z.object({
+    position: z.number().int().nullable(),
+    matching_runners: z.object({ online: z.number().int(), busy: z.number().int(), draining: z.number().int(), offline: z.number().int() }),
+    reason: z.enum(QUEUE_REASONS),
+  });
+  const BuildWithQueueJson = BuildJson.extend({ queue: QueueJson.nullable() });
 
-export const QueueJson = z.object({
-  position: z.number().int().nullable(),
-  matching_runners: z.object({ online: z.number().int(), busy: z.number().int(), draining: z.number().int(), offline: z.number().int() }),
-  reason: z.enum(QUEUE_REASONS),
-});
-export const BuildWithQueueJson = BuildJson.extend({ queue: QueueJson.nullable() });
+  const CreatedBuildJson = BuildJson.pick({
+    id: true,
+    project_id: true,
+    pipeline_id: true,
+    build_number: true,
+    status: true,
+    trigger_type: true,
+    branch: true,
+    queued_at: true,
+    created_at: true,
+    updated_at: true,
+  }).extend({ rerun_of: z.string().optional() });
 
-export const CreatedBuildJson = BuildJson.pick({
-  id: true,
-  project_id: true,
-  pipeline_id: true,
-  build_number: true,
-  status: true,
-  trigger_type: true,
-  branch: true,
-  queued_at: true,
-  created_at: true,
-  updated_at: true,
-}).extend({ rerun_of: z.string().optional() });
+  // ---------------------------------------------------------------- runners and jobs
 
-// ---------------------------------------------------------------- runners and jobs
+  const RunnerJson = z.object({
+    id,
+    name: z.string().nullable(),
+    status: z.enum(RUNNER_STATUSES),
+    // Capabilities are the runner's own report: `platforms` drives the claim, other keys are kept as given.
+    capabilities: z.looseObject({ platforms: z.array(z.enum(RUNNER_PLATFORMS)) }),
+    last_heartbeat_at: time.nullable(),
+    registered_by: z.string(),
+    created_at: time,
+    updated_at: time,
+  });
+  const RegisteredRunnerJson = RunnerJson.extend({ token: z.string() });
+  const RunnerTokenJson = z.object({ token: z.string() });
+  const HeartbeatJson = z.object({ runner: RunnerJson, cancel_job_ids: z.array(z.string()), next_heartbeat_in_s: z.number().int() });
 
-export const RunnerJson = z.object({
-  id,
-  name: z.string().nullable(),
-  status: z.enum(RUNNER_STATUSES),
-  // Capabilities are the runner's own report: `platforms` drives the claim, other keys are kept as given.
-  capabilities: z.looseObject({ platforms: z.array(z.enum(RUNNER_PLATFORMS)) }),
-  last_heartbeat_at: time.nullable(),
-  registered_by: z.string(),
-  created_at: time,
-  updated_at: time,
-});
-export const RegisteredRunnerJson = RunnerJson.extend({ token: z.string() });
-export const RunnerTokenJson = z.object({ token: z.string() });
-export const HeartbeatJson = z.object({ runner: RunnerJson, cancel_job_ids: z.array(z.string()), next_heartbeat_in_s: z.number().int() });
+  const ClaimedJobJson = z.object({
+    build_id: id,
+    project_id: id,
+    pipeline_id: id,
+    pipeline_name: z.string(),
+    build_number: z.number().int(),
+    config_snapshot: pipelineConfigSchema,
+    commit_sha: z.string(),
+    branch: z.string(),
+    repo_url: z.string(),
+    trigger_event: z.string().nullable(),
+    lease_expires_at: time,
+  });
+  const JobJson = z.object({ build_id: id, status: z.enum(BUILD_STATUSES), cancel_requested: z.boolean(), lease_expires_at: time.nullable() });
+  const LogAppendedJson = z.object({ log_bytes: z.number().int() });
+  const CheckoutAuthJson = z.object({ username: z.string(), password: z.string(), expires_at: time.nullable() });
+  const AndroidSigningJson = z.object({
+    keystore_base64: z.string(),
+    keystore_password: z.string(),
+    key_alias: z.string(),
+    key_password: z.string(),
+  });
+  const IosSigningJson = z.object({
+    certificate_p12_base64: z.string(),
+    certificate_password: z.string(),
+    provisioning_profile_base64: z.string(),
+  });
+  const JobSecretsJson = z.record(z.string(), z.string());
 
-export const ClaimedJobJson = z.object({
-  build_id: id,
-  project_id: id,
-  pipeline_id: id,
-  pipeline_name: z.string(),
-  build_number: z.number().int(),
-  config_snapshot: pipelineConfigSchema,
-  commit_sha: z.string(),
-  branch: z.string(),
-  repo_url: z.string(),
-  trigger_event: z.string().nullable(),
-  lease_expires_at: time,
-});
-export const JobJson = z.object({ build_id: id, status: z.enum(BUILD_STATUSES), cancel_requested: z.boolean(), lease_expires_at: time.nullable() });
-export const LogAppendedJson = z.object({ log_bytes: z.number().int() });
-export const CheckoutAuthJson = z.object({ username: z.string(), password: z.string(), expires_at: time.nullable() });
-export const AndroidSigningJson = z.object({
-  keystore_base64: z.string(),
-  keystore_password: z.string(),
-  key_alias: z.string(),
-  key_password: z.string(),
-});
-export const IosSigningJson = z.object({
-  certificate_p12_base64: z.string(),
-  certificate_password: z.string(),
-  provisioning_profile_base64: z.string(),
-});
-export const JobSecretsJson = z.record(z.string(), z.string());
+  // ---------------------------------------------------------------- artifacts
 
-// ---------------------------------------------------------------- artifacts
+  const AppMetadataJson = z.object({
+    platform: z.enum(["ios", "android"]),
+    name: z.string().nullable(),
+    bundle_identifier: z.string().nullable(),
+    version: z.string().nullable(),
+    build: z.string().nullable(),
+    min_os: z.string().nullable(),
+    has_icon: z.boolean(),
+    signing: z
+      .object({
+        kind: z.enum(["app_store", "ad_hoc", "enterprise", "development"]),
+        profile_name: z.string().nullable(),
+        team: z.string().nullable(),
+        expires_at: time.nullable(),
+        device_count: z.number().int().nullable(),
+      })
+      .nullable(),
+  });
 
-export const AppMetadataJson = z.object({
-  platform: z.enum(["ios", "android"]),
-  name: z.string().nullable(),
-  bundle_identifier: z.string().nullable(),
-  version: z.string().nullable(),
-  build: z.string().nullable(),
-  min_os: z.string().nullable(),
-  has_icon: z.boolean(),
-  signing: z
-    .object({
-      kind: z.enum(["app_store", "ad_hoc", "enterprise", "development"]),
-      profile_name: z.string().nullable(),
-      team: z.string().nullable(),
-      expires_at: time.nullable(),
-      device_count: z.number().int().nullable(),
-    })
-    .nullable(),
-});
+  const ArtifactJson = z.object({
+    id,
+    build_id: id,
+    filename: z.string(),
+    size_bytes: z.number().int(),
+    content_type: z.string(),
+    sha256: z.string().nullable(),
+    status: z.enum(ARTIFACT_STATUSES),
+    install_metadata: z.object({ bundle_identifier: z.string(), bundle_version: z.string(), title: z.string() }).nullable(),
+    app: AppMetadataJson.nullable(),
+    created_at: time,
+    updated_at: time,
+  });
+  const ArtifactCreatedJson = z.object({
+    artifact: ArtifactJson,
+    upload: z.object({ method: z.literal("PUT"), url: z.string(), headers: z.record(z.string(), z.string()), expires_at: time }),
+  });
+  const ArtifactAnswerJson = z.object({ artifact: ArtifactJson });
+  const UploadReceivedJson = z.object({ artifact: ArtifactJson, received_bytes: z.number().int(), sha256: z.string() });
+  const DownloadLinkJson = z.object({ url: z.string(), expires_at: time });
+  const InstallLinkJson = z.object({
+    platform: z.enum(["ios", "android"]),
+    install_url: z.string(),
+    download_url: z.string(),
+    manifest_url: z.string().optional(),
+    page_url: z.string(),
+    expires_at: time,
+  });
 
-export const ArtifactJson = z.object({
-  id,
-  build_id: id,
-  filename: z.string(),
-  size_bytes: z.number().int(),
-  content_type: z.string(),
-  sha256: z.string().nullable(),
-  status: z.enum(ARTIFACT_STATUSES),
-  install_metadata: z.object({ bundle_identifier: z.string(), bundle_version: z.string(), title: z.string() }).nullable(),
-  app: AppMetadataJson.nullable(),
-  created_at: time,
-  updated_at: time,
-});
-export const ArtifactCreatedJson = z.object({
-  artifact: ArtifactJson,
-  upload: z.object({ method: z.literal("PUT"), url: z.string(), headers: z.record(z.string(), z.string()), expires_at: time }),
-});
-export const ArtifactAnswerJson = z.object({ artifact: ArtifactJson });
-export const UploadReceivedJson = z.object({ artifact: ArtifactJson, received_bytes: z.number().int(), sha256: z.string() });
-export const DownloadLinkJson = z.object({ url: z.string(), expires_at: time });
-export const InstallLinkJson = z.object({
-  platform: z.enum(["ios", "android"]),
-  install_url: z.string(),
-  download_url: z.string(),
-  manifest_url: z.string().optional(),
-  page_url: z.string(),
-  expires_at: time,
-});
+  // ---------------------------------------------------------------- webhooks and notifications
 
-// ---------------------------------------------------------------- webhooks and notifications
+  const WebhookJson = z.object({
+    id,
+    project_id: id,
+    provider: z.enum(FORGE_PROVIDERS),
+    url: z.string(),
+    api_url: z.string().nullable(),
+    report_status: z.boolean(),
+    disabled: z.boolean(),
+    created_at: time,
+  });
+  const WebhookCreatedJson = WebhookJson.pick({ id: true, provider: true, url: true, report_status: true, api_url: true, created_at: true }).extend({
+    secret: z.string(),
+  });
+  const WebhookDeliveryJson = z.object({
+    delivery_id: z.string().nullable(),
+    event: z.string(),
+    received_at: time,
+    outcome: z.enum(DELIVERY_OUTCOMES),
+    reason: z.string().nullable(),
+    build_ids: z.array(z.string()),
+  });
+  const HookAnswerJson = z.object({
+    builds: z.array(z.object({ id, pipeline_id: id, build_number: z.number().int() })),
+    ignored: z.string().optional(),
+    duplicate: z.literal(true).optional(),
+  });
 
-export const WebhookJson = z.object({
-  id,
-  project_id: id,
-  provider: z.enum(FORGE_PROVIDERS),
-  url: z.string(),
-  api_url: z.string().nullable(),
-  report_status: z.boolean(),
-  disabled: z.boolean(),
-  created_at: time,
-});
-export const WebhookCreatedJson = WebhookJson.pick({ id: true, provider: true, url: true, report_status: true, api_url: true, created_at: true }).extend({
-  secret: z.string(),
-});
-export const WebhookDeliveryJson = z.object({
-  delivery_id: z.string().nullable(),
-  event: z.string(),
-  received_at: time,
-  outcome: z.enum(DELIVERY_OUTCOMES),
-  reason: z.string().nullable(),
-  build_ids: z.array(z.string()),
-});
-export const HookAnswerJson = z.object({
-  builds: z.array(z.object({ id, pipeline_id: id, build_number: z.number().int() })),
-  ignored: z.string().optional(),
-  duplicate: z.literal(true).optional(),
-});
+  const NotificationJson = z.object({
+    id,
+    project_id: id,
+    kind: z.enum(NOTIFICATION_KINDS),
+    on: z.array(z.string()),
+    branches: z.array(z.string()).nullable(),
+    has_url: z.literal(true),
+    disabled: z.boolean(),
+    created_at: time,
+  });
+  const NotificationCreatedJson = NotificationJson.extend({ secret: z.string().optional() });
+  const DeliveryAttemptJson = z.object({ id, attempt: z.number().int(), status_code: z.number().int().nullable(), error: z.string().nullable(), created_at: time });
+  return { ErrorJson, OkJson, SetupStatusJson, SessionTokenJson, SetupPreferencesJson, OwnerCreatedJson, OidcOwnerVerifiedJson, SetupCompleteJson, OidcConfiguredJson, AuthorizationJson, TrustedProxyConfiguredJson, SignedInJson, UserJson, OwnershipTransferJson, AuditEventJson, PreferencesJson, PreferencesUpdatedJson, NetworkSettingsJson, NetworkSettingsAnswerJson, PreflightJson, OidcSettingsJson, LocalLoginSettingJson, ArtifactStorageJson, ProjectJson, PipelineJson, SecretJson, ProtectionJson, BuildJson, QueueJson, BuildWithQueueJson, CreatedBuildJson, RunnerJson, RegisteredRunnerJson, RunnerTokenJson, HeartbeatJson, ClaimedJobJson, JobJson, LogAppendedJson, CheckoutAuthJson, AndroidSigningJson, IosSigningJson, JobSecretsJson, AppMetadataJson, ArtifactJson, ArtifactCreatedJson, ArtifactAnswerJson, UploadReceivedJson, DownloadLinkJson, InstallLinkJson, WebhookJson, WebhookCreatedJson, WebhookDeliveryJson, HookAnswerJson, NotificationJson, NotificationCreatedJson, DeliveryAttemptJson };
+}
 
-export const NotificationJson = z.object({
-  id,
-  project_id: id,
-  kind: z.enum(NOTIFICATION_KINDS),
-  on: z.array(z.string()),
-  branches: z.array(z.string()).nullable(),
-  has_url: z.literal(true),
-  disabled: z.boolean(),
-  created_at: time,
-});
-export const NotificationCreatedJson = NotificationJson.extend({ secret: z.string().optional() });
-export const DeliveryAttemptJson = z.object({ id, attempt: z.number().int(), status_code: z.number().int().nullable(), error: z.string().nullable(), created_at: time });
+let answerSchemas: ReturnType<typeof buildAnswerSchemas> | undefined;
+const answers = () => (answerSchemas ??= buildAnswerSchemas());
+
+export const ErrorJson = z.lazy(() => answers().ErrorJson);
+export const OkJson = z.lazy(() => answers().OkJson);
+export const SetupStatusJson = z.lazy(() => answers().SetupStatusJson);
+export const SessionTokenJson = z.lazy(() => answers().SessionTokenJson);
+export const SetupPreferencesJson = z.lazy(() => answers().SetupPreferencesJson);
+export const OwnerCreatedJson = z.lazy(() => answers().OwnerCreatedJson);
+export const OidcOwnerVerifiedJson = z.lazy(() => answers().OidcOwnerVerifiedJson);
+export const SetupCompleteJson = z.lazy(() => answers().SetupCompleteJson);
+export const OidcConfiguredJson = z.lazy(() => answers().OidcConfiguredJson);
+export const AuthorizationJson = z.lazy(() => answers().AuthorizationJson);
+export const TrustedProxyConfiguredJson = z.lazy(() => answers().TrustedProxyConfiguredJson);
+export const SignedInJson = z.lazy(() => answers().SignedInJson);
+export const UserJson = z.lazy(() => answers().UserJson);
+export const OwnershipTransferJson = z.lazy(() => answers().OwnershipTransferJson);
+export const AuditEventJson = z.lazy(() => answers().AuditEventJson);
+export const PreferencesJson = z.lazy(() => answers().PreferencesJson);
+export const PreferencesUpdatedJson = z.lazy(() => answers().PreferencesUpdatedJson);
+export const NetworkSettingsJson = z.lazy(() => answers().NetworkSettingsJson);
+export const NetworkSettingsAnswerJson = z.lazy(() => answers().NetworkSettingsAnswerJson);
+export const PreflightJson = z.lazy(() => answers().PreflightJson);
+export const OidcSettingsJson = z.lazy(() => answers().OidcSettingsJson);
+export const LocalLoginSettingJson = z.lazy(() => answers().LocalLoginSettingJson);
+export const ArtifactStorageJson = z.lazy(() => answers().ArtifactStorageJson);
+export const ProjectJson = z.lazy(() => answers().ProjectJson);
+export const PipelineJson = z.lazy(() => answers().PipelineJson);
+export const SecretJson = z.lazy(() => answers().SecretJson);
+export const ProtectionJson = z.lazy(() => answers().ProtectionJson);
+export const BuildJson = z.lazy(() => answers().BuildJson);
+export const QueueJson = z.lazy(() => answers().QueueJson);
+export const BuildWithQueueJson = z.lazy(() => answers().BuildWithQueueJson);
+export const CreatedBuildJson = z.lazy(() => answers().CreatedBuildJson);
+export const RunnerJson = z.lazy(() => answers().RunnerJson);
+export const RegisteredRunnerJson = z.lazy(() => answers().RegisteredRunnerJson);
+export const RunnerTokenJson = z.lazy(() => answers().RunnerTokenJson);
+export const HeartbeatJson = z.lazy(() => answers().HeartbeatJson);
+export const ClaimedJobJson = z.lazy(() => answers().ClaimedJobJson);
+export const JobJson = z.lazy(() => answers().JobJson);
+export const LogAppendedJson = z.lazy(() => answers().LogAppendedJson);
+export const CheckoutAuthJson = z.lazy(() => answers().CheckoutAuthJson);
+export const AndroidSigningJson = z.lazy(() => answers().AndroidSigningJson);
+export const IosSigningJson = z.lazy(() => answers().IosSigningJson);
+export const JobSecretsJson = z.lazy(() => answers().JobSecretsJson);
+export const AppMetadataJson = z.lazy(() => answers().AppMetadataJson);
+export const ArtifactJson = z.lazy(() => answers().ArtifactJson);
+export const ArtifactCreatedJson = z.lazy(() => answers().ArtifactCreatedJson);
+export const ArtifactAnswerJson = z.lazy(() => answers().ArtifactAnswerJson);
+export const UploadReceivedJson = z.lazy(() => answers().UploadReceivedJson);
+export const DownloadLinkJson = z.lazy(() => answers().DownloadLinkJson);
+export const InstallLinkJson = z.lazy(() => answers().InstallLinkJson);
+export const WebhookJson = z.lazy(() => answers().WebhookJson);
+export const WebhookCreatedJson = z.lazy(() => answers().WebhookCreatedJson);
+export const WebhookDeliveryJson = z.lazy(() => answers().WebhookDeliveryJson);
+export const HookAnswerJson = z.lazy(() => answers().HookAnswerJson);
+export const NotificationJson = z.lazy(() => answers().NotificationJson);
+export const NotificationCreatedJson = z.lazy(() => answers().NotificationCreatedJson);
+export const DeliveryAttemptJson = z.lazy(() => answers().DeliveryAttemptJson);
 
 // ---------------------------------------------------------------- the compile-time tie to the code
 
