@@ -5,7 +5,38 @@
 import { chmodSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { fileURLToPath } from "node:url";
+import v8 from "node:v8";
 import vm from "node:vm";
+// The other built-in modules a daemon's start loads, loaded before the V8 flag below is set (see tuneV8).
+import "node:child_process";
+import "node:cluster";
+import "node:crypto";
+import "node:dns";
+import "node:fs/promises";
+import "node:http";
+import "node:os";
+import "node:util";
+
+/**
+ * V8 grows its young generation (the two "semi-spaces" new objects are made in) from 1 MiB towards 16 MiB each
+ * whenever many objects survive a collection, which every start does (a module's objects live for good), and never
+ * gives it back: an idle daemon kept 5-7 MiB of it, one that had served a load test about 30 MiB. Hangar's requests
+ * make short-lived garbage, which a 1 MiB semi-space collects as cheaply (bench:http and bench:claim unchanged), so
+ * the daemon keeps it at 1 MiB: idle RSS 3 MiB lower, after bench:http's load 81 MiB instead of 105 (issue 16,
+ * docs/benchmarks.md). `--max-semi-space-size` would say so on Node's command line, which `node bin/hangar.mjs` does
+ * not have; the growth factor is read at each growth, so setting it here works.
+ *
+ * Any V8 flag set at run time changes the hash V8 checks code caches against, and V8 then refuses the cache Node
+ * ships for its own modules: each built-in module loaded afterwards is compiled from source (about 8 ms more per
+ * start). Hence the imports above, and the two lazily loaded parts touched below, before the flag. It is set for
+ * every command: dist/hangar.cjs.v8cache carries the hash too, and fits every command only so.
+ */
+function tuneV8() {
+  void globalThis.crypto.subtle; // Web Crypto's modules (the daemon's session and secret code uses it)
+  void (/** @type {Record<string, unknown>} */ (createRequire(import.meta.url)("node:util")).parseArgs); // the CLI's option parser
+  v8.setFlagsFromString("--semi-space-growth-factor=1");
+}
+tuneV8();
 
 const root = fileURLToPath(new URL("..", import.meta.url));
 const bundle = `${root}dist/hangar.cjs`;
