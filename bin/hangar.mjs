@@ -73,6 +73,19 @@ function freshBundle() {
  */
 function loadBundle(st) {
   const stamp = cacheStamp(st);
+  const { script, cacheAccepted } = compileBundle(stamp);
+  const module = { exports: {} };
+  script.runInThisContext().call(module.exports, module.exports, createRequire(bundle), module, bundle, `${root}dist`);
+  // The script is kept only while a cache is still to be written (it holds no reference to the old one).
+  return { main: module.exports.main, script: cacheAccepted ? undefined : script, stamp };
+}
+
+/**
+ * The compiled bundle, and whether V8 took the cache. Its own function so that nothing refers to the cache's bytes
+ * (1.2 MiB) once it returns: they are then freed by the first young-generation collection of the bundle's start,
+ * where a reference alive until the start was over had them promoted and kept until a full collection.
+ */
+function compileBundle(stamp) {
   let cachedData;
   try {
     const file = readFileSync(codeCache);
@@ -82,11 +95,7 @@ function loadBundle(st) {
   }
   // The bundle is the module wrapper function itself (scripts/build.mjs writes it so).
   const script = new vm.Script(readFileSync(bundle, "latin1"), { filename: bundle, cachedData });
-  const module = { exports: {} };
-  script.runInThisContext().call(module.exports, module.exports, createRequire(bundle), module, bundle, `${root}dist`);
-  // The script is kept only while a cache is still to be written (it holds no reference to the old one).
-  const cacheAccepted = cachedData !== undefined && !script.cachedDataRejected;
-  return { main: module.exports.main, script: cacheAccepted ? undefined : script, stamp };
+  return { script, cacheAccepted: cachedData !== undefined && !script.cachedDataRejected };
 }
 
 /**
