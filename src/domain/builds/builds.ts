@@ -15,25 +15,30 @@ import type { UserRow } from "../auth/users.ts";
 
 export type BuildRow = typeof builds.$inferSelect;
 
-export const triggerBuildSchema = z.object({
-  pipeline_id: z.string().min(1).max(100),
-  branch: branchSchema.optional(),
-  commit_sha: z
-    .string()
-    .regex(/^[0-9a-fA-F]{7,40}$/, "must be 7 to 40 hexadecimal characters")
-    .transform((s) => s.toLowerCase())
-    .optional(),
-  trigger_ref: z.string().min(1).max(500).optional(),
-});
+// Built on first use (z.lazy), not at every daemon start: see projects.ts.
+export const triggerBuildSchema = z.lazy(() =>
+  z.object({
+    pipeline_id: z.string().min(1).max(100),
+    branch: branchSchema.optional(),
+    commit_sha: z
+      .string()
+      .regex(/^[0-9a-fA-F]{7,40}$/, "must be 7 to 40 hexadecimal characters")
+      .transform((s) => s.toLowerCase())
+      .optional(),
+    trigger_ref: z.string().min(1).max(500).optional(),
+  }),
+);
 
-export const listBuildsSchema = z.object({
-  project_id: z.string().min(1).max(100).optional(),
-  pipeline_id: z.string().min(1).max(100).optional(),
-  branch: z.string().min(1).max(255).optional(),
-  status: z.enum(BUILD_STATUSES).optional(),
-  limit: z.coerce.number().int().min(1).max(200).default(50),
-  cursor: z.string().max(100).optional(),
-});
+export const listBuildsSchema = z.lazy(() =>
+  z.object({
+    project_id: z.string().min(1).max(100).optional(),
+    pipeline_id: z.string().min(1).max(100).optional(),
+    branch: z.string().min(1).max(255).optional(),
+    status: z.enum(BUILD_STATUSES).optional(),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+    cursor: z.string().max(100).optional(),
+  }),
+);
 
 /** One element of `step_results` (CONTRACT §6). */
 export const stepResultSchema = z.object({

@@ -23,91 +23,115 @@ const REPO_URL = /^(?:(?:https?|ssh|git|file):\/\/[^\s]+|[A-Za-z0-9._-]+@[A-Za-z
 
 export const branchSchema = z.string().refine(isValidBranchName, "not a valid branch name");
 
-export const createProjectSchema = z.object({
-  name: z.string().trim().min(1).max(100),
-  repo_url: z
+// The request schemas below are z.lazy: each is built on its first use, not at every daemon start (a zod object
+// costs about 2 KiB of heap and a few microseconds to make; issue 16). They parse, infer and convert to JSON Schema
+// the same as the schemas they wrap.
+
+const repoUrlSchema = () =>
+  z
     .string()
     .max(2048)
     // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
-    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path"),
-  default_branch: branchSchema.default("main"),
-});
+    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path");
+
+export const createProjectSchema = z.lazy(() =>
+  z.object({
+    name: z.string().trim().min(1).max(100),
+    repo_url: repoUrlSchema(),
+    default_branch: branchSchema.default("main"),
+  }),
+);
 
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
-const glob = z.string().min(1).max(1024);
+const glob = () => z.string().min(1).max(1024);
 
 /** One entry of `config.triggers` (CONTRACT §11); what it means lives in domain/triggers.ts. */
-export const pipelineTriggerSchema = z.strictObject({
-  event: z.enum(TRIGGER_EVENTS),
-  branches: z.array(glob).max(100).optional(),
-  tags: z.array(glob).max(100).optional(),
-});
+export const pipelineTriggerSchema = z.lazy(() =>
+  z.strictObject({
+    event: z.enum(TRIGGER_EVENTS),
+    branches: z.array(glob()).max(100).optional(),
+    tags: z.array(glob()).max(100).optional(),
+  }),
+);
 
 /** An artifact item: a glob (uploaded when the build succeeds) or `{path, when}`; `always` uploads after a failure too. */
-export const artifactItemSchema = z.union([
-  glob,
-  z.strictObject({ path: glob, when: z.enum(["on_success", "always"]).default("on_success") }),
-]);
+export const artifactItemSchema = z.lazy(() =>
+  z.union([glob(), z.strictObject({ path: glob(), when: z.enum(["on_success", "always"]).default("on_success") })]),
+);
 
 /**
  * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
  * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped.
  */
-export const pipelineConfigSchema = z.strictObject({
-  platform: z.enum(PLATFORMS),
-  steps: z
-    .array(z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }))
-    .min(1)
-    .max(100),
-  artifacts: z.array(artifactItemSchema).max(100).optional(),
-  env: z
-    .record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024))
-    .optional(),
-  timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
-  triggers: z.array(pipelineTriggerSchema).max(50).optional(),
-});
+export const pipelineConfigSchema = z.lazy(() =>
+  z.strictObject({
+    platform: z.enum(PLATFORMS),
+    steps: z
+      .array(z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }))
+      .min(1)
+      .max(100),
+    artifacts: z.array(artifactItemSchema).max(100).optional(),
+    env: z
+      .record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024))
+      .optional(),
+    timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
+    triggers: z.array(pipelineTriggerSchema).max(50).optional(),
+  }),
+);
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
 
-const projectName = z.string().trim().min(1).max(100);
-const pipelineName = z.string().trim().min(1).max(100);
+const projectName = () => z.string().trim().min(1).max(100);
+const pipelineName = () => z.string().trim().min(1).max(100);
 
-export const createPipelineSchema = z.object({
-  name: pipelineName,
-  config: pipelineConfigSchema,
-});
+export const createPipelineSchema = z.lazy(() =>
+  z.object({
+    name: pipelineName(),
+    config: pipelineConfigSchema,
+  }),
+);
 
-export const patchProjectSchema = z.strictObject({
-  name: projectName.optional(),
-  repo_url: createProjectSchema.shape.repo_url.optional(),
-  default_branch: branchSchema.optional(),
-});
+export const patchProjectSchema = z.lazy(() =>
+  z.strictObject({
+    name: projectName().optional(),
+    repo_url: repoUrlSchema().optional(),
+    default_branch: branchSchema.optional(),
+  }),
+);
 
 /** A new config applies to builds queued after the change; queued ones keep their snapshot. */
-export const patchPipelineSchema = z.strictObject({
-  name: pipelineName.optional(),
-  config: pipelineConfigSchema.optional(),
-});
+export const patchPipelineSchema = z.lazy(() =>
+  z.strictObject({
+    name: pipelineName().optional(),
+    config: pipelineConfigSchema.optional(),
+  }),
+);
 
-export const sourceCredentialsSchema = z.object({
-  username: z.string().min(1).max(256).optional(),
-  token: z.string().min(1).max(8192),
-});
+export const sourceCredentialsSchema = z.lazy(() =>
+  z.object({
+    username: z.string().min(1).max(256).optional(),
+    token: z.string().min(1).max(8192),
+  }),
+);
 
-const base64 = z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
+const base64 = () => z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
 
-export const androidSigningSchema = z.object({
-  keystore_base64: base64,
-  keystore_password: z.string().min(1).max(1024),
-  key_alias: z.string().min(1).max(256),
-  key_password: z.string().min(1).max(1024),
-});
+export const androidSigningSchema = z.lazy(() =>
+  z.object({
+    keystore_base64: base64(),
+    keystore_password: z.string().min(1).max(1024),
+    key_alias: z.string().min(1).max(256),
+    key_password: z.string().min(1).max(1024),
+  }),
+);
 
-export const iosSigningSchema = z.object({
-  certificate_p12_base64: base64,
-  certificate_password: z.string().max(1024),
-  provisioning_profile_base64: base64,
-});
+export const iosSigningSchema = z.lazy(() =>
+  z.object({
+    certificate_p12_base64: base64(),
+    certificate_password: z.string().max(1024),
+    provisioning_profile_base64: base64(),
+  }),
+);
 
 export type SourceCredentials = z.infer<typeof sourceCredentialsSchema>;
 export type AndroidSigning = z.infer<typeof androidSigningSchema>;

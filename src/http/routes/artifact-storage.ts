@@ -12,21 +12,24 @@ const optionalText = (max: number) => z.string().max(max).nullable().optional();
 
 // The GET answer's read-only fields (`has_secret_access_key`, `updated_at`) are accepted and ignored, so a
 // client can send back what it read with one field changed.
-const storageSchema = z.object({
-  provider: z.enum(STORAGE_PROVIDERS),
-  local: z.object({ base_dir: optionalText(4096) }).optional(),
-  s3: z
-    .object({
-      endpoint: optionalText(2048),
-      region: optionalText(64),
-      bucket: optionalText(255),
-      prefix: optionalText(512),
-      access_key_id: optionalText(256),
-      secret_access_key: optionalText(1024),
-      force_path_style: z.boolean().optional(),
-    })
-    .optional(),
-});
+// Built on first use (z.lazy), not at every daemon start (issue 16).
+const storageSchema = z.lazy(() =>
+  z.object({
+    provider: z.enum(STORAGE_PROVIDERS),
+    local: z.object({ base_dir: optionalText(4096) }).optional(),
+    s3: z
+      .object({
+        endpoint: optionalText(2048),
+        region: optionalText(64),
+        bucket: optionalText(255),
+        prefix: optionalText(512),
+        access_key_id: optionalText(256),
+        secret_access_key: optionalText(1024),
+        force_path_style: z.boolean().optional(),
+      })
+      .optional(),
+  }),
+);
 
 export function artifactStorageRoutes(deps: AppDeps) {
   const settingsUser = requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" });

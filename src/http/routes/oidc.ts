@@ -16,19 +16,21 @@ import { jsonBody, queryParams } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
 
-// The https/loopback rule and the discovery are the domain's; the edge checks shape and size only.
-const configureSchema = z.object({
+// The https/loopback rule and the discovery are the domain's; the edge checks shape and size only. Each schema is
+// built on first use (z.lazy), not at every daemon start (issue 16).
+const configureFields = () => ({
   issuer_url: z.string().min(1).max(2048),
   client_id: z.string().min(1).max(512),
   client_secret: z.string().min(1).max(4096).optional(),
   trust_unverified_email: z.boolean().optional(),
 });
+const configureSchema = z.lazy(() => z.object(configureFields()));
 
-const settingsSchema = configureSchema.extend({ client_secret: z.string().min(1).max(4096).nullable().optional() });
+const settingsSchema = z.lazy(() => z.object({ ...configureFields(), client_secret: z.string().min(1).max(4096).nullable().optional() }));
 
-const startSchema = z.object({ redirect_uri: z.string().min(1).max(4096) });
-const startQuerySchema = z.object({ redirect_uri: z.string().min(1).max(4096).optional() });
-const callbackSchema = z.object({ code: z.string().min(1).max(4096), state: z.string().min(1).max(512) });
+const startSchema = z.lazy(() => z.object({ redirect_uri: z.string().min(1).max(4096) }));
+const startQuerySchema = z.lazy(() => z.object({ redirect_uri: z.string().min(1).max(4096).optional() }));
+const callbackSchema = z.lazy(() => z.object({ code: z.string().min(1).max(4096), state: z.string().min(1).max(512) }));
 
 /** Every OIDC path of the spec: setup configure/start/verify, sign-in start/callback, post-setup configure. */
 export function oidcRoutes(deps: AppDeps) {

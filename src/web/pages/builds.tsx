@@ -34,13 +34,16 @@ const TONES: Record<string, string> = {
   skipped: "off",
 };
 
-const listQuery = z.object({
-  project_id: z.string().max(100).optional(),
-  pipeline_id: z.string().max(100).optional(),
-  branch: z.string().max(255).optional(),
-  status: z.enum(BUILD_STATUSES).optional().catch(undefined),
-  cursor: z.string().max(100).optional(),
-});
+// Built on first use (z.lazy), not at every daemon start (issue 16).
+const listQuery = z.lazy(() =>
+  z.object({
+    project_id: z.string().max(100).optional(),
+    pipeline_id: z.string().max(100).optional(),
+    branch: z.string().max(255).optional(),
+    status: z.enum(BUILD_STATUSES).optional().catch(undefined),
+    cursor: z.string().max(100).optional(),
+  }),
+);
 
 /** "1 min 5 s" for a span in seconds. */
 export function duration(seconds: number): string {
@@ -389,12 +392,14 @@ function logBody(c: Context, bytes: Uint8Array, headers: Record<string, string>)
   });
 }
 
-const logQuery = z.object({
-  tail: z.coerce.number().int().min(1).max(16 * 1024 * 1024).optional(),
-  before: z.coerce.number().int().min(0).optional(),
-  limit: z.coerce.number().int().min(1).max(16 * 1024 * 1024).default(1024 * 1024),
-  offset: z.coerce.number().int().min(0).optional(),
-});
+const logQuery = z.lazy(() =>
+  z.object({
+    tail: z.coerce.number().int().min(1).max(16 * 1024 * 1024).optional(),
+    before: z.coerce.number().int().min(0).optional(),
+    limit: z.coerce.number().int().min(1).max(16 * 1024 * 1024).default(1024 * 1024),
+    offset: z.coerce.number().int().min(0).optional(),
+  }),
+);
 
 /**
  * `/builds`, `/builds/{id}` and what the build page reads with its cookie session: the log (`/builds/{id}/log`,
