@@ -1,4 +1,6 @@
-import type { Client, InArgs, InStatement } from "@libsql/client";
+import type { Client, InArgs, InStatement, InValue } from "@libsql/client";
+import { getTableColumns, getTableName, type Column } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "./types.ts";
 
 /**
@@ -25,4 +27,33 @@ export function oneRow(sql: string, args: InArgs): OneRowStatement {
 
 export function isOneRow(stmt: InStatement): stmt is OneRowStatement {
   return (stmt as Partial<OneRowStatement>).oneRow === true;
+}
+
+/**
+ * Decodes the values of `columns` (a table's `getTableColumns` entries, in the order they were selected) starting
+ * at `offset` of a result row, each through its column as drizzle's `select()` would (`null` stays `null`).
+ */
+export function decodeColumns<T>(row: ArrayLike<unknown>, columns: ReadonlyArray<readonly [string, Column]>, offset = 0): T {
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < columns.length; i++) {
+    const [key, column] = columns[i]!;
+    const value = row[i + offset];
+    out[key] = value === null ? null : column.mapFromDriverValue(value);
+  }
+  return out as T;
+}
+
+/**
+ * `db.select().from(table).where(eq(key, value)).get()` as fixed SQL, for rows read on many requests (the instance
+ * row, settings documents): drizzle built the statement afresh on each call, a few hundred calls into its query
+ * builder for a table of twenty columns (issue 16). The columns come from the table definition, so one added to
+ * the table is read too. `key` must be the primary key or unique (it is read as `oneRow`).
+ */
+export function rowByKey<T extends SQLiteTable>(table: T, key: Column): (db: Db, value: InValue) => Promise<T["$inferSelect"] | undefined> {
+  const columns = Object.entries(getTableColumns(table));
+  const text = `SELECT ${columns.map(([, column]) => `"${column.name}"`).join(", ")} FROM "${getTableName(table)}" WHERE "${key.name}" = ?`;
+  return async (db, value) => {
+    const row = (await clientOf(db).execute(oneRow(text, [value]))).rows[0];
+    return row ? decodeColumns<T["$inferSelect"]>(row, columns) : undefined;
+  };
 }

@@ -1,5 +1,5 @@
 import { and, eq, getTableColumns, gt, lte, sql } from "drizzle-orm";
-import { clientOf, oneRow } from "../../db/fixed-sql.ts";
+import { clientOf, decodeColumns, oneRow } from "../../db/fixed-sql.ts";
 import type { AuthMethod } from "../../db/schema/constants.ts";
 import { localLoginCodes, setupSessions, userSessions, users } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
@@ -80,13 +80,7 @@ async function lookupSession(db: Db, tokenHash: string): Promise<{ sessionId: st
   // token_hash is unique (user_sessions_token_hash_unique): at most one row.
   const row = (await clientOf(db).execute(oneRow(SESSION_LOOKUP_SQL, [tokenHash]))).rows[0];
   if (!row) return undefined;
-  const user: Record<string, unknown> = {};
-  for (let i = 0; i < userColumns.length; i++) {
-    const [key, column] = userColumns[i]!;
-    const value = row[i + 2];
-    user[key] = value === null ? null : column.mapFromDriverValue(value);
-  }
-  return { sessionId: row[0] as string, expiresAt: Number(row[1]), user: user as UserRow };
+  return { sessionId: row[0] as string, expiresAt: Number(row[1]), user: decodeColumns<UserRow>(row, userColumns, 2) };
 }
 
 /** The user behind a session token; disabled users and expired sessions are refused alike. */

@@ -1,4 +1,4 @@
-import { eq } from "drizzle-orm";
+import { rowByKey } from "../../db/fixed-sql.ts";
 import { instance, instanceSettings } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 
@@ -6,9 +6,13 @@ export type InstanceRow = typeof instance.$inferSelect;
 
 type DbDeps = Pick<AppDeps, "db" | "clock">;
 
+// Read on most requests of the UI and of setup, sign-in and settings (fixed SQL: see rowByKey).
+const instanceById = rowByKey(instance, instance.id);
+const settingByKey = rowByKey(instanceSettings, instanceSettings.key);
+
 /** The instance row, created on first use (state `uninitialized`, local mode). */
 export async function loadInstance(deps: DbDeps): Promise<InstanceRow> {
-  const existing = await deps.db.select().from(instance).where(eq(instance.id, 1)).get();
+  const existing = await instanceById(deps.db, 1);
   if (existing) return existing;
   const now = deps.clock.now();
   await deps.db
@@ -25,14 +29,14 @@ export async function loadInstance(deps: DbDeps): Promise<InstanceRow> {
       updatedAt: now,
     })
     .onConflictDoNothing();
-  const created = await deps.db.select().from(instance).where(eq(instance.id, 1)).get();
+  const created = await instanceById(deps.db, 1);
   if (!created) throw new Error("instance row missing after insert");
   return created;
 }
 
 /** Reads one settings document (network, trusted proxy, OIDC, artifact storage). */
 export async function readSetting<T>(deps: Pick<AppDeps, "db">, key: string): Promise<{ value: T; updatedAt: number } | null> {
-  const row = await deps.db.select().from(instanceSettings).where(eq(instanceSettings.key, key)).get();
+  const row = await settingByKey(deps.db, key);
   return row ? { value: row.value as T, updatedAt: row.updatedAt } : null;
 }
 
