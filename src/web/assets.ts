@@ -1,6 +1,6 @@
 // The UI's one stylesheet and one small script, served by the app itself (no build step, no filesystem:
 // the same bytes on Node and Workers). URLs carry a content hash so browsers may cache them for a year.
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import type { AppEnv } from "../deps.ts";
 import { ansiUpUrl, hashedAssetUrl, LOG_STYLESHEET, logStylesheetUrl, logViewerSource, logViewerUrl } from "./log-viewer.ts";
 import { ANSI_UP_SOURCE } from "./vendor/ansi-up.ts";
@@ -133,28 +133,25 @@ export const stylesheetUrl = hashedAssetUrl("hangar", "css", () => STYLESHEET);
 export const scriptUrl = hashedAssetUrl("hangar", "js", () => SCRIPT);
 
 const IMMUTABLE = "public, max-age=31536000, immutable";
+const CSS = "text/css; charset=utf-8";
+const JS = "text/javascript; charset=utf-8";
+
+function serveAsset(c: Context, body: string, contentType: string): Response {
+  return c.body(body, 200, { "Content-Type": contentType, "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" });
+}
+
+/** An asset answered only at today's URL (its route's pattern lets the hash be computed on first use). */
+function onlyAtUrl(url: () => string, body: () => string, contentType: string) {
+  return (c: Context) => (c.req.path === url() ? serveAsset(c, body(), contentType) : c.notFound());
+}
 
 /** /assets/hangar.<hash>.css and .js; an outdated hash still gets today's file (a page cached across an upgrade). */
 export function assetRoutes() {
   return new Hono<AppEnv>()
-    .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.css}", (c) =>
-      c.body(STYLESHEET, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
-    )
-    .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.js}", (c) =>
-      c.body(SCRIPT, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
-    )
+    .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.css}", (c) => serveAsset(c, STYLESHEET, CSS))
+    .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.js}", (c) => serveAsset(c, SCRIPT, JS))
     // The build page's log viewer (issue 12): its module, the ansi_up module it imports, its stylesheet.
-    // Only at today's URL (the patterns let the hashes be computed on first use, not when the routes are made).
-    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.js}", (c) =>
-      c.req.path !== logViewerUrl() ? c.notFound()
-        : c.body(logViewerSource(), 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
-    )
-    .get("/assets/:file{ansi_up\\.[0-9a-f]{8}\\.js}", (c) =>
-      c.req.path !== ansiUpUrl() ? c.notFound()
-        : c.body(ANSI_UP_SOURCE, 200, { "Content-Type": "text/javascript; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
-    )
-    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.css}", (c) =>
-      c.req.path !== logStylesheetUrl() ? c.notFound()
-        : c.body(LOG_STYLESHEET, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": IMMUTABLE, "X-Content-Type-Options": "nosniff" }),
-    );
+    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.js}", onlyAtUrl(logViewerUrl, logViewerSource, JS))
+    .get("/assets/:file{ansi_up\\.[0-9a-f]{8}\\.js}", onlyAtUrl(ansiUpUrl, () => ANSI_UP_SOURCE, JS))
+    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.css}", onlyAtUrl(logStylesheetUrl, () => LOG_STYLESHEET, CSS));
 }
