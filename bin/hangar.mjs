@@ -15,7 +15,7 @@ import "node:dns";
 import "node:fs/promises";
 import "node:http";
 import "node:os";
-import "node:util";
+import util from "node:util";
 
 /**
  * V8 grows its young generation (the two "semi-spaces" new objects are made in) from 1 MiB towards 16 MiB each
@@ -33,7 +33,7 @@ import "node:util";
  */
 function tuneV8() {
   void globalThis.crypto.subtle; // Web Crypto's modules (the daemon's session and secret code uses it)
-  void (/** @type {Record<string, unknown>} */ (createRequire(import.meta.url)("node:util")).parseArgs); // the CLI's option parser
+  void util.parseArgs; // the CLI's option parser
   v8.setFlagsFromString("--semi-space-growth-factor=1");
 }
 tuneV8();

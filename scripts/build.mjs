@@ -1,7 +1,10 @@
 // Bundles the CLI (daemon, setup-token, migrate, runner) into dist/hangar.cjs for plain Node.
 // Runs on `npm install` / `npm ci` (prepare), so a fresh clone needs no build step; bin/hangar.mjs uses the
 // bundle only while it is newer than every source file, and runs the sources through tsx otherwise.
-import { renameSync, rmSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, renameSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("..", import.meta.url));
@@ -162,10 +165,6 @@ await esbuild.build({
  * machine where it cannot start still gets a working build, and its first start writes the cache as before.
  */
 async function warmCodeCache() {
-  const { spawn } = await import("node:child_process");
-  const { existsSync, mkdtempSync } = await import("node:fs");
-  const { tmpdir } = await import("node:os");
-  const { join } = await import("node:path");
   const cache = `${root}dist/hangar.cjs.v8cache`;
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-build-"));
   const env = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HANGAR_")));
