@@ -85,10 +85,17 @@ export function createNodeListener(deps: AppDeps, options: { hostname?: string }
  */
 export function consoleToLog(log: Logger): () => void {
   const saved = { error: console.error, warn: console.warn, info: console.info, log: console.log, debug: console.debug };
-  const record = (level: string) => (...args: unknown[]) => {
-    const err = args.find((a): a is Error => a instanceof Error);
-    log({ time: new Date().toISOString(), level, msg: err && args.length === 1 ? "a library reported an error" : format(...args), ...(err ? { error: describeError(err) } : {}) });
-  };
+  const record =
+    (level: string) =>
+    (...args: unknown[]) => {
+      const err = args.find((a): a is Error => a instanceof Error);
+      log({
+        time: new Date().toISOString(),
+        level,
+        msg: err && args.length === 1 ? "a library reported an error" : format(...args),
+        ...(err ? { error: describeError(err) } : {}),
+      });
+    };
   console.error = record("error");
   console.warn = record("warn");
   console.info = record("info");

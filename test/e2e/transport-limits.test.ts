@@ -73,7 +73,10 @@ describe("transport limits of the daemon", () => {
   });
 
   it("a request with two Host headers is refused with 400 invalid_input, whatever the two say", async () => {
-    for (const hosts of [["127.0.0.1", "evil.example"], ["127.0.0.1", "127.0.0.1"]]) {
+    for (const hosts of [
+      ["127.0.0.1", "evil.example"],
+      ["127.0.0.1", "127.0.0.1"],
+    ]) {
       const res = await converse(daemon.port, [`GET /v1/public/setup-status HTTP/1.1\r\nHost: ${hosts[0]}\r\nhost: ${hosts[1]}\r\n\r\n`]);
       expect(res.text, hosts.join()).toMatch(/^HTTP\/1\.1 400 /);
       expect(jsonBody(res.text)).toEqual({ code: "invalid_input", message: expect.any(String) });
