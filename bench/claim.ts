@@ -3,10 +3,11 @@
 // limit), and job pickup latency with long-poll against a runner polling every 3 s. Issues 5 and 16.
 //
 // BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures);
-// BENCH_DAEMON_SYNCHRONOUS names that daemon's level (`normal`, the default since issue 16, or `full`).
+// BENCH_DAEMON_SYNCHRONOUS names that daemon's level (`normal`, the default since issue 16, or `full`);
+// BENCH_COMPARE_ROOT runs the HTTP claim cycles on a second checkout's daemon too, in the same run (ABBA).
 import Database from "libsql";
 import { mkdtempSync, rmSync } from "node:fs";
-import { BENCH_ROOT, runCli, startDaemon, stopProcess } from "./daemon.ts";
+import { BENCH_ROOT, COMPARE_ROOT, cpuMs, runCli, startDaemon, stopProcess, type Daemon } from "./daemon.ts";
 import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -139,39 +140,52 @@ async function main() {
     const httpRates: number[] = [];
     const claimLatency: number[] = [];
     const cycleLatency: number[] = [];
-    const runHttp = async () => {
+    const compareRates: number[] = [];
+    const compareClaimLatency: number[] = [];
+    /** One run of the claim cycles against the daemon at `target` (this checkout's by default). */
+    const cpuPerCycle: Record<string, number[]> = {};
+    const runHttp = async (target = { base, rates: httpRates, claims: claimLatency, cycles: cycleLatency, pid: daemon.proc.pid! }) => {
       requeue(dbPath);
+      const cpuBefore = cpuMs(target.pid);
       const seen = new Set<string>();
       const t0 = performance.now();
       await Promise.all(
         fleet.map(async (r) => {
           for (;;) {
             const s = performance.now();
-            const res = await call(`${base}/v1/runners/${r.id}/claim`, "POST", r.token);
+            const res = await call(`${target.base}/v1/runners/${r.id}/claim`, "POST", r.token);
             if (res.status === 204) return;
             if (res.status !== 200) throw new Error(`claim ${res.status} ${res.text}`);
-            claimLatency.push(performance.now() - s);
+            target.claims.push(performance.now() - s);
             const job = JSON.parse(res.text).build_id as string;
             seen.add(job);
-            await json(`${base}/v1/runners/${r.id}/jobs/${job}/status`, "POST", r.token, { status: "running" });
-            await json(`${base}/v1/runners/${r.id}/jobs/${job}/status`, "POST", r.token, { status: "succeeded", exit_code: 0 });
-            cycleLatency.push(performance.now() - s);
+            await json(`${target.base}/v1/runners/${r.id}/jobs/${job}/status`, "POST", r.token, { status: "running" });
+            await json(`${target.base}/v1/runners/${r.id}/jobs/${job}/status`, "POST", r.token, { status: "succeeded", exit_code: 0 });
+            target.cycles.push(performance.now() - s);
           }
         }),
       );
-      httpRates.push(BUILDS / ((performance.now() - t0) / 1000));
+      target.rates.push(BUILDS / ((performance.now() - t0) / 1000));
+      (cpuPerCycle[target.base] ??= []).push((cpuMs(target.pid) - cpuBefore) / BUILDS);
       if (seen.size !== BUILDS) throw new Error(`http claims: distinct ${seen.size}`);
     };
     // BENCH_ONLY=pickup skips the claim cycles (the pickup figures alone, for tracing).
     if (process.env.BENCH_ONLY !== "pickup") {
       const loadStart = loadavg()[0]!;
       // Order raw, HTTP, HTTP, raw (ABBA) so a drift in the machine's load weighs on both alike.
+      // The compared checkout's daemon on the same database, quiet too; its cycles interleaved with this one's.
+      let compare: Daemon | undefined;
+      if (COMPARE_ROOT) compare = await startDaemon(env, { stderrTail: 4000, root: COMPARE_ROOT });
       runRaw("normal");
       runRaw("full");
       await runHttp();
+      const compared = compare && { base: compare.url, rates: compareRates, claims: compareClaimLatency, cycles: [] as number[], pid: compare.proc.pid! };
+      if (compared) await runHttp(compared);
+      if (compared) await runHttp(compared);
       await runHttp();
       runRaw("full");
       runRaw("normal");
+      await stopProcess(compare?.proc);
       const loadAfterCycles = loadavg()[0]!;
       const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
       const rawNormal = mean(rawRuns.normal);
@@ -186,7 +200,16 @@ async function main() {
         `  raw SQLite loop, synchronous=FULL:   ${rawFull.toFixed(0)} cycles/s (runs ${rawRuns.full.map((r) => r.toFixed(0)).join(", ")})`,
         `  over loopback HTTP:                  ${httpRate.toFixed(0)} cycles/s (runs ${httpRates.map((r) => r.toFixed(0)).join(", ")}), claim p50 ${ms(percentile(claimLatency, 50))} p99 ${ms(percentile(claimLatency, 99))}, cycle p50 ${ms(percentile(cycleLatency, 50))} p99 ${ms(percentile(cycleLatency, 99))}`,
         `  ratio HTTP / raw at the daemon's level (${DAEMON_SYNC}): ${(httpRate / limit).toFixed(3)} (target >= 0.10); against raw NORMAL: ${(httpRate / rawNormal).toFixed(3)}`,
+        `  daemon CPU per cycle: ${mean(cpuPerCycle[base]!).toFixed(2)} ms (runs ${cpuPerCycle[base]!.map((v) => v.toFixed(2)).join(", ")})`,
       ];
+      if (compareRates.length > 0) {
+        const compareRate = mean(compareRates);
+        cycleLines.push(
+          `  compared checkout ${COMPARE_ROOT}: ${compareRate.toFixed(0)} cycles/s (runs ${compareRates.map((r) => r.toFixed(0)).join(", ")}), claim p50 ${ms(percentile(compareClaimLatency, 50))} p99 ${ms(percentile(compareClaimLatency, 99))}`,
+          `  ratio compared / this checkout: ${(compareRate / httpRate).toFixed(3)}; compared / raw at the daemon's level: ${(compareRate / limit).toFixed(3)}`,
+          `  compared daemon CPU per cycle: ${mean(Object.entries(cpuPerCycle).find(([k]) => k !== base)![1]).toFixed(2)} ms`,
+        );
+      }
       process.stdout.write(`${cycleLines.join("\n")}\n`);
     }
 

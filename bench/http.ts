@@ -4,13 +4,14 @@
 // Then cold start: spawn `node bin/hangar.mjs serve` → the listening line, median of 5, against the bare
 // server's; and the daemon's idle RSS.
 //
-// BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures).
+// BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures);
+// BENCH_COMPARE_ROOT adds a second checkout's daemon to the same interleaved rounds (another HTTP adapter).
 import autocannon from "autocannon";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { BENCH_ROOT, HANGAR_BIN, runCli, stopProcess } from "./daemon.ts";
+import { BENCH_ROOT, COMPARE_ROOT, cpuMs, HANGAR_BIN, runCli, stopProcess } from "./daemon.ts";
 
 const CONNECTIONS = 32;
 const DURATION_S = Number(process.env.BENCH_DURATION_S ?? 10);
@@ -24,9 +25,9 @@ interface Started {
 }
 
 /** Spawns a process and resolves on a line of stdout matching `pattern` (its first group is the URL). */
-function spawnUntil(args: string[], env: Record<string, string>, pattern: RegExp): Promise<Started & { readyMs: number }> {
+function spawnUntil(args: string[], env: Record<string, string>, pattern: RegExp, cwd = BENCH_ROOT): Promise<Started & { readyMs: number }> {
   const startedMs = performance.now();
-  const proc = spawn(process.execPath, args, { cwd: BENCH_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
+  const proc = spawn(process.execPath, args, { cwd, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "ignore"] });
   return new Promise((resolve, reject) => {
     let out = "";
     proc.stdout!.on("data", (d: Buffer) => {
@@ -77,30 +78,35 @@ function rssMiB(pid: number): number {
 
 interface Figures {
   rps: number;
+  /** The server's CPU time per request (µs), when its pid is known. */
+  cpuUs?: number;
   p50: number;
   p99: number;
   errors: number;
   non2xx: number;
 }
 
-async function measure(url: string, token: string | undefined, seconds: number): Promise<Figures> {
+async function measure(url: string, token: string | undefined, seconds: number, pid?: number): Promise<Figures> {
   const headers: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  const cpuBefore = pid ? cpuMs(pid) : 0;
   const r = await autocannon({ url, connections: CONNECTIONS, duration: seconds, headers });
-  return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
+  const cpuUs = pid ? ((cpuMs(pid) - cpuBefore) * 1000) / r.requests.total : undefined;
+  return { rps: r.requests.average, cpuUs, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.timeouts, non2xx: r.non2xx };
 }
 
 /**
  * Interleaved rounds: every target is loaded in each round, one after the other, so a change in the machine's
  * background load hits all of them alike; the figures are the medians over the rounds.
  */
-async function loadInterleaved(targets: Array<{ url: string; token?: string }>): Promise<Figures[]> {
+async function loadInterleaved(targets: Array<{ url: string; token?: string; pid?: number }>): Promise<Figures[]> {
   for (const t of targets) await measure(t.url, t.token, WARMUP_S);
   const perTarget: Figures[][] = targets.map(() => []);
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [i, t] of targets.entries()) perTarget[i]!.push(await measure(t.url, t.token, DURATION_S / ROUNDS));
+    for (const [i, t] of targets.entries()) perTarget[i]!.push(await measure(t.url, t.token, DURATION_S / ROUNDS, t.pid));
   }
   return perTarget.map((runs) => ({
     rps: median(runs.map((r) => r.rps)),
+    cpuUs: runs[0]!.cpuUs === undefined ? undefined : median(runs.map((r) => r.cpuUs!)),
     p50: median(runs.map((r) => r.p50)),
     p99: median(runs.map((r) => r.p99)),
     errors: runs.reduce((n, r) => n + r.errors, 0),
@@ -113,7 +119,7 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
-const fmt = (f: Figures) => `${f.rps.toFixed(0).padStart(7)} req/s   p50 ${String(f.p50).padStart(3)} ms   p99 ${String(f.p99).padStart(3)} ms   errors ${f.errors} non-2xx ${f.non2xx}`;
+const fmt = (f: Figures) => `${f.rps.toFixed(0).padStart(7)} req/s   ${f.cpuUs === undefined ? "" : `CPU ${f.cpuUs.toFixed(0)} µs/req   `}p50 ${String(f.p50).padStart(3)} ms   p99 ${String(f.p99).padStart(3)} ms   errors ${f.errors} non-2xx ${f.non2xx}`;
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-bench-"));
@@ -152,12 +158,18 @@ async function main(): Promise<void> {
     const quiet = await spawnUntil([HANGAR_BIN, "serve"], { ...env, HANGAR_LOG_REQUESTS: "0" }, listening);
     children.push(quiet.proc);
 
-    const [bareFigures, hangarFigures, quietFigures] = (await loadInterleaved([
-      { url: `${bare.url}/v1/users/me` },
-      { url: `${daemon.url}/v1/users/me`, token: session },
-      { url: `${quiet.url}/v1/users/me`, token: session },
-    ])) as [Figures, Figures, Figures];
+    // The compared checkout's daemon on the same data directory and session, request log on as in `daemon`.
+    const compare = COMPARE_ROOT ? await spawnUntil([join(COMPARE_ROOT, "bin", "hangar.mjs"), "serve"], env, listening, COMPARE_ROOT) : undefined;
+    if (compare) children.push(compare.proc);
+
+    const [bareFigures, hangarFigures, quietFigures, compareFigures] = (await loadInterleaved([
+      { url: `${bare.url}/v1/users/me`, pid: bare.proc.pid },
+      { url: `${daemon.url}/v1/users/me`, token: session, pid: daemon.proc.pid },
+      { url: `${quiet.url}/v1/users/me`, token: session, pid: quiet.proc.pid },
+      ...(compare ? [{ url: `${compare.url}/v1/users/me`, token: session, pid: compare.proc.pid }] : []),
+    ])) as [Figures, Figures, Figures, Figures | undefined];
     await stopProcess(bare.proc);
+    if (compare) await stopProcess(compare.proc);
     const loadedRss = rssMiB(daemon.proc.pid!);
     await stopProcess(daemon.proc);
     await stopProcess(quiet.proc);
@@ -166,6 +178,11 @@ async function main(): Promise<void> {
     console.log(`hangar GET /v1/users/me             ${fmt(hangarFigures)}`);
     console.log(`hangar, request log off             ${fmt(quietFigures)}`);
     console.log(`ratio hangar / bare (target >= 0.25): ${(hangarFigures.rps / bareFigures.rps).toFixed(3)} (request log off: ${(quietFigures.rps / bareFigures.rps).toFixed(3)})`);
+    if (compareFigures) {
+      console.log(`compared checkout ${COMPARE_ROOT}: ${fmt(compareFigures)}`);
+      console.log(`ratio compared / this checkout: ${(compareFigures.rps / hangarFigures.rps).toFixed(3)} (compared / bare ${(compareFigures.rps / bareFigures.rps).toFixed(3)})`);
+    }
+    if (process.env.BENCH_SKIP_START === "1") return;
 
     // Cold start: process spawn → listening line, on the set-up data directory and on a fresh one.
     const existing: number[] = [];

@@ -33,6 +33,8 @@ export const ConfigSchema = z.object({
   HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
   HANGAR_LOG_STREAM_MAX_S: seconds(300),
+  HANGAR_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
+  HANGAR_BODY_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
 });
 
 export interface HangarConfig {
@@ -70,6 +72,10 @@ export interface HangarConfig {
   logGraceS: number;
   /** How long one live-log event stream of the build page stays open; the browser then resumes it (Last-Event-ID). */
   logStreamMaxS: number;
+  /** A request's line and headers must arrive within this (408 otherwise). */
+  headersTimeoutMs: number;
+  /** A request's body must arrive within this after its headers (408 or the connection closed; uploads: while moving). */
+  bodyTimeoutMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -118,5 +124,7 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     maxLogBytes: e.HANGAR_MAX_LOG_BYTES,
     logGraceS: e.HANGAR_LOG_GRACE_S,
     logStreamMaxS: e.HANGAR_LOG_STREAM_MAX_S,
+    headersTimeoutMs: e.HANGAR_HEADERS_TIMEOUT_MS,
+    bodyTimeoutMs: e.HANGAR_BODY_TIMEOUT_MS,
   };
 }

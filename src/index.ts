@@ -4,18 +4,11 @@
  *   const { deps } = await createNodeDeps(loadConfig(process.env));
  *   http.createServer(createNodeListener(deps)).listen(3000);
  */
-import { getRequestListener } from "@hono/node-server";
-import { createApp } from "./app.ts";
-import type { AppDeps } from "./deps.ts";
-import { requestErrorResponse } from "./runtime/http-server.ts";
 
 export { createApp } from "./app.ts";
 export { loadConfig, type HangarConfig } from "./config.ts";
 export type { AppDeps, AppEnv, Clock, Logger } from "./deps.ts";
 export { createNodeDeps, nodePeerAddress } from "./runtime/node-deps.ts";
 export { runMaintenance } from "./domain/setup/maintenance.ts";
-
 /** A `node:http` request listener serving the whole handler set; the socket peer feeds the loopback rules. */
-export function createNodeListener(deps: AppDeps) {
-  return getRequestListener(createApp(deps).fetch, { errorHandler: requestErrorResponse });
-}
+export { createNodeListener } from "./runtime/node-listener.ts";

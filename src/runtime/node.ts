@@ -1,12 +1,10 @@
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createApp } from "../app.ts";
 import type { HangarConfig } from "../config.ts";
 import { loadInstance } from "../domain/setup/instance.ts";
 import { runMaintenance } from "../domain/setup/maintenance.ts";
-import { answerClientErrorsWithJson, requestErrorResponse, setServerTimeouts } from "./http-server.ts";
-import { installFetchLite } from "./fetch-lite.ts";
-import { createNodeListener } from "./node-listener.ts";
+import { createHttpServer } from "./http-server.ts";
+import { consoleToLog, createNodeListener } from "./node-listener.ts";
 import { createNodeDeps } from "./node-deps.ts";
 import { startOutboxLoop } from "./outbox-loop.ts";
 import { prepareDataDir, removeDaemonUrl, writeDaemonUrl } from "./data-dir.ts";
@@ -28,29 +26,21 @@ export interface RunningDaemon {
 
 /** `hangar serve`: database, migrations, app, listener, periodic maintenance; stops cleanly on SIGTERM/SIGINT. */
 export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> {
-  // Headers and Response without Node's bundled undici (fetch-lite.ts): a daemon that sends nothing out never loads it.
-  installFetchLite();
   prepareDataDir(config.dataDir);
   const runtime = await createNodeDeps(config);
   const { deps } = runtime;
-  const app = createApp(deps);
+  // stderr carries JSON records only, whatever a library prints (CONTRACT §1).
+  consoleToLog(deps.log);
   // Before the listener opens, so no upload of this process can be in flight (CONTRACT §7's last rule).
   await removeCrashLeftovers(deps);
 
   let server: Server;
   try {
     server = await new Promise((resolve, reject) => {
-      // A request that cannot become a Request (a malformed target or Host header) gets JSON from errorHandler.
-      const s = createServer(
-        createNodeListener(app.fetch, {
-          hostname: config.host,
-          errorHandler: requestErrorResponse,
-          // stderr carries JSON records only (CONTRACT §1).
-          onResponseError: (err) => deps.log({ time: new Date().toISOString(), level: "error", msg: "an answer failed while it was being sent", error: describeError(err) }),
-        }),
-      );
-      answerClientErrorsWithJson(s);
-      setServerTimeouts(s);
+      const s = createHttpServer(createNodeListener(deps, { hostname: config.host }), {
+        headersTimeoutMs: config.headersTimeoutMs,
+        bodyTimeoutMs: config.bodyTimeoutMs,
+      });
       s.listen(config.port, config.host, () => resolve(s));
       // A taken port or an address this machine does not have: a clear message instead of a crash.
       s.once("error", (err: NodeJS.ErrnoException) => reject(new ListenError(`cannot listen on ${config.host}:${config.port}: ${err.code ?? err.message}`)));

@@ -5,7 +5,6 @@
 // machine gives a genuinely non-loopback peer.
 import { createHash, randomBytes } from "node:crypto";
 import { readdirSync, rmSync, statSync } from "node:fs";
-import { createServer } from "node:http";
 import net from "node:net";
 import { networkInterfaces } from "node:os";
 import { join, relative } from "node:path";
@@ -14,7 +13,7 @@ import { openDb } from "../../src/db/client.ts";
 import { writeSetting } from "../../src/domain/setup/instance.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { systemClock } from "../../src/deps.ts";
-import { setServerTimeouts } from "../../src/runtime/http-server.ts";
+import { createHttpServer } from "../../src/runtime/http-server.ts";
 import { daemonCaller, DEFAULT_SHA, type Caller } from "../helpers/builds.ts";
 import { makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 
@@ -402,43 +401,52 @@ describe("malformed and truncated requests", () => {
 });
 
 describe("slow clients (the daemon's listener settings)", () => {
-  it("an upload may take longer than Node's 300 s whole-request limit while it keeps moving; a stalled one is closed", async () => {
-    const server = createServer((req, res) => {
-      let n = 0;
-      req.on("data", (d: Buffer) => (n += d.length));
-      req.on("end", () => res.end(`got ${n}`));
-      req.on("error", () => undefined);
-    });
-    // The daemon's settings, with a one-second idle limit so the test is quick.
-    setServerTimeouts(server, 1000);
+  it("an upload may take longer than the body time-out while it keeps moving; a stalled one is closed; any other slow body gets 408", async () => {
+    // The daemon's server, with a one-second body limit so the test is quick.
+    const server = createHttpServer(
+      (req, res) => {
+        let n = 0;
+        req.on("data", (d: Buffer) => (n += d.length));
+        req.on("end", () => res.end(`got ${n}`));
+        req.on("error", () => undefined);
+      },
+      { headersTimeoutMs: 10_000, bodyTimeoutMs: 1000, idleTimeoutMs: 10_000 },
+    );
     expect(server.requestTimeout).toBe(0);
     await new Promise<void>((r) => server.listen(0, LOCAL, () => r()));
     const serverPort = (server.address() as net.AddressInfo).port;
-    try {
-      // Ten bytes over about 2.5 s, a byte every 250 ms: more than the idle limit in total, never idle that long.
-      const moving = new Promise<string>((resolve) => {
+    /** Sends the head, then `bytes` body bytes one every `everyMs`; resolves with what came back and when the socket closed. */
+    const trickle = (head: string, bytes: number, everyMs: number) =>
+      new Promise<{ out: string; closedAfterMs: number }>((resolve) => {
+        const started = Date.now();
         const socket = net.connect(serverPort, LOCAL);
         let out = "";
         socket.on("data", (d: Buffer) => (out += d.toString()));
-        socket.on("close", () => resolve(out));
-        socket.write("PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\nConnection: close\r\n\r\n");
+        socket.on("error", () => undefined);
+        socket.on("close", () => {
+          clearInterval(timer);
+          resolve({ out, closedAfterMs: Date.now() - started });
+        });
+        socket.write(head);
         let sent = 0;
         const timer = setInterval(() => {
-          socket.write("a");
-          if (++sent === 10) clearInterval(timer);
-        }, 250);
+          if (sent++ < bytes && !socket.destroyed) socket.write("a");
+        }, everyMs);
       });
-      expect(await moving).toMatch(/^HTTP\/1\.1 200[\s\S]*got 10$/);
-      // Two bytes, then silence: closed once the idle limit passes, long before the client would give up.
-      const started = Date.now();
-      const stalled = await new Promise<number>((resolve) => {
-        const socket = net.connect(serverPort, LOCAL);
-        socket.on("error", () => undefined);
-        socket.on("close", () => resolve(Date.now() - started));
-        socket.write("PUT /upload HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\naa");
-      });
-      expect(stalled).toBeGreaterThanOrEqual(900);
-      expect(stalled).toBeLessThan(5000);
+    const upload = "/v1/artifacts/local-upload/token";
+    try {
+      // Ten bytes over about 2.5 s, a byte every 250 ms: more than the limit in total, never still that long.
+      const moving = await trickle(`PUT ${upload} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\nConnection: close\r\n\r\n`, 10, 250);
+      expect(moving.out).toMatch(/^HTTP\/1\.1 200[\s\S]*got 10$/);
+      // Two bytes, then silence: closed once the limit passes without a byte, long before the client would give up.
+      const stalled = await trickle(`PUT ${upload} HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n`, 2, 10);
+      expect(stalled.closedAfterMs).toBeGreaterThanOrEqual(900);
+      expect(stalled.closedAfterMs).toBeLessThan(5000);
+      // The same moving body on any other route: 408 once the limit passes, with a JSON body.
+      const other = await trickle("POST /v1/projects HTTP/1.1\r\nHost: localhost\r\nContent-Length: 10\r\n\r\n", 10, 250);
+      expect(other.out).toMatch(/^HTTP\/1\.1 408 [\s\S]*\{"code":"invalid_input","message":"[^"]+"\}$/);
+      expect(other.closedAfterMs).toBeGreaterThanOrEqual(900);
+      expect(other.closedAfterMs).toBeLessThan(2400);
     } finally {
       server.closeAllConnections();
       await new Promise((r) => server.close(r));

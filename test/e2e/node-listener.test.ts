@@ -1,5 +1,5 @@
-// The daemon's own Node listener (src/runtime/node-listener.ts, which replaced @hono/node-server's in `hangar
-// serve`), on raw sockets: a chunked JSON body gets the same answer as the same body with a Content-Length, and
+// The daemon's Node listener (src/runtime/node-listener.ts: @hono/node-server's, with JSON errors), on raw
+// sockets: a chunked JSON body gets the same answer as the same body with a Content-Length, and
 // one over the cap is refused with 413; a body nobody read is drained so the connection carries the next
 // request; HEAD answers GET's status and headers without a body; multiple cookies stay separate headers.
 import net from "node:net";

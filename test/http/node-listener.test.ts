@@ -1,11 +1,11 @@
-// The daemon's Node listener (src/runtime/node-listener.ts) around a plain fetch callback, on a real socket: what
-// the daemon tests cannot provoke on purpose (an answer whose stream fails half-way, a callback that throws).
+// The daemon's Node listener (src/runtime/node-listener.ts: @hono/node-server's, with JSON errors) around a plain
+// fetch callback, on a real socket: what the daemon tests cannot provoke on purpose (an answer whose stream fails
+// half-way, a callback that throws, headers that cannot be written).
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import net from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { LiteResponse } from "../../src/runtime/fetch-lite.ts";
-import { createNodeListener, RequestError } from "../../src/runtime/node-listener.ts";
+import { consoleToLog, nodeRequestListener } from "../../src/runtime/node-listener.ts";
 
 let server: Server | undefined;
 afterEach(async () => {
@@ -13,7 +13,7 @@ afterEach(async () => {
   server = undefined;
 });
 
-async function listen(listener: ReturnType<typeof createNodeListener>): Promise<number> {
+async function listen(listener: ReturnType<typeof nodeRequestListener>): Promise<number> {
   server = createServer(listener);
   await new Promise<void>((resolve) => server!.listen(0, "127.0.0.1", resolve));
   return (server.address() as AddressInfo).port;
@@ -31,60 +31,65 @@ function raw(port: number, bytes: string): Promise<string> {
   });
 }
 
-const errorAnswer = (err: unknown) =>
-  new LiteResponse(JSON.stringify({ code: err instanceof RequestError ? "invalid_input" : "internal_error" }), {
-    status: err instanceof RequestError ? 400 : 500,
-    headers: { "content-type": "application/json" },
-  }) as unknown as Response;
+type LogRecord = Record<string, unknown>;
 
-describe("createNodeListener", () => {
-  it("an answer whose stream fails half-way is reported once and the connection is closed, not left hanging", async () => {
-    const reported: Error[] = [];
+describe("nodeRequestListener", () => {
+  it("an answer whose stream fails half-way is logged once as JSON and the connection is closed, not left hanging", async () => {
+    const logged: LogRecord[] = [];
+    // What the daemon does at start: whatever the adapter prints becomes a log record.
+    const restoreConsole = consoleToLog((r) => logged.push(r));
     const port = await listen(
-      createNodeListener(
+      nodeRequestListener(
         () =>
-          new LiteResponse(
+          new Response(
             new ReadableStream<Uint8Array>({
               start(controller) {
                 controller.enqueue(new TextEncoder().encode("first part;"));
               },
-              pull(controller) {
+              async pull(controller) {
+                // The first part is on its way to the client when the source fails, as a download's would be.
+                await new Promise((r) => setTimeout(r, 50));
                 controller.error(new Error("the disk went away"));
               },
             }),
             { headers: { "content-type": "text/plain" } },
-          ) as unknown as Response,
-        { errorHandler: errorAnswer, onResponseError: (err) => reported.push(err) },
+          ),
+        { log: (r) => logged.push(r) },
       ),
     );
-    const answer = await raw(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
-    expect(answer).toContain("first part;");
-    expect(answer).not.toMatch(/\r\n0\r\n\r\n$/); // never ended as if complete
-    expect(reported.map((e) => e.message)).toEqual(["the disk went away"]);
+    try {
+      const answer = await raw(port, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+      expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+      expect(answer).toContain("first part;");
+      expect(answer).not.toMatch(/\r\n0\r\n\r\n$/); // never ended as if complete
+      expect(answer).not.toContain("Error:");
+      expect(logged.filter((r) => r.level === "error").map((r) => r.error)).toEqual(["Error: the disk went away"]);
+    } finally {
+      restoreConsole();
+    }
   });
 
   it("a callback that throws gets errorHandler's answer; a bad Host header reaches it as a RequestError", async () => {
     const port = await listen(
-      createNodeListener(
+      nodeRequestListener(
         () => {
           throw new Error("boom");
         },
-        { errorHandler: errorAnswer },
+        { log: () => undefined },
       ),
     );
     expect(await raw(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 500 [\s\S]*"internal_error"/);
     expect(await raw(port, "GET / HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 400 [\s\S]*"invalid_input"/);
     expect(await raw(port, "GET /a\\b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")).toMatch(/^HTTP\/1\.1 400 [\s\S]*"invalid_input"/);
+    const twoHosts = await raw(port, "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n");
+    expect(twoHosts).toMatch(/^HTTP\/1\.1 400 [\s\S]*"code":"invalid_input"/);
+    expect(twoHosts.toLowerCase()).toContain("connection: close");
   });
 
   it("a header value that would inject a header is never written: the client gets a JSON 500, and it is reported", async () => {
-    const reported: Error[] = [];
+    const reported: LogRecord[] = [];
     const port = await listen(
-      createNodeListener(() => new LiteResponse("x", { headers: { "x-name": "a\r\nSet-Cookie: evil=1" } }) as unknown as Response, {
-        errorHandler: errorAnswer,
-        onResponseError: (err) => reported.push(err),
-      }),
+      nodeRequestListener(() => new Response("x", { headers: { "x-name": "a\r\nSet-Cookie: evil=1" } }), { log: (r) => reported.push(r) }),
     );
     const answer = await raw(port, "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     expect(answer).toMatch(/^HTTP\/1\.1 500 [\s\S]*"code":"internal_error"/);
@@ -97,13 +102,13 @@ describe("createNodeListener", () => {
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
     const port = await listen(
-      createNodeListener(
+      nodeRequestListener(
         async (req) => {
           signals.push(req.signal);
           if (new URL(req.url).pathname === "/slow") await released;
-          return new LiteResponse("ok") as unknown as Response;
+          return new Response("ok");
         },
-        { errorHandler: errorAnswer },
+        { log: () => undefined },
       ),
     );
     await raw(port, "GET /fast HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");

@@ -1,10 +1,9 @@
-import type { Context, Next } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { createMiddleware } from "hono/factory";
 import type { AppEnv, Logger } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { MetricsRegistry } from "../../domain/common/metrics.ts";
 import { observeRequest } from "./metrics.ts";
-import { readStreamCapped } from "../../domain/common/streams.ts";
 
 /** A URL path segment that is one of our tokens: 32 bytes base64url (43 chars, with or without a bearer prefix such as hgu_) or 64 hex. */
 const TOKEN_SEGMENT = /^(?:(?:hg[usrw]_)?[A-Za-z0-9_-]{43}|[0-9a-fA-F]{64})$/;
@@ -53,10 +52,9 @@ export function isoNow(now = Date.now()): string {
 
 /**
  * Request id, one JSON log line per request, and the response headers every answer carries (CONTRACT §2).
- * The headers are set before the handler runs, so the response the handler builds through `c` carries them
- * from the start: setting a header on a finished response makes Hono rebuild it (and @hono/node-server then
- * writes it as a stream), which cost as much as the rest of a cheap request. A handler that returns a Response
- * of its own, or changed one of these headers, gets them set on the finished response as before.
+ * The headers are set before the handler runs, so the answer the handler builds through `c` is made with them
+ * (setting a header on a finished answer makes Hono copy it). A handler that returns a Response of its own, or
+ * changed one of these headers, gets them set on the finished answer.
  */
 export function requestContext(log: Logger, enabled: boolean, metrics?: MetricsRegistry) {
   return createMiddleware<AppEnv>(async (c, next) => {
@@ -93,34 +91,27 @@ export function requestContext(log: Logger, enabled: boolean, metrics?: MetricsR
 }
 
 /**
- * JSON bodies are capped (413 payload_too_large); upload and log routes have their own limits. A declared
- * Content-Length over the cap is refused before a byte is read; a chunked body is read up to the cap and handed
- * on as bytes (Hono's bodyLimit does the same, but builds its Request from the old one, which only works with the
- * platform's Request class, not with the daemon's lighter one).
+ * JSON bodies are capped (413 payload_too_large) with Hono's bodyLimit: a declared Content-Length over the cap is
+ * refused before a byte is read, a chunked body is read up to the cap. Artifact uploads and webhook deliveries (up
+ * to 25 MiB) read their bodies with their own caps.
  */
 export function jsonBodyCap(maxBytes: number) {
-  const tooLarge = () => new ApiError(413, "payload_too_large", `request body exceeds ${maxBytes} bytes`);
-  const readChunked = async (c: Context<AppEnv>, next: Next) => {
-    const raw = c.req.raw;
-    const bytes = await readStreamCapped(raw.body, null, maxBytes, tooLarge);
-    c.req.raw = new Request(raw.url, { method: raw.method, headers: raw.headers, body: bytes, signal: raw.signal });
-    return next();
-  };
-  // Not async: it only chooses what runs next (no async frame per request).
+  const limit = bodyLimit({
+    maxSize: maxBytes,
+    onError: () => {
+      throw new ApiError(413, "payload_too_large", `request body exceeds ${maxBytes} bytes`);
+    },
+  });
   return createMiddleware<AppEnv>((c, next) => {
-    // A GET or HEAD request has no body.
     const method = c.req.method;
     if (method === "GET" || method === "HEAD") return next();
-    if (c.req.path.startsWith("/v1/artifacts/local-upload/")) return next();
-    // Webhook deliveries may be up to 25 MiB; their route reads the body with its own cap.
-    if (c.req.path.startsWith("/v1/hooks/")) return next();
-    const headers = c.req.raw.headers;
-    const length = headers.get("content-length");
-    if (length !== null && !headers.has("transfer-encoding")) {
-      if (Number.parseInt(length, 10) > maxBytes) throw tooLarge();
-      return next();
-    }
-    if (!c.req.raw.body) return next();
-    return readChunked(c, next);
+    const path = c.req.path;
+    if (path.startsWith("/v1/artifacts/local-upload/") || path.startsWith("/v1/hooks/")) return next();
+    // A declared length within the cap needs no reading here (the HTTP parser holds the body to it): the body is
+    // left untouched, so one the handler never reads (a request refused before) is simply discarded and the
+    // connection carries the next request. bodyLimit would open the body as a stream to ask whether there is one.
+    const length = c.req.header("content-length");
+    if (length !== undefined && c.req.header("transfer-encoding") === undefined && Number.parseInt(length, 10) <= maxBytes) return next();
+    return limit(c, next);
   });
 }

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import type { HttpBindings } from "@hono/node-server";
-import { Hono, type Context } from "hono";
+import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
   abortArtifact,
@@ -24,19 +23,6 @@ import * as json from "../responses.ts";
 
 /** Where the caller reached us: links to the daemon itself are built on it (local mode). */
 const requestOrigin = (url: string): string => new URL(url).origin;
-
-/**
- * The request body as an async iterable. Under @hono/node-server the socket stream itself (it is one): the
- * Web-stream wrapper around it costs a promise hop per 64 KiB and about half the upload throughput. Any other
- * host (Workers, app.request in tests) gets the standard body.
- */
-function rawBody(c: Context<AppEnv>): AsyncIterable<Uint8Array> | null {
-  const incoming = (c.env as Partial<HttpBindings> | undefined)?.incoming;
-  // destroyOnReturn: false — a refused body must not destroy the socket before the error answer is written;
-  // the server drains what is left.
-  if (incoming && !incoming.readableDidRead) return incoming.iterator({ destroyOnReturn: false });
-  return c.req.raw.body;
-}
 
 /**
  * A byte answer as a Response; the body streams as the client reads. With `metrics`, the bytes actually sent are
@@ -103,7 +89,7 @@ export function artifactsRoutes(deps: AppDeps) {
       errors: { 400: ["size_mismatch", "checksum_mismatch"], 410: ["link_expired"], 413: ["upload_too_large", "payload_too_large"] },
       example: { contentType: "application/octet-stream", rawBody: "<the artifact's bytes>" },
     }), async (c) => {
-      const received = await receiveLocalUpload(deps, { token: c.req.param("token"), body: rawBody(c), contentLength: c.req.header("content-length") });
+      const received = await receiveLocalUpload(deps, { token: c.req.param("token"), body: c.req.raw.body, contentLength: c.req.header("content-length") });
       deps.metrics?.artifactBytes.inc({ direction: "upload" }, received.received_bytes);
       return c.json(received);
     })

@@ -28,7 +28,7 @@ export function runnerBundleRoutes(deps: AppDeps) {
       "x-content-type-options": "nosniff",
     };
     const match = c.req.header("if-none-match");
-    if (match !== undefined && match.split(",").some((t) => t.trim().replace(/^W\//, "") === bundle.etag || t.trim() === "*")) {
+    if (match?.split(",").some((t) => t.trim().replace(/^W\//, "") === bundle.etag || t.trim() === "*")) {
       return c.body(null, 304, headers);
     }
     return c.body(bundle.bytes, 200, headers);
