@@ -33,6 +33,7 @@ export const ConfigSchema = z.object({
   HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
   HANGAR_LOG_STREAM_MAX_S: seconds(300),
+  HANGAR_SIGNING_CHECK_INTERVAL_S: seconds(86_400),
 });
 
 export interface HangarConfig {
@@ -70,6 +71,8 @@ export interface HangarConfig {
   logGraceS: number;
   /** How long one live-log event stream of the build page stays open; the browser then resumes it (Last-Event-ID). */
   logStreamMaxS: number;
+  /** How often the signing health pass looks for expiring certificates and profiles (docs/signing.md). */
+  signingCheckIntervalS: number;
 }
 
 export class ConfigError extends Error {}
@@ -118,5 +121,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     maxLogBytes: e.HANGAR_MAX_LOG_BYTES,
     logGraceS: e.HANGAR_LOG_GRACE_S,
     logStreamMaxS: e.HANGAR_LOG_STREAM_MAX_S,
+    signingCheckIntervalS: e.HANGAR_SIGNING_CHECK_INTERVAL_S,
   };
 }
