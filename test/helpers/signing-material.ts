@@ -119,3 +119,49 @@ export function writeTempFile(name: string, bytes: Uint8Array): string {
   writeFileSync(path, bytes);
   return path;
 }
+
+let sampleIdentity: SigningIdentity | null = null;
+let sampleProfile: Uint8Array | null = null;
+const p12ByPassword = new Map<string, string>();
+const keystoreByKey = new Map<string, AndroidKeystore>();
+
+/**
+ * A valid iOS upload body (a real PKCS#12 under `password` and a profile listing its certificate), made once per
+ * test process and password: for tests about something else than signing that still need material that opens.
+ */
+export function iosSigningBody(password = P12_PASSWORD): { certificate_p12_base64: string; certificate_password: string; provisioning_profiles_base64: string[] } {
+  sampleIdentity ??= makeSigningIdentity();
+  sampleProfile ??= makeSigningProfile({ certificates: [sampleIdentity.certDer], uuid: "5B1D1A3C-0000-4000-8000-00000000C0DE", bundleId: "com.example.demo", expiresAt: Math.floor(Date.now() / 1000) + 300 * 86_400 });
+  let p12 = p12ByPassword.get(password);
+  if (!p12) {
+    const dir = workDir();
+    writeFileSync(join(dir, "cert.pem"), sampleIdentity.certPem);
+    writeFileSync(join(dir, "key.pem"), sampleIdentity.keyPem);
+    execFileSync("openssl", ["pkcs12", "-export", "-inkey", join(dir, "key.pem"), "-in", join(dir, "cert.pem"), "-passout", `pass:${password}`, "-out", join(dir, "id.p12")], { stdio: "ignore" });
+    p12 = b64(new Uint8Array(readFileSync(join(dir, "id.p12"))));
+    p12ByPassword.set(password, p12);
+  }
+  return { certificate_p12_base64: p12, certificate_password: password, provisioning_profiles_base64: [b64(sampleProfile)] };
+}
+
+/** A valid Android upload body: a real JKS keystore (passwords of at least 6 characters, as keytool requires). */
+export function androidSigningBody(options: { storePassword?: string; keyPassword?: string; alias?: string } = {}) {
+  const storePassword = options.storePassword ?? "store-secret-1";
+  const keyPassword = options.keyPassword ?? "key-secret-22";
+  const alias = options.alias ?? "upload";
+  const key = JSON.stringify([storePassword, keyPassword, alias]);
+  let store = keystoreByKey.get(key);
+  if (!store) {
+    const dir = workDir();
+    const file = join(dir, "upload.jks");
+    execFileSync(
+      "keytool",
+      ["-genkeypair", "-keystore", file, "-storetype", "JKS", "-storepass", storePassword, "-keypass", keyPassword, "-alias", alias, "-keyalg", "RSA",
+        "-keysize", "2048", "-dname", "CN=Example Upload, O=Example", "-validity", "10000"],
+      { stdio: "ignore" },
+    );
+    store = { bytes: new Uint8Array(readFileSync(file)), storePassword, keyPassword, alias };
+    keystoreByKey.set(key, store);
+  }
+  return { keystore_base64: b64(store.bytes), keystore_password: storePassword, key_alias: alias, key_password: keyPassword };
+}

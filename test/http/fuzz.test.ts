@@ -11,6 +11,7 @@ import { ERROR_CODES } from "../../src/errors.ts";
 import { makeTestApp, type CallResult, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, DEFAULT_SHA, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { createUser, sessionFor, startSetup } from "../helpers/factories.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 type Json = unknown;
 type Credential = "setup" | "user" | "runner" | "none";
@@ -96,8 +97,8 @@ function samples(w: World): Record<string, Record<string, Json>> {
       },
     },
     "PUT /v1/projects/:project_id/source-credentials": { username: "git", token: "t0ken" },
-    "PUT /v1/projects/:project_id/signing/android": { keystore_base64: "AAAA", keystore_password: "p", key_alias: "k", key_password: "p" },
-    "PUT /v1/projects/:project_id/signing/ios": { certificate_p12_base64: "AAAA", certificate_password: "p", provisioning_profile_base64: "AAAA" },
+    "PUT /v1/projects/:project_id/signing/android": androidSigningBody(),
+    "PUT /v1/projects/:project_id/signing/ios": iosSigningBody(),
     "PUT /v1/projects/:project_id/secrets/:name": { value: "fuzz-secret-value" },
     "PUT /v1/projects/:project_id/protection": { branches: ["main", "release/**"] },
     "POST /v1/runners/register": { name: "fuzz-runner", capabilities: { platforms: ["ios"] } },
