@@ -1,7 +1,7 @@
 // iOS signing on the runner (docs/signing.md): a real daemon and runner hand a job every profile as
 // HANGAR_IOS_PROFILES and remove them after it; the macOS keychain commands, checked line by line through the
 // runner's command seam (no Mac here), including the clean-up after a crash.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -194,5 +194,21 @@ describe("the macOS keychain and profile install (command lines through the seam
     security.calls.length = 0;
     expect(await cleanSigningLeftovers(security, workRoot, "build-", home)).toBe(0);
     expect(security.calls).toEqual([]);
+  });
+
+  it("with --run-as, the profiles and the directories made for them in the build user's home are that user's", async () => {
+    if (process.getuid?.() !== 0) throw new Error("this test runs as root, as the --run-as runner does");
+    const secrets = join(scratch, "runas", "build-3-q", "secrets");
+    const home = join(scratch, "runas", "home");
+    mkdirSync(secrets, { recursive: true });
+    mkdirSync(home, { recursive: true });
+    const nobody = { uid: 65534, gid: 65534 };
+    const { app } = profiles();
+    await installProfiles(secrets, home, [{ uuid: APP_UUID, bytes: app }], { keychain: null, profiles: [] }, nobody);
+    for (const path of [join(home, "Library"), join(home, "Library", "MobileDevice"), profilesDirectory(home), join(profilesDirectory(home), `${APP_UUID}.mobileprovision`)]) {
+      expect([path, statSync(path).uid, statSync(path).gid]).toEqual([path, 65534, 65534]);
+    }
+    // The home itself stays as it was.
+    expect(statSync(home).uid).toBe(0);
   });
 });

@@ -3,7 +3,7 @@
 // manifest beside the job's signing files lists what was installed, so that a crash is undone at the next start.
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
+import { chown, mkdir, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { isAbsolute, join, relative, resolve } from "node:path";
 
 export interface CommandResult {
@@ -101,9 +101,23 @@ export interface ProfileToInstall {
  * Installs each profile as `<UUID>.mobileprovision` in the user's profiles directory and returns the paths, by
  * UUID. The manifest is written before each file, so a crash between the two leaves nothing unlisted.
  */
-export async function installProfiles(signingDir: string, home: string, profiles: ProfileToInstall[], installed: InstalledSigning): Promise<Map<string, string>> {
+export async function installProfiles(
+  signingDir: string,
+  home: string,
+  profiles: ProfileToInstall[],
+  installed: InstalledSigning,
+  owner?: { uid: number; gid: number },
+): Promise<Map<string, string>> {
   const dir = profilesDirectory(home);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const made = await mkdir(dir, { recursive: true, mode: 0o700 });
+  // With --run-as the runner (root) writes into the build user's home: the directories it made there (the
+  // first one mkdir made, down to the profiles directory) and the profiles are that user's.
+  if (owner && made) {
+    for (let d = resolve(dir); ; d = resolve(d, "..")) {
+      await chown(d, owner.uid, owner.gid);
+      if (d === resolve(made) || d === resolve(home) || d === "/") break;
+    }
+  }
   const paths = new Map<string, string>();
   for (const profile of profiles) {
     if (!UUID.test(profile.uuid)) continue;
@@ -114,6 +128,7 @@ export async function installProfiles(signingDir: string, home: string, profiles
     installed.profiles.push(path);
     await writeManifest(signingDir, installed);
     await writeFile(path, profile.bytes, { mode: 0o600 });
+    if (owner) await chown(path, owner.uid, owner.gid);
   }
   return paths;
 }

@@ -35,11 +35,14 @@ export interface SigningSystem {
   commands: CommandRunner;
   /** The home of the user that runs the steps (its profiles directory and keychain search list). */
   home: string;
+  /** The --run-as user: installed profiles become theirs. */
+  owner?: { uid: number; gid: number };
 }
 
 export function hostSigningSystem(identity: { uid?: number; gid?: number; home?: string } = {}): SigningSystem {
   const home = identity.home ?? homedir();
-  return { platform: process.platform, commands: systemCommandRunner({ uid: identity.uid, gid: identity.gid, env: { ...process.env, HOME: home } }), home };
+  const owner = identity.uid !== undefined && identity.gid !== undefined ? { uid: identity.uid, gid: identity.gid } : undefined;
+  return { platform: process.platform, commands: systemCommandRunner({ uid: identity.uid, gid: identity.gid, env: { ...process.env, HOME: home } }), home, owner };
 }
 
 /** Thrown for 403 secrets_withheld: the build goes on without the material. */
@@ -147,7 +150,7 @@ async function fetchAndWrite(
   const bytesOf = (p: IosProfile) => new Uint8Array(Buffer.from(p.base64, "base64"));
   let paths = new Map<string, string>();
   if (system.platform === "darwin") {
-    paths = await installProfiles(secretsDir, system.home, profiles.map((p) => ({ uuid: p.uuid, bytes: bytesOf(p) })), installed);
+    paths = await installProfiles(secretsDir, system.home, profiles.map((p) => ({ uuid: p.uuid, bytes: bytesOf(p) })), installed, system.owner);
     if (material.env.HANGAR_IOS_CERTIFICATE_PATH && password !== null) {
       const keychain = await createJobKeychain(system.commands, secretsDir, material.env.HANGAR_IOS_CERTIFICATE_PATH, password, installed);
       material.env.HANGAR_KEYCHAIN_PATH = keychain;
