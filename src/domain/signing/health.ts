@@ -128,6 +128,18 @@ async function queueNotice(deps: Pick<AppDeps, "db">, project: ProjectRow, item:
   return inserted.rowsAffected;
 }
 
+/**
+ * The pass after an upload: the upload is stored whatever happens here, so a failure is logged, not answered
+ * (the periodic pass catches up).
+ */
+export async function runSigningHealthPassAfterUpload(deps: Pick<AppDeps, "db" | "clock" | "secrets" | "log">, projectId: string): Promise<void> {
+  try {
+    await runSigningHealthPass(deps, { projectId });
+  } catch (err) {
+    deps.log({ time: new Date().toISOString(), level: "error", msg: "signing health pass failed", project_id: projectId, error: describeError(err) });
+  }
+}
+
 /** When the last periodic pass ran, per app instance: the maintenance loop runs a pass when one is due. */
 const lastPass = new WeakMap<object, number>();
 

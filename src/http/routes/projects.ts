@@ -29,7 +29,7 @@ import {
   storeIosSigning,
   toSigningAnswer,
 } from "../../domain/signing/signing.ts";
-import { runSigningHealthPass, signingHealth } from "../../domain/signing/health.ts";
+import { runSigningHealthPassAfterUpload, signingHealth } from "../../domain/signing/health.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
@@ -124,7 +124,7 @@ export function projectsRoutes(deps: AppDeps) {
       example: { body: { keystore_base64: "MIIKAgIBAzCCCbwGCSqGSIb3DQEHAaCCCa0=", keystore_password: "store-password", key_alias: "upload", key_password: "key-password" } },
     }), builders, jsonBody(androidSigningUploadSchema), async (c) => {
       const project = await storeAndroidSigning(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"));
-      await runSigningHealthPass(deps, { projectId: project.id });
+      await runSigningHealthPassAfterUpload(deps, project.id);
       return c.json(toSigningAnswer(project));
     })
     .put("/v1/projects/:project_id/signing/ios", apiDoc({
@@ -140,7 +140,7 @@ export function projectsRoutes(deps: AppDeps) {
       },
     }), builders, jsonBody(iosSigningUploadSchema), async (c) => {
       const project = await storeIosSigning(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"));
-      await runSigningHealthPass(deps, { projectId: project.id });
+      await runSigningHealthPassAfterUpload(deps, project.id);
       return c.json(toSigningAnswer(project));
     });
 }

@@ -6,7 +6,7 @@ import type { Child } from "hono/jsx";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { deleteSecret, listSecrets, protectedBranches, protectionSchema, putSecret, putSecretSchema, SECRET_NAME, setProtection } from "../../domain/projects/project-secrets.ts";
 import { sourceCredentialsSchema, storeProjectSecret, type ProjectRow } from "../../domain/projects/projects.ts";
-import { projectHealthItems, runSigningHealthPass, type SigningHealthItem } from "../../domain/signing/health.ts";
+import { projectHealthItems, runSigningHealthPassAfterUpload, type SigningHealthItem } from "../../domain/signing/health.ts";
 import { androidSigningUploadSchema, encodeBase64, iosSigningUploadSchema, storeAndroidSigning, storeIosSigning } from "../../domain/signing/signing.ts";
 import { ApiError } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
@@ -322,7 +322,7 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       } catch (err) {
         return show(c, id, { form: "android", error: refusal(err), values }, 400);
       }
-      await runSigningHealthPass(deps, { projectId: id });
+      await runSigningHealthPassAfterUpload(deps, id);
       return done(c, id, "Android keystore saved. Its passwords are not shown again.");
     })
     .post("/projects/:project_id/signing/ios", builders, async (c) => {
@@ -341,7 +341,7 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       } catch (err) {
         return show(c, id, { form: "ios", error: refusal(err) }, 400);
       }
-      await runSigningHealthPass(deps, { projectId: id });
+      await runSigningHealthPassAfterUpload(deps, id);
       return done(c, id, "Certificate and profiles saved. The certificate's password is not shown again.");
     })
     .post("/projects/:project_id/secrets", builders, async (c) => {
