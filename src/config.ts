@@ -35,6 +35,7 @@ export const ConfigSchema = z.object({
   HANGAR_LOG_STREAM_MAX_S: seconds(300),
   HANGAR_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
   HANGAR_BODY_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
+  HANGAR_SIGNING_CHECK_INTERVAL_S: seconds(86_400),
 });
 
 export interface HangarConfig {
@@ -76,6 +77,8 @@ export interface HangarConfig {
   headersTimeoutMs: number;
   /** A request's body must arrive within this after its headers (408 or the connection closed; uploads: while moving). */
   bodyTimeoutMs: number;
+  /** How often the signing health pass looks for expiring certificates and profiles (docs/signing.md). */
+  signingCheckIntervalS: number;
 }
 
 export class ConfigError extends Error {}
@@ -126,5 +129,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     logStreamMaxS: e.HANGAR_LOG_STREAM_MAX_S,
     headersTimeoutMs: e.HANGAR_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: e.HANGAR_BODY_TIMEOUT_MS,
+    signingCheckIntervalS: e.HANGAR_SIGNING_CHECK_INTERVAL_S,
   };
 }

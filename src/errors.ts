@@ -41,6 +41,8 @@ export const ERROR_CODES = [
   "install_not_possible",
   // webhooks, notifications, credential release (CONTRACT §5, §11, §12)
   "invalid_signature", "secrets_withheld", "destination_not_allowed",
+  // signing material checked on upload (docs/signing.md)
+  "invalid_certificate", "invalid_profile", "certificate_not_in_profile", "invalid_keystore",
   // several daemons on a libSQL server (CONTRACT §8)
   "database_busy",
 ] as const;

@@ -36,6 +36,8 @@ import type { readNetworkSettings } from "../domain/settings/network-settings.ts
 import type { runPreflight } from "../domain/setup/preflight.ts";
 import type { completeSetup, setSetupPreferences, setupStatus, verifyBootstrapToken } from "../domain/setup/setup.ts";
 import { ERROR_CODES } from "../errors.ts";
+import type { readSigning, toSigningAnswer } from "../domain/signing/signing.ts";
+import type { signingHealth } from "../domain/signing/health.ts";
 
 /**
  * The JSON every `/v1/` route answers, as zod schemas: the OpenAPI document's response schemas (registered per
@@ -284,6 +286,37 @@ function buildAnswerSchemas() {
     certificate_p12_base64: z.string(),
     certificate_password: z.string(),
     provisioning_profile_base64: z.string(),
+    provisioning_profiles: z.array(
+      z.object({ uuid: z.string().nullable(), name: z.string().nullable(), bundle_id_pattern: z.string().nullable(), profile_base64: z.string() }),
+    ),
+  });
+  const SigningCertificateJson = z.object({ subject: z.string(), team_id: z.string().nullable(), serial: z.string(), expires_at: time });
+  const SigningProfileJson = z.object({
+    name: z.string(),
+    uuid: z.string(),
+    app_id: z.string(),
+    team_id: z.string().nullable(),
+    kind: z.enum(["app_store", "ad_hoc", "enterprise", "development"]),
+    expires_at: time.nullable(),
+    device_count: z.number().int().nullable(),
+  });
+  const SigningJson = z.object({
+    ios: z.object({ certificate: SigningCertificateJson, profiles: z.array(SigningProfileJson) }).nullable(),
+    android: z.object({ key_alias: z.string(), certificate: z.object({ subject: z.string(), expires_at: time }) }).nullable(),
+  });
+  const SigningAnswerJson = ProjectJson.extend(SigningJson.shape);
+  const SigningHealthJson = z.object({
+    items: z.array(
+      z.object({
+        project_id: id,
+        kind: z.enum(["ios_certificate", "ios_profile", "android_certificate"]),
+        uuid: z.string().optional(),
+        serial: z.string().optional(),
+        name: z.string(),
+        expires_at: time,
+        state: z.enum(["ok", "expiring", "expired"]),
+      }),
+    ),
   });
   const JobSecretsJson = z.record(z.string(), z.string());
 
@@ -378,7 +411,7 @@ function buildAnswerSchemas() {
   });
   const NotificationCreatedJson = NotificationJson.extend({ secret: z.string().optional() });
   const DeliveryAttemptJson = z.object({ id, attempt: z.number().int(), status_code: z.number().int().nullable(), error: z.string().nullable(), created_at: time });
-  return { ErrorJson, OkJson, SetupStatusJson, SessionTokenJson, SetupPreferencesJson, OwnerCreatedJson, OidcOwnerVerifiedJson, SetupCompleteJson, OidcConfiguredJson, AuthorizationJson, TrustedProxyConfiguredJson, SignedInJson, UserJson, OwnershipTransferJson, AuditEventJson, PreferencesJson, PreferencesUpdatedJson, NetworkSettingsJson, NetworkSettingsAnswerJson, PreflightJson, OidcSettingsJson, LocalLoginSettingJson, ArtifactStorageJson, ProjectJson, PipelineJson, SecretJson, ProtectionJson, BuildJson, QueueJson, BuildWithQueueJson, CreatedBuildJson, RunnerJson, RegisteredRunnerJson, RunnerTokenJson, HeartbeatJson, ClaimedJobJson, JobJson, LogAppendedJson, CheckoutAuthJson, AndroidSigningJson, IosSigningJson, JobSecretsJson, AppMetadataJson, ArtifactJson, ArtifactCreatedJson, ArtifactAnswerJson, UploadReceivedJson, DownloadLinkJson, InstallLinkJson, WebhookJson, WebhookCreatedJson, WebhookDeliveryJson, HookAnswerJson, NotificationJson, NotificationCreatedJson, DeliveryAttemptJson };
+  return { ErrorJson, OkJson, SetupStatusJson, SessionTokenJson, SetupPreferencesJson, OwnerCreatedJson, OidcOwnerVerifiedJson, SetupCompleteJson, OidcConfiguredJson, AuthorizationJson, TrustedProxyConfiguredJson, SignedInJson, UserJson, OwnershipTransferJson, AuditEventJson, PreferencesJson, PreferencesUpdatedJson, NetworkSettingsJson, NetworkSettingsAnswerJson, PreflightJson, OidcSettingsJson, LocalLoginSettingJson, ArtifactStorageJson, ProjectJson, PipelineJson, SecretJson, ProtectionJson, BuildJson, QueueJson, BuildWithQueueJson, CreatedBuildJson, RunnerJson, RegisteredRunnerJson, RunnerTokenJson, HeartbeatJson, ClaimedJobJson, JobJson, LogAppendedJson, CheckoutAuthJson, AndroidSigningJson, IosSigningJson, SigningJson, SigningAnswerJson, SigningHealthJson, JobSecretsJson, AppMetadataJson, ArtifactJson, ArtifactCreatedJson, ArtifactAnswerJson, UploadReceivedJson, DownloadLinkJson, InstallLinkJson, WebhookJson, WebhookCreatedJson, WebhookDeliveryJson, HookAnswerJson, NotificationJson, NotificationCreatedJson, DeliveryAttemptJson };
 }
 
 let answerSchemas: ReturnType<typeof buildAnswerSchemas> | undefined;
@@ -425,6 +458,9 @@ export const LogAppendedJson = z.lazy(() => answers().LogAppendedJson);
 export const CheckoutAuthJson = z.lazy(() => answers().CheckoutAuthJson);
 export const AndroidSigningJson = z.lazy(() => answers().AndroidSigningJson);
 export const IosSigningJson = z.lazy(() => answers().IosSigningJson);
+export const SigningJson = z.lazy(() => answers().SigningJson);
+export const SigningAnswerJson = z.lazy(() => answers().SigningAnswerJson);
+export const SigningHealthJson = z.lazy(() => answers().SigningHealthJson);
 export const JobSecretsJson = z.lazy(() => answers().JobSecretsJson);
 export const AppMetadataJson = z.lazy(() => answers().AppMetadataJson);
 export const ArtifactJson = z.lazy(() => answers().ArtifactJson);
@@ -506,6 +542,9 @@ export type ResponseSchemaTies = [
   Tie<SameShape<Answer<typeof jobSecrets>, Output<typeof JobSecretsJson>>>,
   Tie<SameShape<Answer<typeof androidSigning>, Output<typeof AndroidSigningJson>>>,
   Tie<SameShape<Answer<typeof iosSigning>, Output<typeof IosSigningJson>>>,
+  Tie<SameShape<Answer<typeof readSigning>, Output<typeof SigningJson>>>,
+  Tie<SameShape<ReturnType<typeof toSigningAnswer>, Output<typeof SigningAnswerJson>>>,
+  Tie<SameShape<Answer<typeof signingHealth>, Output<typeof SigningHealthJson>>>,
   Tie<SameShape<ReturnType<typeof toArtifactJson>, Output<typeof ArtifactJson>>>,
   Tie<SameShape<Answer<typeof createArtifact>, Output<typeof ArtifactCreatedJson>>>,
   Tie<SameShape<{ artifact: Answer<typeof abortArtifact> }, Output<typeof ArtifactAnswerJson>>>,

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
 import { getLog, removeDir, startReadyDaemon, startRunner, stopRunner, waitFor, waitForFinal, type ReadyDaemon } from "./runner-harness.ts";
+import { androidSigningBody } from "../helpers/signing-material.ts";
 
 let d: ReadyDaemon;
 let repo: GitRepo;
@@ -77,7 +78,7 @@ describe("runner isolation, end to end", () => {
     await d.api.call("PUT", `/v1/projects/${project.id}/secrets/DEPLOY_KEY`, { token: d.ownerToken, body: { value: "never-here-1234" } });
     await d.api.call("PUT", `/v1/projects/${project.id}/signing/android`, {
       token: d.ownerToken,
-      body: { keystore_base64: Buffer.from("keystore-bytes").toString("base64"), keystore_password: "store-pass", key_alias: "k", key_password: "key-pass" },
+      body: androidSigningBody({ storePassword: "store-pass", keyPassword: "key-pass", alias: "k" }),
     });
     const pipeline = await createPipeline(d.api, d.ownerToken, project.id, {
       platform: "android",

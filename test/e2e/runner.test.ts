@@ -17,6 +17,7 @@ import {
   type ReadyDaemon,
   type RunnerProcess,
 } from "./runner-harness.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 let d: ReadyDaemon;
 let repo: GitRepo;
@@ -336,18 +337,19 @@ describe("a build on the reference runner", () => {
 
 describe("signing material", () => {
   it("reaches Android and iOS steps as 0600 files and variables, is masked in the log and removed after the job", async () => {
-    const keystore = Buffer.from(Array.from({ length: 2048 }, (_, i) => (i * 7) % 256));
-    const cert = Buffer.from("pkcs12-bytes-\u0000\u0001-certificate");
-    const profile = Buffer.from("<plist>provisioning</plist>");
+    const androidBody = androidSigningBody({ storePassword: "ks-SECRET-4711", keyPassword: "key-SECRET-0815", alias: "release" });
+    const iosBody = iosSigningBody("p12-SECRET-2323");
+    const keystore = Buffer.from(androidBody.keystore_base64, "base64");
+    const cert = Buffer.from(iosBody.certificate_p12_base64, "base64");
     const p = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
     const android = await d.api.call("PUT", `/v1/projects/${p.id}/signing/android`, {
       token: d.ownerToken,
-      body: { keystore_base64: keystore.toString("base64"), keystore_password: "ks-SECRET-4711", key_alias: "release", key_password: "key-SECRET-0815" },
+      body: androidBody,
     });
     expect(android.status).toBe(200);
     const ios = await d.api.call("PUT", `/v1/projects/${p.id}/signing/ios`, {
       token: d.ownerToken,
-      body: { certificate_p12_base64: cert.toString("base64"), certificate_password: "p12-SECRET-2323", provisioning_profile_base64: profile.toString("base64") },
+      body: iosBody,
     });
     expect(ios.status).toBe(200);
     // GNU stat, then BSD stat (macOS).
@@ -377,7 +379,7 @@ describe("signing material", () => {
             'echo "cert-path=$HANGAR_IOS_CERTIFICATE_PATH"',
             mode("HANGAR_IOS_CERTIFICATE_PATH"),
             'echo "cert-b64=$(base64 < "$HANGAR_IOS_CERTIFICATE_PATH" | tr -d "\\n")"',
-            'echo "profile=$(cat "$HANGAR_IOS_PROVISIONING_PROFILE_PATH")"',
+            'echo "profile-b64=$(base64 < "$HANGAR_IOS_PROVISIONING_PROFILE_PATH" | tr -d "\\n")"',
             'echo "p12pass=$HANGAR_IOS_CERTIFICATE_PASSWORD"',
           ].join("\n"),
         },
@@ -404,7 +406,7 @@ describe("signing material", () => {
     const certPath = /cert-path=(\S+)/.exec(ilog)?.[1];
     expect(ilog).toContain("mode=600");
     expect(ilog).toContain(`cert-b64=${cert.toString("base64")}`);
-    expect(ilog).toContain("profile=<plist>provisioning</plist>");
+    expect(ilog).toContain(`profile-b64=${iosBody.provisioning_profiles_base64[0]}`);
     expect(ilog).toContain("p12pass=***");
     expect(ilog).not.toContain("SECRET");
     expect(existsSync(certPath!)).toBe(false);

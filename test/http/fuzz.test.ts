@@ -11,6 +11,7 @@ import { ERROR_CODES } from "../../src/errors.ts";
 import { makeTestApp, type CallResult, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, DEFAULT_SHA, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { createUser, sessionFor, startSetup } from "../helpers/factories.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 type Json = unknown;
 type Credential = "setup" | "user" | "runner" | "none";
@@ -96,8 +97,8 @@ function samples(w: World): Record<string, Record<string, Json>> {
       },
     },
     "PUT /v1/projects/:project_id/source-credentials": { username: "git", token: "t0ken" },
-    "PUT /v1/projects/:project_id/signing/android": { keystore_base64: "AAAA", keystore_password: "p", key_alias: "k", key_password: "p" },
-    "PUT /v1/projects/:project_id/signing/ios": { certificate_p12_base64: "AAAA", certificate_password: "p", provisioning_profile_base64: "AAAA" },
+    "PUT /v1/projects/:project_id/signing/android": androidSigningBody(),
+    "PUT /v1/projects/:project_id/signing/ios": iosSigningBody(),
     "PUT /v1/projects/:project_id/secrets/:name": { value: "fuzz-secret-value" },
     "PUT /v1/projects/:project_id/protection": { branches: ["main", "release/**"] },
     "POST /v1/runners/register": { name: "fuzz-runner", capabilities: { platforms: ["ios"] } },
@@ -616,7 +617,9 @@ describe("fuzzing every route", () => {
   const groups: Array<[string, (r: Route) => boolean]> = [
     ["setup, auth and public", (r) => /^\/(healthz|metrics|runner\/|v1\/(public|setup|auth|hooks|openapi))/.test(r.path)],
     ["users and settings", (r) => /^\/v1\/(users|audit-events|settings)/.test(r.path)],
-    ["projects and builds", (r) => /^\/v1\/(projects|builds)/.test(r.path) && !r.path.includes("/artifacts")],
+    ["projects and builds", (r) => /^\/v1\/(projects|builds)/.test(r.path) && !r.path.includes("/artifacts") && !r.path.includes("signing")],
+    // Signing uploads open real PKCS#12 files and keystores (a key derivation each): a group of their own.
+    ["signing", (r) => /^\/v1\/(projects\/[^/]+\/)?signing/.test(r.path)],
     ["runners", (r) => r.path.startsWith("/v1/runners") && !r.path.includes("/artifacts")],
     ["artifacts and installs", (r) => r.path.includes("artifacts") || r.path.startsWith("/install/")],
   ];

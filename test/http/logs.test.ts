@@ -3,6 +3,7 @@ import { maskChunk, SecretMatcher } from "../../src/domain/logs/log-mask.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { appendLog, buildWorld, claim, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { userWithRole } from "../helpers/factories.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 async function runningJob(secrets = false) {
   const t = await makeTestApp();
@@ -11,11 +12,11 @@ async function runningJob(secrets = false) {
     await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, { token: w.ownerToken, body: { token: "ghp_SOURCETOKEN" } });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
       token: w.ownerToken,
-      body: { keystore_base64: "a2V5", keystore_password: "store-Pa55", key_alias: "upload", key_password: "key-Pa55" },
+      body: androidSigningBody({ storePassword: "store-Pa55", keyPassword: "key-Pa55" }),
     });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/ios`, {
       token: w.ownerToken,
-      body: { certificate_p12_base64: "cDEy", certificate_password: "p12-Pa55", provisioning_profile_base64: "cHJv" },
+      body: iosSigningBody("p12-Pa55"),
     });
   }
   const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);

@@ -9,6 +9,7 @@ import { makeGitRepo } from "../helpers/builds.ts";
 import { createUser } from "../helpers/factories.ts";
 import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI, wallClockSeconds, type TestOidcProvider } from "../helpers/oidc-provider.ts";
 import { startReceiver, type Receiver } from "../helpers/receiver.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 /**
  * The contract test of issue 17: every operation of GET /v1/openapi.json is called on a real app (app.request, a
@@ -239,8 +240,10 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/projects/{project_id}/pipelines/{pipeline_id}", inPipeline);
     await callOp(t, "PATCH /v1/projects/{project_id}/pipelines/{pipeline_id}", inPipeline);
     await callOp(t, "PUT /v1/projects/{project_id}/source-credentials", inProject);
-    await callOp(t, "PUT /v1/projects/{project_id}/signing/android", inProject);
-    await callOp(t, "PUT /v1/projects/{project_id}/signing/ios", inProject);
+    await callOp(t, "PUT /v1/projects/{project_id}/signing/android", { ...inProject, body: () => androidSigningBody() });
+    await callOp(t, "PUT /v1/projects/{project_id}/signing/ios", { ...inProject, body: () => iosSigningBody() });
+    await callOp(t, "GET /v1/projects/{project_id}/signing", inProject);
+    await callOp(t, "GET /v1/signing/health", as);
     const secret = { ...as, params: { project_id: project, name: "API_KEY" } };
     await callOp(t, "PUT /v1/projects/{project_id}/secrets/{name}", secret);
     await callOp(t, "GET /v1/projects/{project_id}/secrets", inProject);

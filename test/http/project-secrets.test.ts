@@ -6,6 +6,7 @@ import { projectSecrets } from "../../src/db/schema/index.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { appendLog, buildWorld, claim, queueBuild, reportStatus } from "../helpers/builds.ts";
 import { userWithRole } from "../helpers/factories.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON
 type Json = any;
@@ -136,11 +137,11 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
     await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, { token: w.ownerToken, body: { token: "ghp_source_token" } });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
       token: w.ownerToken,
-      body: { keystore_base64: "AAAA", keystore_password: "store-pass", key_alias: "k", key_password: "key-pass" },
+      body: androidSigningBody({ storePassword: "store-pass", keyPassword: "key-pass", alias: "k" }),
     });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/ios`, {
       token: w.ownerToken,
-      body: { certificate_p12_base64: "AAAA", certificate_password: "p12-pass", provisioning_profile_base64: "AAAA" },
+      body: iosSigningBody("p12-pass"),
     });
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     await claim(t, w.runner);

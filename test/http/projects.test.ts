@@ -4,6 +4,7 @@ import { projects } from "../../src/db/schema/index.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { createPipeline, createProject } from "../helpers/builds.ts";
 import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 describe("projects and pipelines (CONTRACT §5)", () => {
   let t: TestApp;
@@ -104,12 +105,12 @@ describe("projects and pipelines (CONTRACT §5)", () => {
     expect(src.text).not.toContain("ghp_TOPSECRET");
     const android = await t.call("PUT", `/v1/projects/${project.id}/signing/android`, {
       token: developer,
-      body: { keystore_base64: "a2V5c3RvcmU=", keystore_password: "STOREPASS", key_alias: "upload", key_password: "KEYPASS" },
+      body: androidSigningBody({ storePassword: "STOREPASS", keyPassword: "KEYPASS" }),
     });
     expect(android.body).toMatchObject({ has_android_signing: true, has_ios_signing: false });
     const ios = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, {
       token: developer,
-      body: { certificate_p12_base64: "cDEy", certificate_password: "P12PASS", provisioning_profile_base64: "cHJvZg==" },
+      body: iosSigningBody("P12PASS"),
     });
     expect(ios.body).toMatchObject({ has_source_credentials: true, has_android_signing: true, has_ios_signing: true });
     for (const text of [android.text, ios.text]) for (const s of ["STOREPASS", "KEYPASS", "P12PASS", "a2V5c3RvcmU"]) expect(text).not.toContain(s);

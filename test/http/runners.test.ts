@@ -8,6 +8,7 @@ import { sha256Hex } from "../../src/domain/common/crypto.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, createPipeline, createProject, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { userWithRole } from "../helpers/factories.ts";
+import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON
 type Json = any;
@@ -375,7 +376,9 @@ describe("heartbeat and job reports", () => {
 describe("job credentials", () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof buildWorld>>;
-  const keystore = Buffer.from("keystore-bytes\u0000\u00ff").toString("base64");
+  const androidBody = androidSigningBody({ storePassword: "store-pass", keyPassword: "key-pass" });
+  const keystore = androidBody.keystore_base64;
+  const iosBody = iosSigningBody("p12-pass");
   beforeAll(async () => {
     t = await makeTestApp();
     w = await buildWorld(t);
@@ -396,11 +399,11 @@ describe("job credentials", () => {
     await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, { token: w.ownerToken, body: { username: "bot", token: "ghp_secret_token" } });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
       token: w.ownerToken,
-      body: { keystore_base64: keystore, keystore_password: "store-pass", key_alias: "upload", key_password: "key-pass" },
+      body: androidBody,
     });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/ios`, {
       token: w.ownerToken,
-      body: { certificate_p12_base64: "cDEy", certificate_password: "p12-pass", provisioning_profile_base64: "cHJvZmlsZQ==" },
+      body: iosBody,
     });
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     const job = await claim(t, w.runner);
@@ -411,7 +414,11 @@ describe("job credentials", () => {
     const android = await t.call("GET", `${path}/android-signing`, { token: w.runner.token });
     expect(android.body).toEqual({ keystore_base64: keystore, keystore_password: "store-pass", key_alias: "upload", key_password: "key-pass" });
     const ios = await t.call("GET", `${path}/ios-signing`, { token: w.runner.token });
-    expect(ios.body).toEqual({ certificate_p12_base64: "cDEy", certificate_password: "p12-pass", provisioning_profile_base64: "cHJvZmlsZQ==" });
+    expect(ios.body).toMatchObject({
+      certificate_p12_base64: iosBody.certificate_p12_base64,
+      certificate_password: "p12-pass",
+      provisioning_profile_base64: iosBody.provisioning_profiles_base64[0],
+    });
     await reportStatus(t, w.runner, b.id, { status: "succeeded" });
     for (const kind of ["checkout-auth", "android-signing", "ios-signing"]) {
       const res = await t.call("GET", `${path}/${kind}`, { token: w.runner.token });

@@ -5,6 +5,7 @@ import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { claim, createPipeline, createProject, registerRunner } from "../helpers/builds.ts";
 import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";
 import { deliver, forgeHeaders, type Provider } from "../helpers/hooks.ts";
+import { androidSigningBody } from "../helpers/signing-material.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- example payloads are read loosely
 type Json = any;
@@ -238,7 +239,7 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
       // each claim takes one earlier build off the queue
     }
     const { project, webhook } = await projectWithHook("github", { triggers: [{ event: "pull_request", branches: ["master"] }] });
-    const signing = { keystore_base64: "AAAA", keystore_password: "p", key_alias: "k", key_password: "p" };
+    const signing = androidSigningBody();
     expect((await t.call("PUT", `/v1/projects/${project.id}/signing/android`, { token: owner, body: signing })).status).toBe(200);
     expect((await t.call("PUT", `/v1/projects/${project.id}/secrets/STORE_KEY`, { token: owner, body: { value: "app-store-key-1" } })).status).toBe(200);
     const runner = await registerRunner(t, owner);

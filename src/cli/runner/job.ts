@@ -10,7 +10,7 @@ import { matchFiles } from "./artifact-files.ts";
 import type { Logger } from "./log.ts";
 import { LogStream } from "./logs.ts";
 import { StatusReporter } from "./reporter.ts";
-import { fetchSecretVariables, prepareSigning, removeSigning } from "./signing.ts";
+import { fetchSecretVariables, hostSigningSystem, prepareSigning, removeSigning, type SigningSystem } from "./signing.ts";
 import { killLeftovers, runStep } from "./steps.ts";
 import { COOKIE_VAR, newJobCookie, sweepJobProcesses } from "./sweep.ts";
 import { clearActiveJob, JOB_DIR_PREFIX, markActiveJob } from "./workroot.ts";
@@ -70,6 +70,8 @@ export interface JobContext {
   /** Owners of the processes the end-of-job sweep looks at: the runner's user and the --run-as user. */
   sweepUids: ReadonlySet<number>;
   runAs?: RunAsUser;
+  /** Where iOS signing material is installed; the host's unless a test passes another. */
+  signingSystem?: SigningSystem;
 }
 
 export class Job {
@@ -77,6 +79,8 @@ export class Job {
   stopReason: StopReason | null = null;
   /** Carried by every process of the job; the sweep at its end kills whatever still carries it. */
   private readonly cookie = newJobCookie();
+  /** Keychain and profiles are the step user's: its home, its search list (docs/signing.md). */
+  private readonly signingSystem: SigningSystem;
 
   constructor(
     private readonly client: RunnerClient,
@@ -84,7 +88,10 @@ export class Job {
     private readonly workRoot: string,
     private readonly log: Logger,
     private readonly context: JobContext = { maskedValues: [], sweepUids: new Set([process.getuid?.() ?? 0]) },
-  ) {}
+  ) {
+    const runAs = context.runAs;
+    this.signingSystem = context.signingSystem ?? hostSigningSystem(runAs ? { uid: runAs.uid, gid: runAs.gid, home: runAs.home } : {});
+  }
 
   get id(): string {
     return this.claimed.build_id;
@@ -158,7 +165,7 @@ export class Job {
         return { killed: 0, rounds: 0 };
       });
       if (swept.killed > 0) say(`hangar: ended ${swept.killed} process(es) the job left running`);
-      await removeSigning(secretsDir);
+      await removeSigning(secretsDir, this.signingSystem);
     }
 
     for (const r of results) if (r.status === "pending" || r.status === "running") r.status = "skipped";
@@ -236,8 +243,9 @@ export class Job {
       return clone.exitCode || 1;
     }
 
-    const signing = await prepareSigning(client, job.build_id, config.platform, ctx.secretsDir, retry);
+    const signing = await prepareSigning(client, job.build_id, config.platform, ctx.secretsDir, retry, this.signingSystem);
     for (const secret of signing.secrets) logs.addSecret(secret);
+    for (const note of signing.notes) say(note);
     if (signing.withheld) say("hangar: signing material withheld: this branch is not protected (or the build is a fork's pull request)");
     if (Object.keys(signing.env).length > 0) say(`hangar: signing material ready (${Object.keys(signing.env).sort().join(", ")})`);
     const variables = await fetchSecretVariables(client, job.build_id, retry);

@@ -6,7 +6,8 @@ import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
 import { runLoop } from "./loop.ts";
 import { resolveRunAsUser, type RunAsUser } from "./run-as.ts";
-import { cleanWorkRoot, defaultWorkRoot, prepareWorkRoot, WorkRootError } from "./workroot.ts";
+import { cleanWorkRoot, defaultWorkRoot, JOB_DIR_PREFIX, prepareWorkRoot, WorkRootError } from "./workroot.ts";
+import { cleanSigningAtStart, hostSigningSystem } from "./signing.ts";
 
 const HELP = `Usage: hangar runner [--url URL] [--id RUNNER_ID] [--token TOKEN | --token-file FILE] [--workdir DIR] [--once]
        hangar runner register --url URL [--session TOKEN | --session-file FILE] [--name NAME] [--platform P]...
@@ -37,7 +38,9 @@ register: registers a new runner with a user session of an owner or admin and pr
 SIGTERM or SIGINT drains: the current job finishes, then the runner exits 0. A second signal stops the job.
 Signing material of iOS and Android builds reaches steps as HANGAR_ANDROID_KEYSTORE_PATH,
 HANGAR_ANDROID_KEYSTORE_PASSWORD, HANGAR_ANDROID_KEY_ALIAS, HANGAR_ANDROID_KEY_PASSWORD,
-HANGAR_IOS_CERTIFICATE_PATH, HANGAR_IOS_CERTIFICATE_PASSWORD and HANGAR_IOS_PROVISIONING_PROFILE_PATH.
+HANGAR_IOS_CERTIFICATE_PATH, HANGAR_IOS_CERTIFICATE_PASSWORD, HANGAR_IOS_PROVISIONING_PROFILE_PATH (the first
+profile), HANGAR_IOS_PROFILES (JSON: bundle id pattern -> {uuid, name, path}) and, on macOS, HANGAR_KEYCHAIN_PATH
+(a keychain made for the job; see docs/signing.md).
 `;
 
 /** Usage errors exit 2, failures 1. */
@@ -110,6 +113,7 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
   const sweepUids = new Set([process.getuid?.() ?? 0, ...(runAs ? [runAs.uid] : [])]);
   try {
     await prepareWorkRoot(workRoot, { runAs: runAs !== undefined });
+    await cleanSigningAtStart(workRoot, JOB_DIR_PREFIX, hostSigningSystem(runAs ? { uid: runAs.uid, gid: runAs.gid, home: runAs.home } : {}), log);
     await cleanWorkRoot(workRoot, log, sweepUids);
   } catch (err) {
     // Someone else's or a symbolic link: never work there. Anything else (not creatable yet) fails each job at

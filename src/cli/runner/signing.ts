@@ -1,9 +1,22 @@
 // Signing material for iOS and Android jobs: fetched from the daemon when the project has some, written to files
 // readable only by the runner's user in the job's private `secrets/` directory, and handed to steps as paths and
 // passwords in environment variables. The job removes the directory when it ends, whatever the outcome.
+// iOS jobs also get every provisioning profile (HANGAR_IOS_PROFILES) and, on macOS, a keychain of their own
+// (keychain.ts; docs/signing.md).
 import { mkdir, rm, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import { DaemonError, type RetryPolicy, type RunnerClient } from "./client.ts";
+import {
+  cleanSigningLeftovers,
+  createJobKeychain,
+  installProfiles,
+  systemCommandRunner,
+  undoInstalledSigning,
+  type CommandRunner,
+  type InstalledSigning,
+} from "./keychain.ts";
+import type { Logger } from "./log.ts";
 
 export interface SigningMaterial {
   env: Record<string, string>;
@@ -11,6 +24,25 @@ export interface SigningMaterial {
   secrets: string[];
   /** The daemon withheld it (403 secrets_withheld: the branch is not protected, or a fork's pull request). */
   withheld?: boolean;
+  /** Lines for the build log: what was installed, or why no keychain was made. */
+  notes: string[];
+}
+
+/** Where and how the iOS material is installed; tests pass a recording CommandRunner and another system. */
+export interface SigningSystem {
+  /** `darwin` makes a keychain and installs profiles for Xcode; any other system writes files only. */
+  platform: NodeJS.Platform;
+  commands: CommandRunner;
+  /** The home of the user that runs the steps (its profiles directory and keychain search list). */
+  home: string;
+  /** The --run-as user: installed profiles become theirs. */
+  owner?: { uid: number; gid: number };
+}
+
+export function hostSigningSystem(identity: { uid?: number; gid?: number; home?: string } = {}): SigningSystem {
+  const home = identity.home ?? homedir();
+  const owner = identity.uid !== undefined && identity.gid !== undefined ? { uid: identity.uid, gid: identity.gid } : undefined;
+  return { platform: process.platform, commands: systemCommandRunner({ uid: identity.uid, gid: identity.gid, env: { ...process.env, HOME: home } }), home, owner };
 }
 
 /** Thrown for 403 secrets_withheld: the build goes on without the material. */
@@ -53,15 +85,16 @@ export async function prepareSigning(
   platform: string,
   secretsDir: string,
   retry: RetryPolicy,
+  system: SigningSystem = hostSigningSystem(),
 ): Promise<SigningMaterial> {
-  const material: SigningMaterial = { env: {}, secrets: [] };
+  const material: SigningMaterial = { env: {}, secrets: [], notes: [] };
   if (platform !== "android" && platform !== "ios") return material;
   await mkdir(secretsDir, { recursive: true, mode: 0o700 });
   try {
-    return await fetchAndWrite(client, jobId, platform, secretsDir, retry, material);
+    return await fetchAndWrite(client, jobId, platform, secretsDir, retry, material, system);
   } catch (err) {
     if (!(err instanceof WithheldError)) throw err;
-    return { env: {}, secrets: [], withheld: true };
+    return { env: {}, secrets: [], notes: [], withheld: true };
   }
 }
 
@@ -72,6 +105,7 @@ async function fetchAndWrite(
   secretsDir: string,
   retry: RetryPolicy,
   material: SigningMaterial,
+  system: SigningSystem,
 ): Promise<SigningMaterial> {
   if (platform === "android") {
     const doc = await fetchSigning(client, jobId, "android-signing", retry);
@@ -100,21 +134,95 @@ async function fetchAndWrite(
     await writeSecretFile(path, certificate);
     material.env.HANGAR_IOS_CERTIFICATE_PATH = path;
   }
-  const profile = str(doc, "provisioning_profile_base64", "provisioning_profile");
-  if (profile) {
-    const path = join(secretsDir, "ios-profile.mobileprovision");
-    await writeSecretFile(path, profile);
-    material.env.HANGAR_IOS_PROVISIONING_PROFILE_PATH = path;
-  }
   const password = str(doc, "certificate_password");
   if (password !== null) {
     material.env.HANGAR_IOS_CERTIFICATE_PASSWORD = password;
     material.secrets.push(password);
   }
+  const profiles = iosProfiles(doc);
+  if (profiles.length > 0) {
+    // The first profile keeps its old variable, for pipelines written before there were several.
+    const first = join(secretsDir, "ios-profile.mobileprovision");
+    await writeSecretFile(first, profiles[0]!.base64);
+    material.env.HANGAR_IOS_PROVISIONING_PROFILE_PATH = first;
+  }
+  const installed: InstalledSigning = { keychain: null, profiles: [] };
+  const bytesOf = (p: IosProfile) => new Uint8Array(Buffer.from(p.base64, "base64"));
+  let paths = new Map<string, string>();
+  if (system.platform === "darwin") {
+    paths = await installProfiles(secretsDir, system.home, profiles.map((p) => ({ uuid: p.uuid, bytes: bytesOf(p) })), installed, system.owner);
+    if (material.env.HANGAR_IOS_CERTIFICATE_PATH && password !== null) {
+      const keychain = await createJobKeychain(system.commands, secretsDir, material.env.HANGAR_IOS_CERTIFICATE_PATH, password, installed);
+      material.env.HANGAR_KEYCHAIN_PATH = keychain;
+      material.notes.push(`hangar: keychain ${keychain} made for this job, with the signing certificate; removed when the job ends`);
+    }
+    material.notes.push(`hangar: ${installed.profiles.length} provisioning profile(s) installed in ${system.home}/Library/MobileDevice/Provisioning Profiles`);
+  } else {
+    const dir = join(secretsDir, "profiles");
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    for (const p of profiles) {
+      if (!p.uuid) continue;
+      const path = join(dir, `${p.uuid}.mobileprovision`);
+      await writeSecretFile(path, p.base64);
+      paths.set(p.uuid, path);
+    }
+    material.notes.push(`hangar: no keychain made (keychains are a macOS thing; this runner is on ${system.platform}): profiles written to ${dir}`);
+  }
+  const map: Record<string, { uuid: string; name: string; path: string }> = {};
+  for (const p of profiles) {
+    const path = paths.get(p.uuid);
+    if (path) map[p.pattern] = { uuid: p.uuid, name: p.name, path };
+  }
+  if (profiles.length > 0) material.env.HANGAR_IOS_PROFILES = JSON.stringify(map);
   return material;
 }
 
-export async function removeSigning(secretsDir: string): Promise<void> {
+interface IosProfile {
+  uuid: string;
+  name: string;
+  pattern: string;
+  base64: string;
+}
+
+/**
+ * The profiles of the ios-signing answer. Only what can safely become a file name and a JSON key is used: a
+ * canonical UUID, a bundle id pattern of bundle id characters; a daemon before several profiles sends one, with
+ * neither, and it is then handed over under the old variable alone.
+ */
+function iosProfiles(doc: Fields): IosProfile[] {
+  const list = Array.isArray(doc.provisioning_profiles) ? doc.provisioning_profiles : [];
+  const out: IosProfile[] = [];
+  for (const item of list as Fields[]) {
+    const uuid = typeof item?.uuid === "string" ? item.uuid.toUpperCase() : "";
+    const pattern = typeof item?.bundle_id_pattern === "string" ? item.bundle_id_pattern : "";
+    const base64 = typeof item?.profile_base64 === "string" ? item.profile_base64 : "";
+    if (!/^[0-9A-F]{8}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{4}-[0-9A-F]{12}$/.test(uuid) || !/^[A-Za-z0-9.*-]{1,255}$/.test(pattern) || !base64) continue;
+    out.push({ uuid, pattern, base64, name: typeof item.name === "string" ? item.name : uuid });
+  }
+  if (out.length === 0) {
+    const single = str(doc, "provisioning_profile_base64", "provisioning_profile");
+    if (single) out.push({ uuid: "", pattern: "", base64: single, name: "" });
+  }
+  return out;
+}
+
+/**
+ * At start, before the work root's job directories are removed: undoes the keychains and installed profiles
+ * of jobs a crash interrupted (their manifests are in those directories). Elsewhere than macOS the files alone
+ * were written, and they go with the job directories.
+ */
+export async function cleanSigningAtStart(workRoot: string, jobDirPrefix: string, system: SigningSystem, log: Logger): Promise<void> {
+  if (system.platform !== "darwin") return;
+  const undone = await cleanSigningLeftovers(system.commands, workRoot, jobDirPrefix, system.home).catch((err: unknown) => {
+    log.warn(`signing material left by an earlier run could not all be removed: ${(err as Error).message}`);
+    return 0;
+  });
+  if (undone > 0) log.warn(`removed the keychain and profiles of ${undone} job(s) interrupted by an earlier run`);
+}
+
+/** Removes the job's signing files and undoes what it installed outside them (keychain, profiles). */
+export async function removeSigning(secretsDir: string, system: SigningSystem = hostSigningSystem()): Promise<void> {
+  if (system.platform === "darwin") await undoInstalledSigning(system.commands, secretsDir, system.home).catch(() => undefined);
   await rm(secretsDir, { recursive: true, force: true });
 }
 

@@ -108,6 +108,8 @@ export const outbox = sqliteTable(
     leaseOwner: text("lease_owner"),
     leaseUntilMs: integer("lease_until_ms"),
     lastError: text("last_error"),
+    /** The message's own data when it is about no build (signing health: `{project, item}`); null for builds. */
+    payload: text("payload", { mode: "json" }),
     ...lifecycleDates,
   },
   (t) => [

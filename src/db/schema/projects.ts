@@ -1,6 +1,30 @@
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { lifecycleDates } from "./_columns.ts";
 
+export interface SigningCertificateInfo {
+  subject: string;
+  team_id: string | null;
+  serial: string;
+  expires_at: number;
+}
+export interface SigningProfileInfo {
+  name: string;
+  uuid: string;
+  app_id: string;
+  team_id: string | null;
+  kind: "app_store" | "ad_hoc" | "enterprise" | "development";
+  expires_at: number | null;
+  device_count: number | null;
+}
+export interface IosSigningInfo {
+  certificate: SigningCertificateInfo;
+  profiles: SigningProfileInfo[];
+}
+export interface AndroidSigningInfo {
+  key_alias: string;
+  certificate: { subject: string; serial: string; expires_at: number };
+}
+
 export const projects = sqliteTable("projects", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
@@ -10,6 +34,12 @@ export const projects = sqliteTable("projects", {
   sourceCredentialsSealed: text("source_credentials_sealed"),
   androidSigningSealed: text("android_signing_sealed"),
   iosSigningSealed: text("ios_signing_sealed"),
+  /**
+   * What the sealed signing documents hold, described without their secrets (docs/signing.md): certificate
+   * subjects, serials, profile names and expiry dates, read on upload. Signing health reads these, never the keys.
+   */
+  iosSigningInfo: text("ios_signing_info", { mode: "json" }).$type<IosSigningInfo>(),
+  androidSigningInfo: text("android_signing_info", { mode: "json" }).$type<AndroidSigningInfo>(),
   /**
    * Branch globs whose builds get signing material and secret variables (CONTRACT §5); null means the default,
    * `["**"]` (every branch).
@@ -47,4 +77,20 @@ export const projectSecrets = sqliteTable(
     ...lifecycleDates,
   },
   (t) => [primaryKey({ columns: [t.projectId, t.name] })],
+);
+
+/**
+ * Signing health notices already sent (docs/signing.md): one row per project and item (`ios_certificate:<serial>`,
+ * `ios_profile:<uuid>`, `android_certificate:<serial>`), so an expiring item is announced once a day and an
+ * expired one once. The conditional write of this row and the outbox rows share one batch.
+ */
+export const signingNotices = sqliteTable(
+  "signing_notices",
+  {
+    projectId: text("project_id").notNull(),
+    itemKey: text("item_key").notNull(),
+    state: text("state", { enum: ["expiring", "expired"] }).notNull(),
+    notifiedAt: integer("notified_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.itemKey] })],
 );

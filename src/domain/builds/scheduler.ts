@@ -8,7 +8,8 @@ import { ApiError } from "../../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
 import { stepResultSchema, type BuildRow } from "./builds.ts";
 import { endStepResults, endStepResultsExpression } from "./step-results.ts";
-import { getProject, openAndroidSigning, openIosSigning, openSourceCredentials, type PipelineConfig } from "../projects/projects.ts";
+import { getProject, openAndroidSigning, openSourceCredentials, type PipelineConfig } from "../projects/projects.ts";
+import { iosSigningForRunner } from "../signing/signing.ts";
 import { recordAudit } from "../common/audit.ts";
 import { assertCredentialsReleasable } from "../projects/credential-release.ts";
 import { openSecrets } from "../projects/project-secrets.ts";
@@ -323,7 +324,8 @@ export async function androidSigning(deps: CredDeps, runnerId: string, jobId: st
 export async function iosSigning(deps: CredDeps, runnerId: string, jobId: string) {
   const { build, project } = await activeJobProject(deps, runnerId, jobId);
   assertCredentialsReleasable(build, project);
-  const signing = await openIosSigning(deps, project);
+  // Every profile with its UUID and bundle id pattern; the first one also in the old single field.
+  const signing = await iosSigningForRunner(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
   await recordHandOut(deps, runnerId, build, "ios_signing");
   return signing;

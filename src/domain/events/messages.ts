@@ -18,6 +18,7 @@ const RESULT_WORDS: Record<NotificationEvent, string> = {
   canceled: "was canceled",
   timed_out: "timed out",
   expired: "expired in the queue",
+  signing_expiring: "has signing material expiring",
 };
 
 function summary(m: BuildMessageContext): string {
@@ -52,6 +53,7 @@ const DISCORD_COLORS: Record<NotificationEvent, number> = {
   timed_out: 0xef4444,
   expired: 0x9ca3af,
   canceled: 0x9ca3af,
+  signing_expiring: 0xf59e0b,
 };
 
 /** Discord: mentions are never parsed, so a branch named `@everyone` pings nobody. */
@@ -120,4 +122,52 @@ export async function standardWebhookHeaders(secret: string, messageId: string, 
   const signature = bytesToBase64Url(mac).replace(/-/g, "+").replace(/_/g, "/");
   const padded = signature + "=".repeat((4 - (signature.length % 4)) % 4);
   return { "webhook-id": messageId, "webhook-timestamp": String(timestampS), "webhook-signature": `v1,${padded}` };
+}
+
+/** A signing health notice (docs/signing.md): the project and the item that expires or has expired. */
+export interface SigningNoticeContext {
+  type: "signing.expiring" | "signing.expired";
+  project: { id: string; name: string };
+  item: { kind: string; name: string; expires_at: number; state: string; uuid?: string; serial?: string };
+  url: string;
+}
+
+const ITEM_WORDS: Record<string, string> = { ios_certificate: "iOS certificate", ios_profile: "iOS provisioning profile", android_certificate: "Android signing certificate" };
+
+function signingSummary(n: SigningNoticeContext, nowS: number): string {
+  const what = `${n.project.name}: ${ITEM_WORDS[n.item.kind] ?? n.item.kind} "${n.item.name}"`;
+  const date = new Date(n.item.expires_at * 1000).toISOString().slice(0, 10);
+  if (n.type === "signing.expired") return `${what} expired on ${date}`;
+  const days = Math.max(0, Math.ceil((n.item.expires_at - nowS) / 86_400));
+  return `${what} expires in ${days} day${days === 1 ? "" : "s"} (${date})`;
+}
+
+/** The body a target of `kind` gets for a signing notice; webhooks get `{type, timestamp, data: {project, item}}`. */
+export function signingNoticeMessage(kind: "slack" | "discord" | "teams" | "webhook", n: SigningNoticeContext, nowS: number) {
+  const text = signingSummary(n, nowS);
+  switch (kind) {
+    case "slack":
+      return { text: slackEscape(`${text}: ${n.url}`), blocks: [{ type: "section", text: { type: "mrkdwn", text: `*<${n.url}|${slackEscape(text)}>*` } }] };
+    case "discord":
+      return { content: text, embeds: [{ title: text.slice(0, 256), url: n.url, color: n.type === "signing.expired" ? 0xef4444 : 0xf59e0b }], allowed_mentions: { parse: [] as string[] } };
+    case "teams":
+      return {
+        type: "message",
+        attachments: [
+          {
+            contentType: "application/vnd.microsoft.card.adaptive",
+            contentUrl: null,
+            content: {
+              $schema: "http://adaptivecards.io/schemas/adaptive-card.json",
+              type: "AdaptiveCard",
+              version: "1.4",
+              body: [{ type: "TextBlock", text, weight: "Bolder", size: "Medium", wrap: true }],
+              actions: [{ type: "Action.OpenUrl", title: "Open project", url: n.url }],
+            },
+          },
+        ],
+      };
+    case "webhook":
+      return { type: n.type, timestamp: new Date(nowS * 1000).toISOString(), data: { project: n.project, item: n.item } };
+  }
 }

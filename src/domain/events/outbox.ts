@@ -6,7 +6,16 @@ import { describeError } from "../../errors.ts";
 import { clientOf, oneRow } from "../../db/fixed-sql.ts";
 import { toBuildJson, type BuildRow } from "../builds/builds.ts";
 import { apiBaseFor, commitStatusRequest, repoPathFromUrl, type OutboundRequest } from "./commit-status.ts";
-import { discordMessage, slackMessage, standardWebhookHeaders, teamsMessage, webhookMessage, type BuildMessageContext } from "./messages.ts";
+import {
+  discordMessage,
+  signingNoticeMessage,
+  slackMessage,
+  standardWebhookHeaders,
+  teamsMessage,
+  webhookMessage,
+  type BuildMessageContext,
+  type SigningNoticeContext,
+} from "./messages.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
 import { findDestinationNotAllowed } from "../common/outbound.ts";
 import { openSourceCredentials } from "../projects/projects.ts";
@@ -241,7 +250,30 @@ export async function notificationRequest(
 
 type Prepared = { request: OutboundRequest } | { skip: OutboxRow["status"]; error: string };
 
+/** A message about no build (a signing health notice): its data was written with the row. */
+async function prepareNotice(deps: OutboxDeps, row: OutboxRow): Promise<Prepared> {
+  const target = await deps.db.select().from(notifications).where(eq(notifications.id, row.targetId)).get();
+  if (!target || target.disabledAt !== null) return { skip: "disabled", error: target ? "target disabled" : "target deleted" };
+  const data = row.payload as Omit<SigningNoticeContext, "type" | "url">;
+  const notice: SigningNoticeContext = {
+    type: row.event === "signing.expired" ? "signing.expired" : "signing.expiring",
+    project: data.project,
+    item: data.item,
+    url: `${await targetBase(deps, target.baseUrl)}/projects/${data.project.id}`,
+  };
+  const url = await deps.secrets.open(target.urlSealed);
+  const timestamp = deps.clock.now();
+  const body = JSON.stringify(signingNoticeMessage(target.kind, notice, timestamp));
+  const headers: Record<string, string> = { "content-type": "application/json", "user-agent": "hangar" };
+  if (target.kind === "webhook") {
+    const secret = target.secretSealed ? await deps.secrets.open(target.secretSealed) : "";
+    Object.assign(headers, await standardWebhookHeaders(secret, row.messageId, timestamp, body));
+  }
+  return { request: { url, headers, body } };
+}
+
 async function prepare(deps: OutboxDeps, row: OutboxRow): Promise<Prepared> {
+  if (row.buildId === null && row.payload !== null && row.targetKind === "notification") return prepareNotice(deps, row);
   const build = row.buildId ? await deps.db.select().from(builds).where(eq(builds.id, row.buildId)).get() : undefined;
   if (!build) return { skip: "failed", error: "build deleted" };
   if (row.targetKind === "notification") {

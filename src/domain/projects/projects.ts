@@ -125,17 +125,14 @@ export const androidSigningSchema = z.lazy(() =>
   }),
 );
 
-export const iosSigningSchema = z.lazy(() =>
-  z.object({
-    certificate_p12_base64: base64(),
-    certificate_password: z.string().max(1024),
-    provisioning_profile_base64: base64(),
-  }),
-);
-
 export type SourceCredentials = z.infer<typeof sourceCredentialsSchema>;
 export type AndroidSigning = z.infer<typeof androidSigningSchema>;
-export type IosSigning = z.infer<typeof iosSigningSchema>;
+/** The sealed iOS document; the upload's schema and its checks live in domain/signing/signing.ts. */
+export interface IosSigning {
+  certificate_p12_base64: string;
+  certificate_password: string;
+  provisioning_profiles_base64: string[];
+}
 
 export function toProjectJson(p: ProjectRow) {
   return {
@@ -245,7 +242,7 @@ export async function deleteProject(deps: DbDeps, actor: UserRow, projectId: str
   const [deleted] = await deps.db.batch([
     deps.db
       .update(projects)
-      .set({ deletedAt: now, updatedAt: now, sourceCredentialsSealed: null, androidSigningSealed: null, iosSigningSealed: null })
+      .set({ deletedAt: now, updatedAt: now, sourceCredentialsSealed: null, androidSigningSealed: null, iosSigningSealed: null, iosSigningInfo: null, androidSigningInfo: null })
       .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${hasActiveBuild("project_id", projectId)}`)),
     auditStatementWhen(deps, { action: "project.delete", actor, targetType: "project", targetId: projectId }, sql`changes() = 1`),
     deps.db
@@ -360,15 +357,15 @@ export async function deletePipeline(deps: DbDeps, actor: UserRow, projectId: st
   }
 }
 
-type SealedColumn = "sourceCredentialsSealed" | "androidSigningSealed" | "iosSigningSealed";
+type SealedColumn = "sourceCredentialsSealed";
 
-/** Seals a credential document into one of the project's columns; the answer carries only has_* flags. */
+/** Seals the source credentials; the answer carries only has_* flags (signing material: domain/signing/signing.ts). */
 export async function storeProjectSecret(
   deps: Pick<AppDeps, "db" | "clock" | "secrets">,
   actor: UserRow,
   projectId: string,
   column: SealedColumn,
-  value: SourceCredentials | AndroidSigning | IosSigning,
+  value: SourceCredentials,
 ): Promise<ProjectRow> {
   await getProject(deps, projectId);
   const sealed = await deps.secrets.seal(JSON.stringify(value));
@@ -400,8 +397,12 @@ export function openAndroidSigning(deps: Pick<AppDeps, "secrets">, project: Proj
   return openSealed<AndroidSigning>(deps, project.androidSigningSealed);
 }
 
-export function openIosSigning(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<IosSigning | null> {
-  return openSealed<IosSigning>(deps, project.iosSigningSealed);
+/** The iOS document; one stored by the first version of the upload (a single profile) reads as a list of one. */
+export async function openIosSigning(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<IosSigning | null> {
+  const doc = await openSealed<IosSigning & { provisioning_profile_base64?: string }>(deps, project.iosSigningSealed);
+  if (!doc) return null;
+  const profiles = doc.provisioning_profiles_base64 ?? (doc.provisioning_profile_base64 ? [doc.provisioning_profile_base64] : []);
+  return { certificate_p12_base64: doc.certificate_p12_base64, certificate_password: doc.certificate_password, provisioning_profiles_base64: profiles };
 }
 
 /** Every secret of the project that must never appear in a stored log (CONTRACT §6), secret variables included. */

@@ -2,7 +2,6 @@ import { z } from "zod";
 import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
-  androidSigningSchema,
   createPipeline,
   createPipelineSchema,
   createProject,
@@ -11,7 +10,6 @@ import {
   deleteProject,
   getPipeline,
   getProject,
-  iosSigningSchema,
   listPipelines,
   listProjects,
   patchPipelineSchema,
@@ -23,6 +21,15 @@ import {
   updatePipeline,
   updateProject,
 } from "../../domain/projects/projects.ts";
+import {
+  androidSigningUploadSchema,
+  iosSigningUploadSchema,
+  readSigning,
+  storeAndroidSigning,
+  storeIosSigning,
+  toSigningAnswer,
+} from "../../domain/signing/signing.ts";
+import { runSigningHealthPassAfterUpload, signingHealth } from "../../domain/signing/health.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
@@ -102,18 +109,38 @@ export function projectsRoutes(deps: AppDeps) {
     }), builders, jsonBody(sourceCredentialsSchema), async (c) =>
       c.json(toProjectJson(await storeProjectSecret(deps, c.get("user"), c.req.param("project_id"), "sourceCredentialsSealed", c.req.valid("json")))),
     )
+    .get("/v1/signing/health", apiDoc({
+      summary: "Every stored certificate and profile with its expiry state (expiring within 30 days, expired)",
+      responses: { 200: json.SigningHealthJson },
+    }), readers, async (c) => c.json(await signingHealth(deps)))
+    .get("/v1/projects/:project_id/signing", apiDoc({
+      summary: "Describe the stored signing material (certificate, profiles, keystore; never a secret)",
+      responses: { 200: json.SigningJson },
+    }), readers, async (c) => c.json(await readSigning(deps, c.req.param("project_id"))))
     .put("/v1/projects/:project_id/signing/android", apiDoc({
-      summary: "Store the Android signing keystore (stored encrypted, never answered)",
-      responses: { 200: json.ProjectJson },
+      summary: "Store the Android signing keystore (PKCS#12 or JKS, opened with its passwords on upload; stored encrypted, never answered)",
+      responses: { 200: json.SigningAnswerJson },
+      errors: { 400: ["invalid_keystore"] },
       example: { body: { keystore_base64: "MIIKAgIBAzCCCbwGCSqGSIb3DQEHAaCCCa0=", keystore_password: "store-password", key_alias: "upload", key_password: "key-password" } },
-    }), builders, jsonBody(androidSigningSchema), async (c) =>
-      c.json(toProjectJson(await storeProjectSecret(deps, c.get("user"), c.req.param("project_id"), "androidSigningSealed", c.req.valid("json")))),
-    )
+    }), builders, jsonBody(androidSigningUploadSchema), async (c) => {
+      const project = await storeAndroidSigning(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"));
+      await runSigningHealthPassAfterUpload(deps, project.id);
+      return c.json(toSigningAnswer(project));
+    })
     .put("/v1/projects/:project_id/signing/ios", apiDoc({
-      summary: "Store the iOS signing certificate and provisioning profile (stored encrypted, never answered)",
-      responses: { 200: json.ProjectJson },
-      example: { body: { certificate_p12_base64: "MIIMYQIBAzCCDCcGCSqGSIb3DQEHAaCCDBg=", certificate_password: "p12-password", provisioning_profile_base64: "MIIdSAYJKoZIhvcNAQcCoIIdOTCCHTU=" } },
-    }), builders, jsonBody(iosSigningSchema), async (c) =>
-      c.json(toProjectJson(await storeProjectSecret(deps, c.get("user"), c.req.param("project_id"), "iosSigningSealed", c.req.valid("json")))),
-    );
+      summary: "Store the iOS signing certificate and provisioning profiles (checked on upload; stored encrypted, never answered)",
+      responses: { 200: json.SigningAnswerJson },
+      errors: { 400: ["invalid_certificate", "invalid_profile", "certificate_not_in_profile"] },
+      example: {
+        body: {
+          certificate_p12_base64: "MIIMYQIBAzCCDCcGCSqGSIb3DQEHAaCCDBg=",
+          certificate_password: "p12-password",
+          provisioning_profiles_base64: ["MIIdSAYJKoZIhvcNAQcCoIIdOTCCHTU=", "MIIdRwYJKoZIhvcNAQcCoIIdODCCHTQ="],
+        },
+      },
+    }), builders, jsonBody(iosSigningUploadSchema), async (c) => {
+      const project = await storeIosSigning(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"));
+      await runSigningHealthPassAfterUpload(deps, project.id);
+      return c.json(toSigningAnswer(project));
+    });
 }

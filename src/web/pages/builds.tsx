@@ -11,6 +11,7 @@ import { readLog } from "../../domain/logs/logs.ts";
 import { nameDirectory, type NameDirectory } from "../../domain/projects/projects.ts";
 import { listRunners } from "../../domain/runners/runners.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
+import { signingHealth, type SigningHealthItem } from "../../domain/signing/health.ts";
 import { ApiError } from "../../errors.ts";
 import { Button, EmptyState, Name, PostForm, Section, Select, StatusBadge, Table, Time, Field } from "../components.tsx";
 import { sentence } from "../errors.tsx";
@@ -105,11 +106,37 @@ function FiltersForm(props: { names: NameDirectory; query: z.infer<typeof listQu
   );
 }
 
-function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRow[]; nextHref: string | null; query: z.infer<typeof listQuery> }) {
+/** One line on the Builds page when a certificate or profile needs attention (docs/signing.md). */
+function SigningSummary(props: { items: SigningHealthItem[]; names: NameDirectory }) {
+  const urgent = props.items.filter((i) => i.state !== "ok");
+  if (urgent.length === 0) return null;
+  const expired = urgent.filter((i) => i.state === "expired").length;
+  const expiring = urgent.length - expired;
+  const projectIds = [...new Set(urgent.map((i) => i.project_id))];
+  return (
+    <p class={expired > 0 ? "flash flash-error" : "flash flash-info"} id="signing-summary" role="status">
+      Signing: {expired > 0 ? `${expired} expired` : ""}
+      {expired > 0 && expiring > 0 ? ", " : ""}
+      {expiring > 0 ? `${expiring} expiring within 30 days` : ""} in{" "}
+      {projectIds.map((id, i) => (
+        <>
+          {i > 0 ? ", " : ""}
+          <a href={`/projects/${id}#credentials`}>
+            <Name value={props.names.projects.get(id)?.name ?? id} />
+          </a>
+        </>
+      ))}
+      .
+    </p>
+  );
+}
+
+function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRow[]; nextHref: string | null; query: z.infer<typeof listQuery>; signing: SigningHealthItem[] }) {
   const now = props.ctx.now;
   return (
     <Layout ctx={props.ctx} title="Builds" head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
       <h1>Builds</h1>
+      <SigningSummary items={props.signing} names={props.names} />
       <FiltersForm names={props.names} query={props.query} />
       {props.builds.length === 0 ? (
         <EmptyState title="No builds here yet">
@@ -429,7 +456,8 @@ export function buildPages(deps: AppDeps) {
         params.set("cursor", page.nextCursor);
         nextHref = `/builds?${params}`;
       }
-      return renderPage(c, <BuildsPage ctx={pageContext(c, deps)} names={await nameDirectory(deps)} builds={page.builds} nextHref={nextHref} query={clean} />);
+      const [names, health] = await Promise.all([nameDirectory(deps), signingHealth(deps)]);
+      return renderPage(c, <BuildsPage ctx={pageContext(c, deps)} names={names} builds={page.builds} nextHref={nextHref} query={clean} signing={health.items} />);
     })
     .get("/builds/:build_id", readers, async (c) => {
       const build = await getBuild(deps, c.req.param("build_id"));

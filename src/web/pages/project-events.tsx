@@ -55,6 +55,7 @@ const EVENT_LABELS: Record<(typeof NOTIFICATION_EVENTS)[number], string> = {
   canceled: "canceled",
   timed_out: "timed out",
   expired: "expired",
+  signing_expiring: "signing material expiring (a certificate or profile within 30 days, or expired)",
 };
 
 const DEFAULT_EVENTS = ["failed", "fixed"];

@@ -31,6 +31,7 @@ import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
+import { projectSigningPages, projectSigningSlot, type SigningState } from "./project-signing.tsx";
 
 const NEW_CONFIG = `{
   "platform": "android",
@@ -162,7 +163,7 @@ function PipelineForm(props: { action: string; idPrefix: string; name: string; c
   );
 }
 
-function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child }) {
+function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child; signing?: Child }) {
   const p = props.project;
   const forms = props.forms;
   const edit = forms.project;
@@ -231,17 +232,8 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
         ) : null}
       </Section>
 
-      <Section title="Credentials and signing" id="credentials" description="Stored encrypted; Hangar never shows them again, only whether they are set.">
-        <dl class="kv">
-          <dt>Source credentials</dt>
-          <dd>{p.sourceCredentialsSealed !== null ? "set" : "not set"}</dd>
-          <dt>Android signing</dt>
-          <dd>{p.androidSigningSealed !== null ? "set" : "not set"}</dd>
-          <dt>iOS signing</dt>
-          <dd>{p.iosSigningSealed !== null ? "set" : "not set"}</dd>
-        </dl>
-      </Section>
-      {/* The "runners" helper adds the secret variables section here. */}
+      {/* Credentials, signing material, secret variables, protection and signing health (project-signing.tsx). */}
+      {props.signing}
       {/* Webhooks, notifications and their deliveries (src/web/pages/project-events.tsx), builders only. */}
       {props.events}
 
@@ -273,12 +265,17 @@ export function projectPages(deps: AppDeps) {
   const builders = requireBrowserUser(deps, { roles: ROLES.builders });
   const canWrite = (c: Context<AppEnv>) => (ROLES.builders as readonly string[]).includes(c.get("user").role);
 
-  const showProject = async (c: Context<AppEnv>, id: string, forms: Forms, status: 200 | 400 | 409 = 200, events: EventsState = {}) => {
+  const showProject = async (c: Context<AppEnv>, id: string, forms: Forms, status: 200 | 400 | 409 = 200, events: EventsState = {}, signing: SigningState = {}) => {
     const project = await getProject(deps, id);
     const pipelines = await listPipelines(deps, id);
     const ctx = pageContext(c, deps);
     const eventSections = await projectEventsSlot(deps, ctx, project, events);
-    return renderPage(c, <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} />, status);
+    const signingSection = await projectSigningSlot(deps, ctx, project, signing);
+    return renderPage(
+      c,
+      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} />,
+      status,
+    );
   };
   const errorStatus = (err: ApiError) => (err.status === 409 ? 409 : 400);
 
@@ -379,7 +376,8 @@ export function projectPages(deps: AppDeps) {
         return showProject(c, id, { trigger: { values, errors: { [field]: sentence(err.message) } } }, errorStatus(err));
       }
     })
-    .route("/", projectEventPages(deps, (c, id, state, status) => showProject(c, id, {}, status, state)));
+    .route("/", projectEventPages(deps, (c, id, state, status) => showProject(c, id, {}, status, state)))
+    .route("/", projectSigningPages(deps, (c, id, state, status) => showProject(c, id, {}, status, {}, state)));
 
   /** Creates (pipelineId null) or changes a pipeline; answers the page again with the errors, or null on success. */
   async function savePipeline(c: Context<AppEnv>, projectId: string, pipelineId: string | null, values: { name: string; config: string }) {
