@@ -183,11 +183,21 @@ function buildAnswerSchemas() {
     has_source_credentials: z.boolean(),
     has_android_signing: z.boolean(),
     has_ios_signing: z.boolean(),
+    config_path: z.string().nullable(),
     created_at: time,
     updated_at: time,
   });
 
-  const PipelineJson = z.object({ id, project_id: id, name: z.string(), config: pipelineConfigSchema, created_at: time, updated_at: time });
+  const PipelineJson = z.object({
+    id,
+    project_id: id,
+    name: z.string(),
+    config: pipelineConfigSchema,
+    source: z.enum(["stored", "repository"]),
+    file: z.object({ path: z.string(), commit_sha: z.string(), config: pipelineConfigSchema }).nullable(),
+    created_at: time,
+    updated_at: time,
+  });
   const SecretJson = z.object({ name: z.string(), updated_at: time });
   const ProtectionJson = z.object({ branches: z.array(z.string()) });
 
