@@ -22,7 +22,7 @@ export interface ScheduleEntry {
   cron: string;
   timezone: string;
   branch: string | null;
-  /** Runs due before this moment are never made (a schedule does not fire for times before it existed). */
+  /** Runs due at or before this moment are never made (a schedule does not fire for times before it existed). */
   since: number;
 }
 
@@ -134,7 +134,7 @@ export async function runSchedules(deps: Deps): Promise<{ made: number }> {
     }
     for (const schedule of await projectSchedules(deps, project.id)) {
       const due = latestDue(schedule, now);
-      if (due === null || due <= now - MISSED_RUN_WINDOW_S || due < schedule.since) continue;
+      if (due === null || due <= now - MISSED_RUN_WINDOW_S || due <= schedule.since) continue;
       const [claim] = await deps.db.batch([
         deps.db.run(sql`INSERT OR IGNORE INTO schedule_runs (project_id, pipeline_id, schedule_key, due_at, created_at)
           VALUES (${project.id}, ${schedule.pipelineId}, ${scheduleKey(schedule)}, ${due}, ${now})`),
