@@ -57,7 +57,7 @@ function buildAnswerSchemas() {
   const ErrorJson = z.object({
     code: z.enum(ERROR_CODES),
     message: z.string(),
-    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+    issues: z.array(z.object({ path: z.string(), message: z.string(), line: z.number().int().optional(), column: z.number().int().optional() })).optional(),
   });
 
   const OkJson = z.object({ ok: z.literal(true) });
