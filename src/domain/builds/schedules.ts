@@ -92,6 +92,8 @@ export async function refreshFromDefaultBranch(deps: Pick<AppDeps, "db" | "clock
     await refreshSchedulesFromRead(deps, project, read);
     return read;
   } catch {
+    // Unreachable or refused: tried again in an hour (or at the next push), not at every maintenance pass.
+    await deps.db.update(projects).set({ schedulesReadAt: deps.clock.now() }).where(eq(projects.id, project.id));
     return null;
   }
 }
