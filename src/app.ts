@@ -22,6 +22,7 @@ import { oidcRoutes } from "./http/routes/oidc.ts";
 import { projectsRoutes } from "./http/routes/projects.ts";
 import { projectSecretsRoutes } from "./http/routes/project-secrets.ts";
 import { publicRoutes } from "./http/routes/public.ts";
+import { pipelineFilesRoutes } from "./http/routes/pipeline-files.ts";
 import { runnersRoutes } from "./http/routes/runners.ts";
 import { runnerBundleRoutes } from "./http/routes/runner-bundle.ts";
 import { settingsRoutes } from "./http/routes/settings.ts";
@@ -72,6 +73,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     installRoutes,
     webhooksRoutes,
     notificationsRoutes,
+    pipelineFilesRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

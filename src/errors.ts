@@ -33,6 +33,8 @@ export const ERROR_CODES = [
   "branch_not_found", "source_unreachable", "invalid_transition", "build_canceled", "log_offset_mismatch",
   "no_credentials", "job_not_active", "invalid_runner_token", "runner_mismatch", "project_busy",
   "runner_bundle_missing",
+  // pipelines in the repository (docs/pipelines.md)
+  "invalid_pipeline_config", "pipeline_not_in_config", "config_unavailable",
   // outbound guard (CONTRACT §12)
   "destination_not_allowed", "source_not_allowed",
   // artifacts
@@ -54,6 +56,9 @@ export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 410 | 412 | 413 | 415 | 
 export interface ValidationIssue {
   path: string;
   message: string;
+  /** 1-based position in a file (a pipeline file's issues). */
+  line?: number;
+  column?: number;
 }
 
 /** The one error type domain code throws; `onError` renders it as `{code, message[, issues]}`. */

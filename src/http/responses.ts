@@ -59,7 +59,7 @@ function buildAnswerSchemas() {
   const ErrorJson = z.object({
     code: z.enum(ERROR_CODES),
     message: z.string(),
-    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+    issues: z.array(z.object({ path: z.string(), message: z.string(), line: z.number().int().optional(), column: z.number().int().optional() })).optional(),
   });
 
   const OkJson = z.object({ ok: z.literal(true) });
@@ -185,11 +185,21 @@ function buildAnswerSchemas() {
     has_source_credentials: z.boolean(),
     has_android_signing: z.boolean(),
     has_ios_signing: z.boolean(),
+    config_path: z.string().nullable(),
     created_at: time,
     updated_at: time,
   });
 
-  const PipelineJson = z.object({ id, project_id: id, name: z.string(), config: pipelineConfigSchema, created_at: time, updated_at: time });
+  const PipelineJson = z.object({
+    id,
+    project_id: id,
+    name: z.string(),
+    config: pipelineConfigSchema,
+    source: z.enum(["stored", "repository"]),
+    file: z.object({ path: z.string(), commit_sha: z.string(), config: pipelineConfigSchema }).nullable(),
+    created_at: time,
+    updated_at: time,
+  });
   const SecretJson = z.object({ name: z.string(), updated_at: time });
   const ProtectionJson = z.object({ branches: z.array(z.string()) });
 

@@ -1,9 +1,9 @@
 import { execFile } from "node:child_process";
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
-import { mkdtempSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { classifyRepoUrl, type GitClient, type GitCredentials, type LsRemoteResult } from "../domain/projects/git.ts";
+import { classifyRepoUrl, type GitClient, type GitCredentials, type LsRemoteResult, type ReadFileOptions, type ReadFileResult } from "../domain/projects/git.ts";
 import { checkResolved, checkUrlWithoutDns, EMPTY_ALLOW_LIST, findDestinationNotAllowed, parseIpLiteral, type OutboundAllowList } from "../domain/common/outbound.ts";
 
 const LS_REMOTE_TIMEOUT_MS = 15_000;
@@ -94,6 +94,83 @@ async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Tar
   }
 }
 
+/** What git says on stderr when it never reached the repository (LC_ALL=C keeps these messages in English). */
+const CANNOT_CONNECT = /Could not resolve host|Failed to connect|Couldn't connect|Connection refused|Connection timed out|timed out|Network is unreachable|No route to host/i;
+
+type GitRun = { ok: true; stdout: Buffer } | { ok: false; timedOut: boolean; stderr: string };
+
+function runGit(args: string[], options: { env: NodeJS.ProcessEnv; cwd: string; deadline: number; maxBuffer: number }): Promise<GitRun> {
+  const timeout = Math.max(1, options.deadline - Date.now());
+  return new Promise((resolve) => {
+    execFile(
+      "git",
+      args,
+      { env: options.env, cwd: options.cwd, timeout, maxBuffer: options.maxBuffer, killSignal: "SIGKILL", encoding: "buffer" },
+      (err, stdout, stderr) => {
+        if (err) resolve({ ok: false, timedOut: (err as { killed?: boolean }).killed === true, stderr: stderr.toString("utf8") });
+        else resolve({ ok: true, stdout });
+      },
+    );
+  });
+}
+
+/**
+ * One file at one commit, as little fetched as git allows: an empty bare repository whose `origin` is a promisor
+ * remote, a fetch of that one commit at depth 1 without blobs (`--filter=blob:none`; a server that does not filter
+ * sends the commit's blobs, still one commit deep), `ls-tree` for the file's blob id (trees are local now), then
+ * the one blob, fetched lazily by `cat-file`. No working tree is ever written. The whole read shares one deadline.
+ */
+async function readFileAt(url: string, commitSha: string, path: string, options: ReadFileOptions, allow: OutboundAllowList): Promise<ReadFileResult> {
+  const deadline = Date.now() + options.timeoutMs;
+  if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commitSha)) {
+    return { ok: false, kind: "failed", reason: "the pipeline file is read at a full commit sha (40 hexadecimal characters); an abbreviated one cannot be fetched" };
+  }
+  const target = await prepareTarget(url, allow);
+  if (!target.ok) {
+    const r = target.result as { notAllowed?: string; reason?: string };
+    return r.notAllowed ? { ok: false, kind: "not_allowed", reason: r.notAllowed } : { ok: false, kind: "unreachable", reason: r.reason ?? "the repository cannot be reached" };
+  }
+  const home = mkdtempSync(join(tmpdir(), "hangar-git-read-"));
+  try {
+    const env = gitEnv(home, target.url, target.protocols, options.credentials, target.pin);
+    const repo = join(home, "repo.git");
+    const small = { env, cwd: home, deadline, maxBuffer: 64 * 1024 };
+    const init = await runGit(["init", "--bare", "-q", "--", repo], small);
+    if (!init.ok) return { ok: false, kind: "failed", reason: "git init failed" };
+    // The remote is written into the repository's own config file rather than passed on a command line.
+    appendFileSync(
+      join(repo, "config"),
+      `[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = ${JSON.stringify(target.url)}\n\tpromisor = true\n\tpartialclonefilter = blob:none\n`,
+    );
+    const inRepo = { ...small, cwd: repo };
+    const fetched = await runGit(["fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--no-write-fetch-head", "origin", commitSha], inRepo);
+    if (!fetched.ok) return failure(fetched, "git fetch of the commit failed");
+    const listed = await runGit(["ls-tree", "-z", commitSha, "--", path], inRepo);
+    if (!listed.ok) return failure(listed, "git ls-tree failed");
+    const entry = listed.stdout.toString("utf8").split("\0")[0] ?? "";
+    const match = /^\d+ (\w+) ([0-9a-f]+)\t/.exec(entry);
+    if (!match || match[1] !== "blob") return { ok: true, content: null };
+    const blob = match[2]!;
+    const size = await runGit(["cat-file", "-s", blob], inRepo);
+    if (!size.ok) return failure(size, "git could not fetch the file");
+    if (Number(size.stdout.toString("utf8").trim()) > options.maxBytes) {
+      return { ok: false, kind: "too_large", reason: `the file is larger than ${options.maxBytes} bytes` };
+    }
+    const content = await runGit(["cat-file", "blob", blob], { ...inRepo, maxBuffer: options.maxBytes + 1 });
+    if (!content.ok) return failure(content, "git could not read the file");
+    return { ok: true, content: new Uint8Array(content.stdout) };
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** The message is ours, not git's stderr (which may echo the URL); git's words only decide the kind. */
+function failure(run: Extract<GitRun, { ok: false }>, what: string): ReadFileResult {
+  if (run.timedOut) return { ok: false, kind: "unreachable", reason: "git timed out" };
+  if (CANNOT_CONNECT.test(run.stderr)) return { ok: false, kind: "unreachable", reason: "git could not connect to the repository" };
+  return { ok: false, kind: "failed", reason: what };
+}
+
 /**
  * `git ls-remote` with a timeout, through the outbound guard; the output names the ref's commit or nothing when
  * the ref is missing. `allow` is HANGAR_OUTBOUND_ALLOW (empty: only public addresses).
@@ -101,6 +178,7 @@ async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Tar
 export function createNodeGitClient(options: { timeoutMs?: number; allow?: OutboundAllowList } = {}): GitClient {
   const allow = options.allow ?? EMPTY_ALLOW_LIST;
   return {
+    readFile: (url, commitSha, path, readOptions) => readFileAt(url, commitSha, path, readOptions, allow),
     async lsRemote(url, ref, credentials) {
       const target = await prepareTarget(url, allow);
       if (!target.ok) return target.result;

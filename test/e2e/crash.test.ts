@@ -96,7 +96,7 @@ async function inviteLoop(ctx: Ctx): Promise<void> {
 /** Project → pipeline → build on it, over and over: a build must never exist without its project and pipeline. */
 async function projectLoop(ctx: Ctx): Promise<void> {
   for (let i = 0; ctx.alive; i++) {
-    const p = await send(ctx, "POST", "/v1/projects", { token: ctx.ownerToken, body: { name: `r${ctx.round}-p${i}`, repo_url: "https://git.example.com/a.git" } });
+    const p = await send(ctx, "POST", "/v1/projects", { token: ctx.ownerToken, body: { name: `r${ctx.round}-p${i}`, repo_url: "https://git.example.com/a.git", config_path: null } });
     if (!ok(p)) return;
     ctx.ledger.projects.set(p.body.id, { acked: true });
     const pl = await send(ctx, "POST", `/v1/projects/${p.body.id}/pipelines`, {
@@ -304,7 +304,7 @@ describe("SIGKILL with writes in flight", () => {
     dataDir = d.dataDir;
     const ledger = new Ledger();
     const setup = d.api;
-    const shared = await setup.call("POST", "/v1/projects", { token: d.ownerToken, body: { name: "shared", repo_url: "https://git.example.com/s.git" } });
+    const shared = await setup.call("POST", "/v1/projects", { token: d.ownerToken, body: { name: "shared", repo_url: "https://git.example.com/s.git", config_path: null } });
     const sharedPipeline = await setup.call("POST", `/v1/projects/${shared.body.id}/pipelines`, {
       token: d.ownerToken,
       body: { name: "ci", config: { platform: "android", steps: [{ name: "s", run: "true" }] } },

@@ -125,7 +125,7 @@ beforeAll(async () => {
   expect((await api.call("POST", "/v1/setup/local-owner/create", { token: setup, body: { email: "owner@example.com" } })).status).toBe(200);
   expect((await api.call("POST", "/v1/setup/complete", { token: setup })).status).toBe(200);
   ownerToken = (await api.call("POST", "/v1/auth/local/login", { body: {} })).body.session_token;
-  const project = await api.call("POST", "/v1/projects", { token: ownerToken, body: { name: "app", repo_url: "https://git.example.com/app.git" } });
+  const project = await api.call("POST", "/v1/projects", { token: ownerToken, body: { name: "app", repo_url: "https://git.example.com/app.git", config_path: null } });
   const pipeline = await api.call("POST", `/v1/projects/${project.body.id}/pipelines`, {
     token: ownerToken,
     body: { name: "ci", config: { platform: "any", steps: [{ name: "s", run: "true" }] } },

@@ -141,7 +141,7 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     expect(settings.status).toBe(200);
 
     const keep = mkdtempSync(join(scratch, "keep-"));
-    const createdProject = await worker.call("POST", "/v1/projects", { token: ownerToken, body: { name: "workerd-app", repo_url: repo.url } });
+    const createdProject = await worker.call("POST", "/v1/projects", { token: ownerToken, body: { name: "workerd-app", repo_url: repo.url, config_path: null } });
     expect(createdProject.status).toBe(200);
     project = createdProject.body;
     const createdPipeline = await worker.call("POST", `/v1/projects/${project.id}/pipelines`, {

@@ -54,9 +54,15 @@ type Json = any;
 export async function createProject(
   c: Caller,
   token: string,
-  overrides: { name?: string; repo_url?: string; default_branch?: string } = {},
+  overrides: { name?: string; repo_url?: string; default_branch?: string; config_path?: string | null } = {},
 ): Promise<Json> {
-  const body = { name: overrides.name ?? `app-${crypto.randomUUID().slice(0, 8)}`, repo_url: overrides.repo_url ?? "https://git.example.com/app.git", ...overrides };
+  // Pipelines stored in Hangar unless a test asks for a pipeline file (test/http/pipeline-files.test.ts does).
+  const body = {
+    name: overrides.name ?? `app-${crypto.randomUUID().slice(0, 8)}`,
+    repo_url: overrides.repo_url ?? "https://git.example.com/app.git",
+    config_path: null,
+    ...overrides,
+  };
   return (await expectOk("create project", c.call("POST", "/v1/projects", { token, body }))).body;
 }
 

@@ -158,7 +158,7 @@ describe("the OpenAPI document's contract", () => {
   it("validation with the documented schemas refuses a field the schema lacks (the check below is not vacuous)", async () => {
     const schema = operation("GET /v1/projects/{project_id}").responses["200"].content["application/json"].schema;
     const check = ajv.compile(schema);
-    const project = { id: "p", name: "n", repo_url: "u", default_branch: "main", has_source_credentials: false, has_android_signing: false, has_ios_signing: false, created_at: 1, updated_at: 1 };
+    const project = { id: "p", name: "n", repo_url: "u", default_branch: "main", has_source_credentials: false, has_android_signing: false, has_ios_signing: false, config_path: null, created_at: 1, updated_at: 1 };
     expect(check(project)).toBe(true);
     expect(check({ ...project, sealed_token: "x" })).toBe(false);
     const build = operation("GET /v1/builds/{build_id}").responses["200"].content["application/json"].schema;
@@ -239,6 +239,10 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/projects/{project_id}/pipelines", inProject);
     await callOp(t, "GET /v1/projects/{project_id}/pipelines/{pipeline_id}", inPipeline);
     await callOp(t, "PATCH /v1/projects/{project_id}/pipelines/{pipeline_id}", inPipeline);
+    await callOp(t, "POST /v1/projects/{project_id}/pipeline-config/validate", inProject);
+    await callOp(t, "GET /v1/projects/{project_id}/schedules", inProject);
+    await callOp(t, "POST /v1/projects/{project_id}/pipelines/{pipeline_id}/badge", inPipeline);
+    await callOp(t, "DELETE /v1/projects/{project_id}/pipelines/{pipeline_id}/badge", inPipeline);
     await callOp(t, "PUT /v1/projects/{project_id}/source-credentials", inProject);
     await callOp(t, "PUT /v1/projects/{project_id}/signing/android", { ...inProject, body: () => androidSigningBody() });
     await callOp(t, "PUT /v1/projects/{project_id}/signing/ios", { ...inProject, body: () => iosSigningBody() });

@@ -29,6 +29,7 @@ describe("projects and pipelines (CONTRACT §5)", () => {
       has_source_credentials: false,
       has_android_signing: false,
       has_ios_signing: false,
+      config_path: ".hangar.yml",
       created_at: t.clock.now(),
       updated_at: t.clock.now(),
     });
@@ -76,7 +77,16 @@ describe("projects and pipelines (CONTRACT §5)", () => {
     const config = { platform: "android", steps: [{ name: "assemble", run: "./gradlew assembleRelease" }], artifacts: ["app/build/**/*.apk"], env: { CI: "1" }, timeout_s: 900 };
     const res = await t.call("POST", `/v1/projects/${project.id}/pipelines`, { token: developer, body: { name: "release", config } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ id: expect.any(String), project_id: project.id, name: "release", config, created_at: t.clock.now(), updated_at: t.clock.now() });
+    expect(res.body).toEqual({
+      id: expect.any(String),
+      project_id: project.id,
+      name: "release",
+      config,
+      source: "stored",
+      file: null,
+      created_at: t.clock.now(),
+      updated_at: t.clock.now(),
+    });
     const list = await t.call("GET", `/v1/projects/${project.id}/pipelines`, { token: viewer });
     expect(list.body).toEqual([res.body]);
     const denied = await t.call("POST", `/v1/projects/${project.id}/pipelines`, { token: viewer, body: { name: "x", config } });

@@ -37,7 +37,10 @@ export const BUILD_STATUSES = [
 export type BuildStatus = (typeof BUILD_STATUSES)[number];
 export const FINAL_BUILD_STATUSES = ["succeeded", "failed", "canceled", "timed_out", "expired"] as const;
 
-export const TRIGGER_TYPES = ["manual", "webhook"] as const;
+export const TRIGGER_TYPES = ["manual", "webhook", "schedule"] as const;
+
+export const PIPELINE_SOURCES = ["stored", "repository"] as const;
+export type PipelineSource = (typeof PIPELINE_SOURCES)[number];
 
 export const ARTIFACT_STATUSES = ["pending", "available", "aborted"] as const;
 export type ArtifactStatus = (typeof ARTIFACT_STATUSES)[number];

@@ -1,5 +1,6 @@
 import { index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { lifecycleDates } from "./_columns.ts";
+import { PIPELINE_SOURCES } from "./constants.ts";
 
 export interface SigningCertificateInfo {
   subject: string;
@@ -45,6 +46,13 @@ export const projects = sqliteTable("projects", {
    * `["**"]` (every branch).
    */
   protectedBranches: text("protected_branches", { mode: "json" }).$type<string[]>(),
+  /**
+   * The pipeline file read at each build's commit (docs/pipelines.md); null keeps pipelines stored in Hangar only.
+   * Projects made before the file existed keep null; new ones default to `.hangar.yml` (set by createProject).
+   */
+  configPath: text("config_path"),
+  /** When the pipeline file's schedules were last read from the default branch (re-read hourly and at each push to it). */
+  schedulesReadAt: integer("schedules_read_at"),
   /** Last build number handed out; incremented by the same statement that inserts the build. */
   lastBuildNumber: integer("last_build_number").notNull().default(0),
   createdBy: text("created_by"),
@@ -60,12 +68,64 @@ export const pipelines = sqliteTable(
     projectId: text("project_id").notNull().references(() => projects.id),
     name: text("name").notNull(),
     config: text("config", { mode: "json" }).notNull(),
+    /** `stored` (made through the API or the UI) or `repository` (made from the project's pipeline file). */
+    source: text("source", { enum: PIPELINE_SOURCES }).notNull().default("stored"),
+    /** The commit whose pipeline file last named this pipeline (what the UI shows as its source), else null. */
+    fileCommit: text("file_commit"),
+    /** That file's definition of the pipeline, parsed (rendered read-only in the UI), else null. */
+    fileConfig: text("file_config", { mode: "json" }),
     ...lifecycleDates,
     /** Set on DELETE, as for projects. */
     deletedAt: integer("deleted_at"),
   },
   (t) => [index("pipelines_project_id").on(t.projectId)],
 );
+
+/**
+ * Schedules of a project (docs/pipelines.md): the ones of the pipeline file on the default branch (re-read at each
+ * push to it and hourly) and those of stored configs, replaced whole at each read. `next_due_at` is the next run.
+ */
+export const pipelineSchedules = sqliteTable(
+  "pipeline_schedules",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    pipelineId: text("pipeline_id").notNull(),
+    /** `file` (from the pipeline file on the default branch) or `stored` (a stored config's `schedules`). */
+    origin: text("origin").notNull(),
+    cron: text("cron").notNull(),
+    timezone: text("timezone").notNull(),
+    branch: text("branch"),
+    ...lifecycleDates,
+  },
+  (t) => [index("pipeline_schedules_project").on(t.projectId)],
+);
+
+/**
+ * One row per schedule run that was made: the primary key makes every daemon sharing the database make a run
+ * once (the INSERT that loses the race changes nothing and queues nothing).
+ */
+export const scheduleRuns = sqliteTable(
+  "schedule_runs",
+  {
+    projectId: text("project_id").notNull(),
+    pipelineId: text("pipeline_id").notNull(),
+    /** cron, time zone and branch of the schedule: the same schedule read again keeps its runs. */
+    scheduleKey: text("schedule_key").notNull(),
+    dueAt: integer("due_at").notNull(),
+    buildId: text("build_id"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.pipelineId, t.scheduleKey, t.dueAt] })],
+);
+
+/** Public badge tokens (docs/pipelines.md): only the SHA-256 of the token is kept; DELETE removes the row. */
+export const pipelineBadges = sqliteTable("pipeline_badges", {
+  pipelineId: text("pipeline_id").primaryKey(),
+  projectId: text("project_id").notNull(),
+  tokenHash: text("token_hash").notNull().unique(),
+  createdAt: integer("created_at").notNull(),
+});
 
 /** Secret variables of a project (CONTRACT §5): each value sealed with the instance's SecretBox, never answered. */
 export const projectSecrets = sqliteTable(

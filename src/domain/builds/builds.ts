@@ -1,4 +1,5 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import { z } from "zod";
 import { BUILD_STATUSES } from "../../db/schema/constants.ts";
 import { builds, projects, runners } from "../../db/schema/index.ts";
@@ -9,7 +10,16 @@ import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "../common/crypto.ts";
 import { assertRepoAllowed, resolveBranch } from "../projects/git.ts";
 import { endStepResultsSql } from "./step-results.ts";
-import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow } from "../projects/projects.ts";
+import {
+  branchSchema,
+  getPipeline,
+  getProject,
+  openSourceCredentials,
+  type PipelineConfig,
+  type PipelineRow,
+  type ProjectRow,
+} from "../projects/projects.ts";
+import { fileDefinitionFor, manualTriggerError, readPipelineConfig, storedFallbackLog } from "../projects/pipeline-source.ts";
 import { refreshRunnerStatement } from "../runners/runners.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -100,9 +110,10 @@ export function toCreatedBuildJson(b: BuildRow) {
 }
 
 /**
- * Queues a build. The branch is resolved with git first (outside any write), then the number is taken and the
- * row inserted in one atomic batch: the UPDATE bumps `last_build_number` and the INSERT reads it back from the
- * project row, so concurrent triggers (and other daemons) get consecutive numbers with no gap or repeat.
+ * Queues a build. The branch is resolved with git first (outside any write), then the pipeline file is read at that
+ * commit (docs/pipelines.md), then the number is taken and the row inserted in one atomic batch: the UPDATE bumps
+ * `last_build_number` and the INSERT reads it back from the project row, so concurrent triggers (and other daemons)
+ * get consecutive numbers with no gap or repeat.
  */
 export async function triggerBuild(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "git" | "jobSignal">,
@@ -116,22 +127,34 @@ export async function triggerBuild(
   await assertRepoAllowed(deps, project.repoUrl);
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
-  return insertBuild(deps, actor, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null, fromFork: false });
+  const chosen = await configForManualBuild(deps, project, pipeline, commitSha);
+  return insertBuild(deps, actor, pipeline, {
+    commitSha,
+    branch,
+    triggerRef: input.trigger_ref ?? null,
+    rerunOf: null,
+    fromFork: false,
+    config: chosen.config,
+    logPreamble: chosen.logPreamble,
+  });
 }
 
 /**
- * POST /v1/builds/{id}/rerun: a new manual build of the same pipeline, commit and branch, with the pipeline's
- * current config; `rerun_of` names the original. A deleted pipeline cannot be rerun (404).
+ * POST /v1/builds/{id}/rerun: a new manual build of the same pipeline, commit and branch; `rerun_of` names the
+ * original. The pipeline file is read again at the original commit; without one, the stored pipeline's current
+ * config applies. A deleted pipeline cannot be rerun (404).
  */
 export async function rerunBuild(
-  deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
+  deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal" | "git" | "secrets">,
   actor: UserRow,
   buildId: string,
 ): Promise<BuildRow> {
   const original = await getBuild(deps, buildId);
+  const project = await getProject(deps, original.projectId);
   // The repository rules may have changed since the original ran (remote mode, local paths).
-  await assertRepoAllowed(deps, (await getProject(deps, original.projectId)).repoUrl);
+  await assertRepoAllowed(deps, project.repoUrl);
   const pipeline = await getPipeline(deps, original.projectId, original.pipelineId);
+  const chosen = await configForManualBuild(deps, project, pipeline, original.commitSha);
   return insertBuild(deps, actor, pipeline, {
     commitSha: original.commitSha,
     branch: original.branch,
@@ -139,44 +162,176 @@ export async function rerunBuild(
     rerunOf: original.id,
     // A rerun of a fork's pull request is still the fork's code: it gets no secrets either (CONTRACT §5).
     fromFork: original.fromFork,
+    config: chosen.config,
+    logPreamble: chosen.logPreamble,
   });
+}
+
+/**
+ * The config a manual build (trigger or rerun) of `pipeline` at `commitSha` runs with (docs/pipelines.md): the
+ * file's definition when the file exists there, else the stored config; a stored pipeline whose repository cannot
+ * be reached at all builds with its stored config and says so in its log's first line. Everything else is a 422.
+ */
+export async function configForManualBuild(
+  deps: Pick<AppDeps, "git" | "secrets">,
+  project: ProjectRow,
+  pipeline: PipelineRow,
+  commitSha: string,
+): Promise<{ config: PipelineConfig; logPreamble: string | null }> {
+  const read = await readPipelineConfig(deps, project, commitSha);
+  if (read.kind === "file") {
+    const definition = fileDefinitionFor(read.file, pipeline);
+    if (!definition) {
+      throw new ApiError(422, "pipeline_not_in_config", `${read.configPath} at ${commitSha.slice(0, 12)} has no pipeline named "${pipeline.name}"`);
+    }
+    return { config: definition.config, logPreamble: null };
+  }
+  if (read.kind === "stored") {
+    if (pipeline.source === "repository") {
+      const where = read.configPath === null ? "the project reads no pipeline file" : `${read.configPath} does not exist at ${commitSha.slice(0, 12)}`;
+      throw new ApiError(422, "pipeline_not_in_config", `${where}, and "${pipeline.name}" is defined only there`);
+    }
+    return { config: pipeline.config as PipelineConfig, logPreamble: null };
+  }
+  if (read.kind === "unavailable" && read.unreachable && pipeline.source === "stored") {
+    return { config: pipeline.config as PipelineConfig, logPreamble: storedFallbackLog(read) };
+  }
+  throw manualTriggerError(read);
+}
+
+/** What one new build is: everything build creation needs beside the pipeline row. */
+export interface BuildPlan {
+  pipeline: Pick<PipelineRow, "id" | "projectId">;
+  config: PipelineConfig;
+  triggerType: "manual" | "webhook" | "schedule";
+  triggerActor: string | null;
+  triggerEvent: string | null;
+  triggerRef: string | null;
+  rerunOf: string | null;
+  fromFork: boolean;
+  commitSha: string;
+  branch: string;
+  /** Set for a build that fails at once (an invalid or unreadable pipeline file): it is never queued. */
+  failure: { reason: "invalid_config" | "config_unavailable" } | null;
+  /** Lines the build's stored log starts with (why it failed, or why the stored config was used). */
+  logPreamble: string | null;
+}
+
+/**
+ * The statements that create one build, for one atomic batch: the number bump and the insert that reads it back
+ * (both under `guard`, so a build that is not made takes no number), its first log lines, and, for a pipeline
+ * with `cancel_previous`, the cancel of that pipeline's older unfinished builds of the branch (superseded).
+ */
+export function buildCreationStatements(
+  deps: Pick<AppDeps, "db" | "config">,
+  plan: BuildPlan,
+  id: string,
+  now: number,
+  guard: SQL = sql`1`,
+): BatchItem<"sqlite">[] {
+  const { config, pipeline } = plan;
+  const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL) AND ${guard}`;
+  const status = plan.failure ? "failed" : "queued";
+  const finishedAt = plan.failure ? now : null;
+  const statements: BatchItem<"sqlite">[] = [
+    deps.db
+      .update(projects)
+      .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
+      .where(and(eq(projects.id, pipeline.projectId), live)),
+    deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
+        trigger_event, trigger_ref, rerun_of, from_fork, commit_sha, branch, config_snapshot, timeout_s, failure_reason, finished_at,
+        queued_at, created_at, updated_at)
+      SELECT ${id}, ${pipeline.projectId}, ${pipeline.id}, last_build_number, ${status}, ${config.platform}, ${plan.triggerType},
+        ${plan.triggerActor?.slice(0, 200) ?? null}, ${plan.triggerEvent}, ${plan.triggerRef}, ${plan.rerunOf}, ${plan.fromFork ? 1 : 0},
+        ${plan.commitSha}, ${plan.branch}, ${JSON.stringify(config)}, ${config.timeout_s ?? deps.config.buildTimeoutS},
+        ${plan.failure?.reason ?? null}, ${finishedAt}, ${now}, ${now}, ${now}
+      FROM projects WHERE id = ${pipeline.projectId} AND ${live}`),
+  ];
+  if (plan.logPreamble) {
+    const bytes = new TextEncoder().encode(plan.logPreamble);
+    statements.push(
+      deps.db.run(sql`INSERT INTO build_log_chunks (build_id, start_offset, content, newlines)
+        SELECT ${id}, 0, ${bytes}, ${countLines(bytes)} WHERE EXISTS (SELECT 1 FROM builds WHERE id = ${id})`),
+    );
+  }
+  if (config.cancel_previous && !plan.failure) {
+    const unfinished = sql.join(NON_FINAL_STATUSES.map((st) => sql`${st}`), sql`, `);
+    statements.push(
+      deps.db.run(sql`UPDATE builds SET status = 'canceled', cancel_requested = 1, failure_reason = 'superseded', finished_at = ${now},
+          updated_at = ${now}, step_results = ${endStepResultsSql(now)}
+        WHERE pipeline_id = ${pipeline.id} AND branch = ${plan.branch} AND status IN (${unfinished}) AND id <> ${id}
+          AND EXISTS (SELECT 1 FROM builds WHERE id = ${id})`),
+    );
+  }
+  return statements;
+}
+
+function countLines(bytes: Uint8Array): number {
+  let n = 0;
+  for (const b of bytes) if (b === 0x0a) n++;
+  return n;
+}
+
+/**
+ * After a batch that may have superseded builds: the runners that held them go back to online (as a user's
+ * cancel does); the runner learns of the cancel from `cancel_requested` through its heartbeat.
+ */
+export async function refreshRunnersOf(deps: Pick<AppDeps, "db" | "clock">, runnerIds: string[]): Promise<void> {
+  const unique = [...new Set(runnerIds)];
+  if (unique.length === 0) return;
+  const [first, ...rest] = unique.map((r) => refreshRunnerStatement(deps, r));
+  await deps.db.batch([first!, ...rest]);
+}
+
+/** Runners holding unfinished builds of the pipeline and branch: the ones a superseding build may free. */
+export async function runnersHolding(deps: Pick<AppDeps, "db">, pipelineId: string, branch: string): Promise<string[]> {
+  const rows = await deps.db
+    .select({ runnerId: builds.runnerId })
+    .from(builds)
+    .where(and(eq(builds.pipelineId, pipelineId), eq(builds.branch, branch), inArray(builds.status, ["assigned", "running"])));
+  return rows.flatMap((r) => (r.runnerId ? [r.runnerId] : []));
 }
 
 async function insertBuild(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
   actor: UserRow,
   pipeline: PipelineRow,
-  what: { commitSha: string; branch: string; triggerRef: string | null; rerunOf: string | null; fromFork: boolean },
+  what: {
+    commitSha: string;
+    branch: string;
+    triggerRef: string | null;
+    rerunOf: string | null;
+    fromFork: boolean;
+    config: PipelineConfig;
+    logPreamble: string | null;
+  },
 ): Promise<BuildRow> {
-  const config = pipeline.config as PipelineConfig;
   const projectId = pipeline.projectId;
   const now = deps.clock.now();
   const id = crypto.randomUUID();
-  const timeoutS = config.timeout_s ?? deps.config.buildTimeoutS;
-  const values = {
+  const holding = what.config.cancel_previous ? await runnersHolding(deps, pipeline.id, what.branch) : [];
+  const [bump, insert, ...more] = buildCreationStatements(
+    deps,
+    {
+      pipeline,
+      config: what.config,
+      triggerType: "manual",
+      triggerActor: actor.email,
+      triggerEvent: null,
+      triggerRef: what.triggerRef,
+      rerunOf: what.rerunOf,
+      fromFork: what.fromFork,
+      commitSha: what.commitSha,
+      branch: what.branch,
+      failure: null,
+      logPreamble: what.logPreamble,
+    },
     id,
-    projectId,
-    pipelineId: pipeline.id,
-    status: "queued" as const,
-    platform: config.platform,
-    triggerType: "manual" as const,
-    triggerActor: actor.email,
-    configSnapshot: JSON.stringify(config),
-    timeoutS,
-  };
-  // The project and pipeline must still be live when the row goes in: a concurrent delete wins or loses whole.
-  const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL)`;
+    now,
+  );
   const [, inserted] = await deps.db.batch([
-    deps.db
-      .update(projects)
-      .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
-      .where(and(eq(projects.id, projectId), live)),
-    deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_ref, rerun_of, from_fork, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
-      SELECT ${values.id}, ${values.projectId}, ${values.pipelineId}, last_build_number, ${values.status}, ${values.platform},
-        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.fromFork ? 1 : 0}, ${what.commitSha}, ${what.branch},
-        ${values.configSnapshot}, ${values.timeoutS}, ${now}, ${now}, ${now}
-      FROM projects WHERE id = ${projectId} AND ${live}`),
+    bump!,
+    insert!,
     auditStatementWhen(
       deps,
       {
@@ -188,8 +343,10 @@ async function insertBuild(
       },
       sql`changes() = 1`,
     ),
+    ...more,
   ]);
   if (inserted.rowsAffected !== 1) throw new ApiError(404, "not_found", "the project or pipeline was deleted");
+  await refreshRunnersOf(deps, holding);
   deps.jobSignal.notify();
   return getBuild(deps, id);
 }

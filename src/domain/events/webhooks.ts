@@ -10,7 +10,11 @@ import { prefixedToken, TOKEN_PREFIXES } from "../common/crypto.ts";
 import { FORGE_ADAPTERS, type ForgeRequest, type RepoInfo } from "./forges/index.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
 import { checkDestinationNow, findDestinationNotAllowed } from "../common/outbound.ts";
-import { getProject, type PipelineConfig } from "../projects/projects.ts";
+import { getProject } from "../projects/projects.ts";
+import { readPipelineConfig } from "../projects/pipeline-source.ts";
+import { plansForAutomaticTrigger } from "../builds/automatic-builds.ts";
+import { buildCreationStatements, refreshRunnersOf, runnersHolding, type BuildPlan } from "../builds/builds.ts";
+import { refreshSchedulesFromRead } from "../builds/schedules.ts";
 import { pipelineWantsBuild, skipReason } from "./triggers.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -18,6 +22,11 @@ export type WebhookRow = typeof webhooks.$inferSelect;
 
 /** Largest webhook body accepted (CONTRACT §11); GitHub caps its payloads at 25 MB too. */
 export const MAX_WEBHOOK_BODY_BYTES = 25 * 1024 * 1024;
+/**
+ * How long a delivery waits for the pipeline file: the forges give up on an answer after 10 s. A file not read in
+ * time counts as unreachable (stored pipelines build with their stored config; see docs/pipelines.md).
+ */
+export const WEBHOOK_CONFIG_READ_TIMEOUT_MS = 7_000;
 /** The same pipeline, event, ref and commit again within this window builds nothing new (CONTRACT §11). */
 export const REBUILD_WINDOW_S = 600;
 const DELIVERIES_LISTED = 100;
@@ -220,13 +229,13 @@ function parsePayload(body: Uint8Array, contentType: string | null): unknown {
 }
 
 /**
- * POST /v1/hooks/{id} (CONTRACT §11): verify, deduplicate, parse, match pipelines, queue builds. Everything is
- * local database work (the payload names the commit, so no git call is made), which keeps the answer well
- * inside the forges' 10-second limit. The builds and the delivery row land in one batch: a redelivery racing
+ * POST /v1/hooks/{id} (CONTRACT §11): verify, deduplicate, parse, read the pipeline file at the pushed commit,
+ * match pipelines, queue builds. The payload names the commit, so the only git call is the file's read, bounded
+ * to keep the answer inside the forges' 10-second limit. The builds and the delivery row land in one batch: a redelivery racing
  * the first copy hits the delivery's unique index and rolls its builds back with it.
  */
 export async function receiveWebhook(
-  deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "jobSignal">,
+  deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "jobSignal" | "git">,
   webhookId: string,
   headers: Headers,
   body: Uint8Array,
@@ -255,20 +264,32 @@ export async function receiveWebhook(
     deps.db.batch([deliveryInsert(deps, { hook, deliveryId, dedupKey: deliveryId, event, outcome, reason, buildIds: [] }), ...(learn ? [learn] : [])]);
 
   let ignored: string | null = parsed.kind === "ping" ? "ping" : parsed.kind === "ignored" ? parsed.reason : null;
-  const plans: Array<{ request: ForgeRequest; pipeline: typeof pipelines.$inferSelect; id: string }> = [];
+  const plans: Array<{ request: ForgeRequest; plan: BuildPlan; id: string }> = [];
   if (parsed.kind === "requests") {
     const project = await getProject(deps, hook.projectId);
-    const projectPipelines = await deps.db.select().from(pipelines).where(eq(pipelines.projectId, hook.projectId)).orderBy(pipelines.createdAt);
     const reasons: string[] = [];
     for (const request of parsed.requests) {
       const skip = skipReason(request);
-      if (skip) {
-        reasons.push(skip);
+      if (skip || request.commitSha === null) {
+        reasons.push(skip ?? "no commit");
         continue;
       }
-      for (const pipeline of projectPipelines) {
-        if (pipelineWantsBuild(pipeline.config as PipelineConfig, project.defaultBranch, request)) plans.push({ request, pipeline, id: crypto.randomUUID() });
-      }
+      // The pipeline file at the pushed commit decides which pipelines build and with what (docs/pipelines.md).
+      const read = await readPipelineConfig(deps, project, request.commitSha, { timeoutMs: WEBHOOK_CONFIG_READ_TIMEOUT_MS });
+      const atDefaultHead = request.event === "push" && request.branch === project.defaultBranch;
+      const requestPlans = await plansForAutomaticTrigger(deps, project, read, {
+        triggerType: "webhook",
+        triggerActor: parsed.actor,
+        triggerEvent: request.event,
+        triggerRef: request.ref,
+        commitSha: request.commitSha,
+        branch: request.branch,
+        fromFork: request.fork,
+        wants: (_name, config) => pipelineWantsBuild(config, project.defaultBranch, request),
+        atDefaultHead,
+      });
+      if (atDefaultHead) await refreshSchedulesFromRead(deps, project, read);
+      for (const plan of requestPlans) plans.push({ request, plan, id: crypto.randomUUID() });
     }
     if (plans.length === 0) ignored = reasons[0] ?? "no pipeline's triggers match";
   }
@@ -277,9 +298,13 @@ export async function receiveWebhook(
       await record("ignored", ignored);
       return { builds: [], ignored: ignored ?? "nothing to build" };
     }
-    const actor = parsed.kind === "requests" ? parsed.actor : null;
     const now = deps.clock.now();
-    const statements: BatchItem<"sqlite">[] = plans.flatMap((p) => queueWebhookBuild(deps, hook.projectId, p.pipeline, p.request, p.id, actor, now));
+    const holding = (
+      await Promise.all(plans.filter((p) => p.plan.config.cancel_previous).map((p) => runnersHolding(deps, p.plan.pipeline.id, p.plan.branch)))
+    ).flat();
+    const statements: BatchItem<"sqlite">[] = plans.flatMap((p) =>
+      buildCreationStatements(deps, p.plan, p.id, now, freshWebhookBuild(p.plan.pipeline.id, p.request, now)),
+    );
     const ids = plans.map((p) => p.id);
     const idsJson = JSON.stringify(ids);
     const first = statements.shift()!;
@@ -297,6 +322,7 @@ export async function receiveWebhook(
         FROM json_each(${idsJson}) j LEFT JOIN builds b ON b.id = j.value`),
     ]);
     const queued = await buildSummaries(deps, ids);
+    await refreshRunnersOf(deps, holding);
     if (queued.length > 0) deps.jobSignal.notify();
     return queued.length > 0 ? { builds: queued } : { builds: [], ignored: "built within the last 10 minutes" };
   } catch (err) {
@@ -316,32 +342,11 @@ function learnRepo(deps: Pick<AppDeps, "db" | "clock">, webhookId: string, repo:
 }
 
 /**
- * The two statements that queue one webhook build, both guarded by the 10-minute rule so that a skipped build
- * takes no build number either (numbers stay gapless): the number bump and the insert that reads it back.
+ * The 10-minute rule (CONTRACT §11) as the guard of a webhook build's statements: the same pipeline, event, ref and
+ * commit built by a webhook within the window makes nothing, and takes no build number either (numbers stay gapless).
  */
-function queueWebhookBuild(
-  deps: Pick<AppDeps, "db" | "config">,
-  projectId: string,
-  pipeline: typeof pipelines.$inferSelect,
-  request: ForgeRequest,
-  id: string,
-  actor: string | null,
-  now: number,
-) {
-  const config = pipeline.config as PipelineConfig;
-  const fresh = sql`NOT EXISTS (SELECT 1 FROM builds WHERE pipeline_id = ${pipeline.id} AND trigger_type = 'webhook'
+function freshWebhookBuild(pipelineId: string, request: ForgeRequest, now: number) {
+  return sql`NOT EXISTS (SELECT 1 FROM builds WHERE pipeline_id = ${pipelineId} AND trigger_type = 'webhook'
     AND trigger_event = ${request.event} AND trigger_ref = ${request.ref} AND commit_sha = ${request.commitSha}
     AND created_at > ${now - REBUILD_WINDOW_S})`;
-  return [
-    deps.db
-      .update(projects)
-      .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
-      .where(and(eq(projects.id, projectId), fresh)),
-    deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_event, trigger_ref, commit_sha, branch, config_snapshot, timeout_s, from_fork, queued_at, created_at, updated_at)
-      SELECT ${id}, ${projectId}, ${pipeline.id}, last_build_number, 'queued', ${config.platform}, 'webhook', ${actor?.slice(0, 200) ?? null},
-        ${request.event}, ${request.ref}, ${request.commitSha}, ${request.branch}, ${JSON.stringify(config)},
-        ${config.timeout_s ?? deps.config.buildTimeoutS}, ${request.fork ? 1 : 0}, ${now}, ${now}, ${now}
-      FROM projects WHERE id = ${projectId} AND ${fresh}`),
-  ];
 }

@@ -39,7 +39,28 @@ export async function assertRepoAllowed(deps: Pick<AppDeps, "db" | "clock" | "co
  */
 export interface GitClient {
   lsRemote(url: string, ref: string, credentials?: GitCredentials): Promise<LsRemoteResult>;
+  /**
+   * One file at one commit (the pipeline file, docs/pipelines.md): fetching only that commit, shallow and without
+   * other blobs where the server allows, within `timeoutMs`; `content` null when the commit has no such file.
+   * Absent where the host has no git (Workers): the file is then unreachable.
+   */
+  readFile?(url: string, commitSha: string, path: string, options: ReadFileOptions): Promise<ReadFileResult>;
 }
+
+export interface ReadFileOptions {
+  credentials?: GitCredentials;
+  timeoutMs: number;
+  maxBytes: number;
+}
+
+/**
+ * `unreachable`: git could not connect or timed out (a stored pipeline then builds with its stored config);
+ * `failed`: any other git failure (refused credentials, unknown commit); `too_large`: over `maxBytes`;
+ * `not_allowed`: the outbound guard refused the destination.
+ */
+export type ReadFileResult =
+  | { ok: true; content: Uint8Array | null }
+  | { ok: false; kind: "unreachable" | "failed" | "too_large" | "not_allowed"; reason: string };
 
 /** Branch names git accepts as `refs/heads/<name>`, minus anything that could read as an option. */
 const BRANCH_NAME = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._\/-]{1,200}(?<![./])$/;

@@ -1,4 +1,5 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import { Cron } from "croner";
 import { z } from "zod";
 import { PLATFORMS, TRIGGER_EVENTS } from "../../db/schema/constants.ts";
 import { builds, pipelines, projects } from "../../db/schema/index.ts";
@@ -34,11 +35,28 @@ const repoUrlSchema = () =>
     // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
     .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path");
 
+/** The pipeline file new projects read (docs/pipelines.md). */
+export const DEFAULT_CONFIG_PATH = ".hangar.yml";
+
+/** A file path inside the repository: relative, `/`-separated, no `.`/`..` segment, nothing git could read as an option. */
+const configPathSchema = () =>
+  z
+    .string()
+    .min(1)
+    .max(255)
+    .refine(
+      // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+      (p) => !/[\x00-\x1f\x7f\\:*?[]/.test(p) && !p.startsWith("-") && p.split("/").every((seg) => seg !== "" && seg !== "." && seg !== ".."),
+      "must be a relative path inside the repository (no leading /, no . or .. segments)",
+    );
+
 export const createProjectSchema = z.lazy(() =>
   z.object({
     name: z.string().trim().min(1).max(100),
     repo_url: repoUrlSchema(),
     default_branch: branchSchema.default("main"),
+    /** null: pipelines are stored in Hangar only. */
+    config_path: configPathSchema().nullable().default(DEFAULT_CONFIG_PATH),
   }),
 );
 
@@ -60,15 +78,68 @@ export const artifactItemSchema = z.lazy(() =>
   z.union([glob(), z.strictObject({ path: glob(), when: z.enum(["on_success", "always"]).default("on_success") })]),
 );
 
+/** The name a step written as a plain string gets: its first 40 characters (docs/pipelines.md). */
+export const STEP_NAME_FROM_RUN_CHARS = 40;
+
+/**
+ * A 5-field cron expression (croner reads it; six fields, seconds, are refused) and an IANA time zone. Shared by
+ * a stored config's `schedules` and the pipeline file's top-level `schedules` (docs/pipelines.md).
+ */
+const cronSchema = () =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(200)
+    .refine((expr) => expr.split(/\s+/).length === 5 && cronIsValid(expr), "not a valid 5-field cron expression");
+const timezoneSchema = () => z.string().min(1).max(100).refine(isTimeZone, "not an IANA time zone name");
+
+export const pipelineScheduleSchema = z.lazy(() =>
+  z.strictObject({ cron: cronSchema(), branch: branchSchema.optional(), timezone: timezoneSchema().optional() }),
+);
+export const fileScheduleSchema = z.lazy(() =>
+  z.strictObject({ pipeline: z.string().trim().min(1).max(100), cron: cronSchema(), branch: branchSchema.optional(), timezone: timezoneSchema().optional() }),
+);
+export type PipelineSchedule = z.infer<typeof pipelineScheduleSchema>;
+
+function cronIsValid(expr: string): boolean {
+  try {
+    new Cron(expr, { paused: true });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function isTimeZone(name: string): boolean {
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: name });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
- * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped.
+ * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped. The same schema
+ * reads a pipeline of the repository's pipeline file (src/domain/projects/pipeline-file.ts): a step may be a plain
+ * string, stored as `{name, run}`.
  */
 export const pipelineConfigSchema = z.lazy(() =>
   z.strictObject({
     platform: z.enum(PLATFORMS),
     steps: z
-      .array(z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }))
+      .array(
+        z.union([
+          z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }),
+          z
+            .string()
+            .min(1)
+            .max(64 * 1024)
+            .transform((run) => ({ name: run.slice(0, STEP_NAME_FROM_RUN_CHARS), run })),
+        ]),
+      )
       .min(1)
       .max(100),
     artifacts: z.array(artifactItemSchema).max(100).optional(),
@@ -77,6 +148,10 @@ export const pipelineConfigSchema = z.lazy(() =>
       .optional(),
     timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
     triggers: z.array(pipelineTriggerSchema).max(50).optional(),
+    /** A new build of this pipeline and branch cancels its older queued or running ones (failure_reason superseded). */
+    cancel_previous: z.boolean().optional(),
+    /** Stored pipelines' schedules (the pipeline file has its own top-level list). */
+    schedules: z.array(pipelineScheduleSchema).max(20).optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
@@ -96,6 +171,7 @@ export const patchProjectSchema = z.lazy(() =>
     name: projectName().optional(),
     repo_url: repoUrlSchema().optional(),
     default_branch: branchSchema.optional(),
+    config_path: configPathSchema().nullable().optional(),
   }),
 );
 
@@ -143,13 +219,30 @@ export function toProjectJson(p: ProjectRow) {
     has_source_credentials: p.sourceCredentialsSealed !== null,
     has_android_signing: p.androidSigningSealed !== null,
     has_ios_signing: p.iosSigningSealed !== null,
+    config_path: p.configPath,
     created_at: p.createdAt,
     updated_at: p.updatedAt,
   };
 }
 
-export function toPipelineJson(p: PipelineRow) {
-  return { id: p.id, project_id: p.projectId, name: p.name, config: p.config as PipelineConfig, created_at: p.createdAt, updated_at: p.updatedAt };
+/**
+ * `file`: where the pipeline file on the default branch last defined this pipeline (path, commit and the parsed
+ * definition), null for a pipeline only stored in Hangar. `config` is that definition for a repository pipeline.
+ */
+export function toPipelineJson(p: PipelineRow, configPath: string | null = null) {
+  return {
+    id: p.id,
+    project_id: p.projectId,
+    name: p.name,
+    config: p.config as PipelineConfig,
+    source: p.source,
+    file:
+      configPath !== null && p.fileCommit !== null && p.fileConfig !== null
+        ? { path: configPath, commit_sha: p.fileCommit, config: p.fileConfig as PipelineConfig }
+        : null,
+    created_at: p.createdAt,
+    updated_at: p.updatedAt,
+  };
 }
 
 /** Names are unique among live projects, compared without regard to ASCII case. */
@@ -181,8 +274,8 @@ export async function createProject(deps: DbDeps, actor: UserRow, input: z.infer
   const now = deps.clock.now();
   const id = crypto.randomUUID();
   const [inserted] = await deps.db.batch([
-    deps.db.run(sql`INSERT INTO projects (id, name, repo_url, default_branch, last_build_number, created_by, created_at, updated_at)
-      SELECT ${id}, ${input.name}, ${input.repo_url}, ${input.default_branch}, 0, ${actor.id}, ${now}, ${now}
+    deps.db.run(sql`INSERT INTO projects (id, name, repo_url, default_branch, config_path, last_build_number, created_by, created_at, updated_at)
+      SELECT ${id}, ${input.name}, ${input.repo_url}, ${input.default_branch}, ${input.config_path}, 0, ${actor.id}, ${now}, ${now}
       WHERE NOT ${projectNameTaken(input.name, null)}`),
     auditStatementWhen(deps, { action: "project.create", actor, targetType: "project", targetId: id, details: { name: input.name } }, sql`changes() = 1`),
   ]);
@@ -218,6 +311,7 @@ export async function updateProject(
         name,
         repoUrl: input.repo_url ?? before.repoUrl,
         defaultBranch: input.default_branch ?? before.defaultBranch,
+        configPath: input.config_path === undefined ? before.configPath : input.config_path,
         updatedAt: now,
       })
       .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${projectNameTaken(name, projectId)}`)),

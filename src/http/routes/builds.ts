@@ -28,7 +28,9 @@ export function buildsRoutes(deps: AppDeps) {
     .post("/v1/projects/:project_id/builds", apiDoc({
         summary: "Trigger a build of a pipeline",
         responses: { 200: json.CreatedBuildJson },
-        errors: { 422: ["branch_not_found", "source_unreachable", "source_not_allowed"] },
+        errors: {
+          422: ["branch_not_found", "source_unreachable", "source_not_allowed", "invalid_pipeline_config", "pipeline_not_in_config", "config_unavailable"],
+        },
         example: { body: { pipeline_id: "3f0c9a52-7a7e-4a53-9a43-2b8f0c2d1e10", branch: "main" } },
       }), builders, jsonBody(triggerBuildSchema), async (c) =>
       c.json(toCreatedBuildJson(await triggerBuild(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json")))),
@@ -50,7 +52,11 @@ export function buildsRoutes(deps: AppDeps) {
       return c.json(page.builds.map(toBuildJson));
     })
     .get("/v1/builds/:build_id", apiDoc({ summary: "Read a build (a queued one says why it waits)", responses: { 200: json.BuildWithQueueJson } }), readers, async (c) => c.json(await getBuildWithQueue(deps, c.req.param("build_id"))))
-    .post("/v1/builds/:build_id/rerun", apiDoc({ summary: "Queue a new build with the same pipeline, commit and config", responses: { 200: json.CreatedBuildJson } }), builders, async (c) =>
+    .post("/v1/builds/:build_id/rerun", apiDoc({
+      summary: "Queue a new build of the same pipeline and commit (a repository pipeline's file is read again at that commit)",
+      responses: { 200: json.CreatedBuildJson },
+      errors: { 422: ["source_not_allowed", "invalid_pipeline_config", "pipeline_not_in_config", "config_unavailable"] },
+    }), builders, async (c) =>
       c.json(toCreatedBuildJson(await rerunBuild(deps, c.get("user"), c.req.param("build_id")))),
     )
     .post("/v1/builds/:build_id/cancel", apiDoc({ summary: "Cancel a build", responses: { 200: json.BuildJson }, errors: { 409: ["invalid_transition"] } }), builders, async (c) =>

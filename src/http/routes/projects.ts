@@ -30,6 +30,7 @@ import {
   toSigningAnswer,
 } from "../../domain/signing/signing.ts";
 import { runSigningHealthPassAfterUpload, signingHealth } from "../../domain/signing/health.ts";
+import { refreshFromDefaultBranch } from "../../domain/builds/schedules.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
@@ -81,12 +82,17 @@ export function projectsRoutes(deps: AppDeps) {
     }), builders, jsonBody(createPipelineSchema), async (c) =>
       c.json(toPipelineJson(await createPipeline(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json")))),
     )
-    .get("/v1/projects/:project_id/pipelines", apiDoc({ summary: "List a project's pipelines", responses: { 200: z.array(json.PipelineJson) } }), readers, async (c) =>
-      c.json((await listPipelines(deps, c.req.param("project_id"))).map(toPipelineJson)),
-    )
+    .get("/v1/projects/:project_id/pipelines", apiDoc({
+      summary: "List a project's pipelines (the pipeline file is read at the default branch's head first)",
+      responses: { 200: z.array(json.PipelineJson) },
+    }), readers, async (c) => {
+      const project = await getProject(deps, c.req.param("project_id"));
+      await refreshFromDefaultBranch(deps, project);
+      return c.json((await listPipelines(deps, project.id)).map((p) => toPipelineJson(p, project.configPath)));
+    })
     .get("/v1/projects/:project_id/pipelines/:pipeline_id", apiDoc({ summary: "Read a pipeline", responses: { 200: json.PipelineJson } }), readers, async (c) => {
-      await getProject(deps, c.req.param("project_id"));
-      return c.json(toPipelineJson(await getPipeline(deps, c.req.param("project_id"), c.req.param("pipeline_id"))));
+      const project = await getProject(deps, c.req.param("project_id"));
+      return c.json(toPipelineJson(await getPipeline(deps, project.id, c.req.param("pipeline_id")), project.configPath));
     })
     .patch("/v1/projects/:project_id/pipelines/:pipeline_id", apiDoc({
       summary: "Rename a pipeline or replace its config (builds queued later use it)",

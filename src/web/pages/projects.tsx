@@ -3,6 +3,9 @@ import type { Child } from "hono/jsx";
 import type { z, ZodType } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { triggerBuild, triggerBuildSchema } from "../../domain/builds/builds.ts";
+import { refreshFromDefaultBranch, schedulesWithNextRun } from "../../domain/builds/schedules.ts";
+import { validatePipelineContent } from "../../domain/projects/pipeline-validate.ts";
+import { MAX_PIPELINE_FILE_BYTES } from "../../domain/projects/pipeline-file.ts";
 import {
   createPipeline,
   createPipelineSchema,
@@ -131,6 +134,7 @@ function IssueList(props: { issues?: ValidationIssue[] }) {
     <ul class="error config-issues" role="alert">
       {props.issues.map((i) => (
         <li>
+          {i.line !== undefined ? <span class="issue-at">line {i.line}, column {i.column}: </span> : null}
           <code>{i.path || "config"}</code>: {i.message}
         </li>
       ))}
@@ -163,7 +167,51 @@ function PipelineForm(props: { action: string; idPrefix: string; name: string; c
   );
 }
 
-function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child; signing?: Child }) {
+/** A schedule as the project page lists it (src/domain/builds/schedules.ts). */
+interface ScheduleView {
+  pipelineId: string;
+  origin: "file" | "stored";
+  cron: string;
+  timezone: string;
+  branch: string | null;
+  nextRunAt: number | null;
+}
+
+/** The answer of the validate box: what a pasted pipeline file holds, or where it is wrong. */
+interface ValidationView {
+  content: string;
+  ok: boolean;
+  issues: ValidationIssue[];
+  pipelines: string[];
+}
+
+/** Where a pipeline comes from: the pipeline file (path and commit) or Hangar's own store. */
+function PipelineSource(props: { pipeline: PipelineRow; configPath: string | null }) {
+  const pl = props.pipeline;
+  const file =
+    props.configPath !== null && pl.fileCommit !== null ? (
+      <>
+        <code>
+          <Name value={props.configPath} />
+        </code>{" "}
+        at <code>{pl.fileCommit.slice(0, 12)}</code>
+      </>
+    ) : null;
+  if (pl.source === "repository") return <p class="pipeline-source">From the repository{file ? <>: {file}</> : null}</p>;
+  return <p class="pipeline-source">Stored in Hangar{file ? <>; the file also defines it ({file}) and wins for commits that have it</> : null}</p>;
+}
+
+function ProjectPage(props: {
+  ctx: PageCtx;
+  project: ProjectRow;
+  pipelines: PipelineRow[];
+  schedules: ScheduleView[];
+  validation?: ValidationView;
+  canWrite: boolean;
+  forms: Forms;
+  events?: Child;
+  signing?: Child;
+}) {
   const p = props.project;
   const forms = props.forms;
   const edit = forms.project;
@@ -195,6 +243,7 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
               {trig.errors.form}
             </p>
           ) : null}
+          <IssueList issues={trig?.issues} />
         </Section>
       ) : null}
 
@@ -210,7 +259,11 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
               <p class="muted">
                 {config.steps.length} step{config.steps.length === 1 ? "" : "s"} · <a href={`/builds?pipeline_id=${pl.id}`}>builds</a>
               </p>
-              {props.canWrite ? (
+              <PipelineSource pipeline={pl} configPath={p.configPath} />
+              {pl.source === "repository" ? (
+                // Defined in the repository: changed by a commit, so shown read-only.
+                <pre class="pipeline-config">{JSON.stringify(pl.fileConfig ?? pl.config, null, 2)}</pre>
+              ) : props.canWrite ? (
                 <details open={forms[`pipeline-${pl.id}`] ? true : undefined}>
                   <summary>Edit</summary>
                   <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={JSON.stringify(pl.config, null, 2)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
@@ -232,6 +285,59 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
         ) : null}
       </Section>
 
+      <Section title="Schedules" id="schedules">
+        {props.schedules.length === 0 ? (
+          <p class="muted">No schedule. Add <code>schedules</code> to the pipeline file or to a stored pipeline's config.</p>
+        ) : (
+          <Table headers={["Pipeline", "Cron", "Time zone", "Branch", "Source", "Next run"]} id="schedule-list">
+            {props.schedules.map((s) => (
+              <tr>
+                <td>
+                  <Name value={props.pipelines.find((pl) => pl.id === s.pipelineId)?.name ?? s.pipelineId} />
+                </td>
+                <td>
+                  <code>{s.cron}</code>
+                </td>
+                <td>{s.timezone}</td>
+                <td>
+                  <Name value={s.branch ?? p.defaultBranch} />
+                </td>
+                <td>{s.origin === "file" ? "pipeline file" : "stored"}</td>
+                <td>
+                  <Time at={s.nextRunAt} />
+                </td>
+              </tr>
+            ))}
+          </Table>
+        )}
+      </Section>
+
+      <Section title="Validate a pipeline file" id="validate" description="Paste a pipeline file to check it as a build would, without committing it.">
+        <PostForm action={`/projects/${p.id}/pipeline-config/validate`}>
+          <TextArea label="Pipeline file (YAML)" name="content" id="validate-content" rows={10} value={props.validation?.content ?? ""} />
+          <Button>Validate</Button>
+        </PostForm>
+        {props.validation ? (
+          props.validation.ok ? (
+            <p class="ok validate-result" role="status">
+              Valid: {props.validation.pipelines.length} pipeline{props.validation.pipelines.length === 1 ? "" : "s"} (
+              {props.validation.pipelines.map((n, i) => (
+                <>
+                  {i > 0 ? ", " : ""}
+                  <Name value={n} />
+                </>
+              ))}
+              ).
+            </p>
+          ) : (
+            <div class="validate-result">
+              <p class="error">Not valid:</p>
+              <IssueList issues={props.validation.issues} />
+            </div>
+          )
+        ) : null}
+      </Section>
+
       {/* Credentials, signing material, secret variables, protection and signing health (project-signing.tsx). */}
       {props.signing}
       {/* Webhooks, notifications and their deliveries (src/web/pages/project-events.tsx), builders only. */}
@@ -243,6 +349,13 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
             <Field label="Name" name="name" id="project-name" value={edit?.values.name ?? p.name} error={edit?.errors.name} required />
             <Field label="Repository URL" name="repo_url" id="project-repo" value={edit?.values.repo_url ?? p.repoUrl} error={edit?.errors.repo_url} required />
             <Field label="Default branch" name="default_branch" id="project-branch" value={edit?.values.default_branch ?? p.defaultBranch} error={edit?.errors.default_branch} />
+            <Field
+              label="Pipeline file (empty: pipelines stored in Hangar only)"
+              name="config_path"
+              id="project-config-path"
+              value={edit?.values.config_path ?? p.configPath ?? ""}
+              error={edit?.errors.config_path}
+            />
             <Button>Save project</Button>
           </PostForm>
           <form method="post" action={`/projects/${p.id}/delete`} class="inline-form" data-confirm="Delete this project and its pipelines? Finished builds and artifacts stay readable.">
@@ -265,15 +378,26 @@ export function projectPages(deps: AppDeps) {
   const builders = requireBrowserUser(deps, { roles: ROLES.builders });
   const canWrite = (c: Context<AppEnv>) => (ROLES.builders as readonly string[]).includes(c.get("user").role);
 
-  const showProject = async (c: Context<AppEnv>, id: string, forms: Forms, status: 200 | 400 | 409 = 200, events: EventsState = {}, signing: SigningState = {}) => {
+  const showProject = async (
+    c: Context<AppEnv>,
+    id: string,
+    forms: Forms,
+    status: 200 | 400 | 409 = 200,
+    events: EventsState = {},
+    signing: SigningState = {},
+    validation?: ValidationView,
+  ) => {
     const project = await getProject(deps, id);
+    // The pipeline file at the default branch's head, as GET /v1/projects/{id}/pipelines reads it.
+    await refreshFromDefaultBranch(deps, project);
     const pipelines = await listPipelines(deps, id);
+    const schedules = await schedulesWithNextRun(deps, id);
     const ctx = pageContext(c, deps);
     const eventSections = await projectEventsSlot(deps, ctx, project, events);
     const signingSection = await projectSigningSlot(deps, ctx, project, signing);
     return renderPage(
       c,
-      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} />,
+      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} schedules={schedules} validation={validation} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} />,
       status,
     );
   };
@@ -304,8 +428,8 @@ export function projectPages(deps: AppDeps) {
     .post("/projects/:project_id/edit", builders, async (c) => {
       const id = c.req.param("project_id");
       const form = await c.req.parseBody();
-      const values = { name: str(form, "name"), repo_url: str(form, "repo_url"), default_branch: str(form, "default_branch") };
-      const checked = check(patchProjectSchema, values);
+      const values = { name: str(form, "name"), repo_url: str(form, "repo_url"), default_branch: str(form, "default_branch"), config_path: str(form, "config_path").trim() };
+      const checked = check(patchProjectSchema, { ...values, config_path: values.config_path === "" ? null : values.config_path });
       if (!checked.ok) return showProject(c, id, { project: { values, errors: fieldErrors(checked.issues) } }, 400);
       try {
         await updateProject(deps, c.get("user"), id, checked.data);
@@ -373,8 +497,14 @@ export function projectPages(deps: AppDeps) {
       } catch (err) {
         if (!(err instanceof ApiError) || err.status >= 500) throw err;
         const field = err.code === "branch_not_found" ? "branch" : "form";
-        return showProject(c, id, { trigger: { values, errors: { [field]: sentence(err.message) } } }, errorStatus(err));
+        return showProject(c, id, { trigger: { values, errors: { [field]: sentence(err.message) }, issues: err.issues } }, errorStatus(err));
       }
+    })
+    .post("/projects/:project_id/pipeline-config/validate", readers, async (c) => {
+      const id = c.req.param("project_id");
+      const content = str(await c.req.parseBody(), "content");
+      const result = await validatePipelineContent(deps, id, content.slice(0, MAX_PIPELINE_FILE_BYTES));
+      return showProject(c, id, {}, 200, {}, {}, { content, ...result });
     })
     .route("/", projectEventPages(deps, (c, id, state, status) => showProject(c, id, {}, status, state)))
     .route("/", projectSigningPages(deps, (c, id, state, status) => showProject(c, id, {}, status, {}, state)));
