@@ -53,6 +53,8 @@ export const projects = sqliteTable("projects", {
   configPath: text("config_path"),
   /** When the pipeline file's schedules were last read from the default branch (re-read hourly and at each push to it). */
   schedulesReadAt: integer("schedules_read_at"),
+  /** Tag globs, the same for tag builds (a tag never matches a branch rule); null means `["**"]`. */
+  protectedTags: text("protected_tags", { mode: "json" }).$type<string[]>(),
   /** Last build number handed out; incremented by the same statement that inserts the build. */
   lastBuildNumber: integer("last_build_number").notNull().default(0),
   createdBy: text("created_by"),

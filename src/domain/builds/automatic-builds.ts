@@ -42,6 +42,7 @@ export async function plansForAutomaticTrigger(
   trigger: AutomaticTrigger,
 ): Promise<BuildPlan[]> {
   const plan = (pipeline: PipelineRow, config: PipelineConfig, extra: Pick<BuildPlan, "failure" | "logPreamble">): BuildPlan => ({
+    project,
     pipeline,
     config,
     triggerType: trigger.triggerType,

@@ -1,7 +1,7 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { z } from "zod";
-import { BUILD_STATUSES } from "../../db/schema/constants.ts";
+import { BUILD_STATUSES, type BuildTrust, type RunnerTrust } from "../../db/schema/constants.ts";
 import { builds, projects, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -20,6 +20,7 @@ import {
   type ProjectRow,
 } from "../projects/projects.ts";
 import { fileDefinitionFor, manualTriggerError, readPipelineConfig, storedFallbackLog } from "../projects/pipeline-source.ts";
+import { queuedTrustSql } from "../projects/credential-release.ts";
 import { refreshRunnerStatement } from "../runners/runners.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -76,6 +77,7 @@ export function toBuildJson(b: BuildRow) {
     commit_sha: b.commitSha,
     branch: b.branch,
     config_snapshot: b.configSnapshot as PipelineConfig,
+    trust: b.trust,
     runner_id: b.runnerId,
     step_results: (b.stepResults as StepResult[] | null) ?? [],
     exit_code: b.exitCode,
@@ -128,7 +130,7 @@ export async function triggerBuild(
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
   const chosen = await configForManualBuild(deps, project, pipeline, commitSha);
-  return insertBuild(deps, actor, pipeline, {
+  return insertBuild(deps, actor, project, pipeline, {
     commitSha,
     branch,
     triggerRef: input.trigger_ref ?? null,
@@ -155,7 +157,7 @@ export async function rerunBuild(
   await assertRepoAllowed(deps, project.repoUrl);
   const pipeline = await getPipeline(deps, original.projectId, original.pipelineId);
   const chosen = await configForManualBuild(deps, project, pipeline, original.commitSha);
-  return insertBuild(deps, actor, pipeline, {
+  return insertBuild(deps, actor, project, pipeline, {
     commitSha: original.commitSha,
     branch: original.branch,
     triggerRef: original.triggerRef,
@@ -201,6 +203,8 @@ export async function configForManualBuild(
 
 /** What one new build is: everything build creation needs beside the pipeline row. */
 export interface BuildPlan {
+  /** The project as read at queue time: its credentials and protection decide the build's trust. */
+  project: ProjectRow;
   pipeline: Pick<PipelineRow, "id" | "projectId">;
   config: PipelineConfig;
   triggerType: "manual" | "webhook" | "schedule";
@@ -233,16 +237,17 @@ export function buildCreationStatements(
   const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL) AND ${guard}`;
   const status = plan.failure ? "failed" : "queued";
   const finishedAt = plan.failure ? now : null;
+  const trust = queuedTrustSql(plan.project, { branch: plan.branch, triggerEvent: plan.triggerEvent, triggerRef: plan.triggerRef, fork: plan.fromFork });
   const statements: BatchItem<"sqlite">[] = [
     deps.db
       .update(projects)
       .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
       .where(and(eq(projects.id, pipeline.projectId), live)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_event, trigger_ref, rerun_of, from_fork, commit_sha, branch, config_snapshot, timeout_s, failure_reason, finished_at,
+        trigger_event, trigger_ref, rerun_of, from_fork, trust, commit_sha, branch, config_snapshot, timeout_s, failure_reason, finished_at,
         queued_at, created_at, updated_at)
       SELECT ${id}, ${pipeline.projectId}, ${pipeline.id}, last_build_number, ${status}, ${config.platform}, ${plan.triggerType},
-        ${plan.triggerActor?.slice(0, 200) ?? null}, ${plan.triggerEvent}, ${plan.triggerRef}, ${plan.rerunOf}, ${plan.fromFork ? 1 : 0},
+        ${plan.triggerActor?.slice(0, 200) ?? null}, ${plan.triggerEvent}, ${plan.triggerRef}, ${plan.rerunOf}, ${plan.fromFork ? 1 : 0}, ${trust},
         ${plan.commitSha}, ${plan.branch}, ${JSON.stringify(config)}, ${config.timeout_s ?? deps.config.buildTimeoutS},
         ${plan.failure?.reason ?? null}, ${finishedAt}, ${now}, ${now}, ${now}
       FROM projects WHERE id = ${pipeline.projectId} AND ${live}`),
@@ -295,6 +300,7 @@ export async function runnersHolding(deps: Pick<AppDeps, "db">, pipelineId: stri
 async function insertBuild(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
   actor: UserRow,
+  project: ProjectRow,
   pipeline: PipelineRow,
   what: {
     commitSha: string;
@@ -313,6 +319,7 @@ async function insertBuild(
   const [bump, insert, ...more] = buildCreationStatements(
     deps,
     {
+      project,
       pipeline,
       config: what.config,
       triggerType: "manual",
@@ -423,14 +430,19 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   return canceled ?? getBuild(deps, buildId);
 }
 
-export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner"] as const;
+export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner", "no_runner_of_trust"] as const;
+
+/** Whether a runner of this trust takes builds of that trust (the claim's rule, docs/runner-isolation.md). */
+export function runnerTakesTrust(runner: RunnerTrust, build: BuildTrust): boolean {
+  return runner === "open" ? build === "open" || build === "fork" : build === "protected" || build === "open";
+}
 
 /**
  * "Why queued" (CONTRACT §13) for a queued build: the registered runners that offer its platform, by status, and
  * its 1-based place among the queued builds those runners could take (oldest first, as the claim orders them).
  */
 export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
-  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities }).from(runners);
+  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities, trust: runners.trust }).from(runners);
   const offered = (r: (typeof all)[number]) => {
     const platforms = (r.capabilities as { platforms?: unknown } | null)?.platforms;
     return Array.isArray(platforms) ? platforms.filter((p): p is string => typeof p === "string") : [];
@@ -438,8 +450,17 @@ export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
   const matching = build.platform === "any" ? all : all.filter((r) => offered(r).includes(build.platform));
   const counts = { online: 0, busy: 0, draining: 0, offline: 0 };
   for (const r of matching) counts[r.status] += 1;
+  // Runners that offer the platform but not a fitting trust can never take it either (a fork's pull request and
+  // only protected runners): that is said apart, and "online" counts only the runners that could take it.
+  const fitting = matching.filter((r) => runnerTakesTrust(r.trust, build.trust));
   const reason: (typeof QUEUE_REASONS)[number] =
-    matching.length === 0 ? "no_matching_runner" : counts.online + counts.busy === 0 ? "no_runner_online" : "waiting_for_runner";
+    matching.length === 0
+      ? "no_matching_runner"
+      : fitting.length === 0
+        ? "no_runner_of_trust"
+        : fitting.every((r) => r.status === "offline" || r.status === "draining")
+          ? "no_runner_online"
+          : "waiting_for_runner";
   let position: number | null = null;
   if (matching.length > 0) {
     const platforms = [...new Set(["any", ...matching.flatMap(offered)])];
