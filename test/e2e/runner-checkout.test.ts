@@ -30,7 +30,8 @@ let git: GitHttpServer;
 const runners: RunnerProcess[] = [];
 
 beforeAll(async () => {
-  d = await startReadyDaemon();
+  // The git server listens on loopback: the daemon allows it, and hands that allow-list to the runner's clone.
+  d = await startReadyDaemon({ HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32" });
   repo = makeGitRepo({ "README.md": "private sources\n" });
   scratch = mkdtempSync(join(tmpdir(), "hangar-runner-checkout-"));
   const root = join(scratch, "repos");
