@@ -9,7 +9,8 @@ import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "../common/crypto.ts";
 import { assertRepoAllowed, resolveBranch } from "../projects/git.ts";
 import { endStepResultsSql } from "./step-results.ts";
-import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow } from "../projects/projects.ts";
+import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow, type ProjectRow } from "../projects/projects.ts";
+import { queuedTrustSql } from "../projects/credential-release.ts";
 import { refreshRunnerStatement } from "../runners/runners.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -66,6 +67,7 @@ export function toBuildJson(b: BuildRow) {
     commit_sha: b.commitSha,
     branch: b.branch,
     config_snapshot: b.configSnapshot as PipelineConfig,
+    trust: b.trust,
     runner_id: b.runnerId,
     step_results: (b.stepResults as StepResult[] | null) ?? [],
     exit_code: b.exitCode,
@@ -116,7 +118,7 @@ export async function triggerBuild(
   await assertRepoAllowed(deps, project.repoUrl);
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
-  return insertBuild(deps, actor, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null, fromFork: false });
+  return insertBuild(deps, actor, project, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null, fromFork: false });
 }
 
 /**
@@ -130,9 +132,10 @@ export async function rerunBuild(
 ): Promise<BuildRow> {
   const original = await getBuild(deps, buildId);
   // The repository rules may have changed since the original ran (remote mode, local paths).
-  await assertRepoAllowed(deps, (await getProject(deps, original.projectId)).repoUrl);
+  const project = await getProject(deps, original.projectId);
+  await assertRepoAllowed(deps, project.repoUrl);
   const pipeline = await getPipeline(deps, original.projectId, original.pipelineId);
-  return insertBuild(deps, actor, pipeline, {
+  return insertBuild(deps, actor, project, pipeline, {
     commitSha: original.commitSha,
     branch: original.branch,
     triggerRef: original.triggerRef,
@@ -145,6 +148,7 @@ export async function rerunBuild(
 async function insertBuild(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
   actor: UserRow,
+  project: ProjectRow,
   pipeline: PipelineRow,
   what: { commitSha: string; branch: string; triggerRef: string | null; rerunOf: string | null; fromFork: boolean },
 ): Promise<BuildRow> {
@@ -164,6 +168,8 @@ async function insertBuild(
     configSnapshot: JSON.stringify(config),
     timeoutS,
   };
+  // A manual build carries no trigger event: a tag build is one whose trigger_ref names a tag.
+  const trust = queuedTrustSql(project, { branch: what.branch, triggerEvent: null, triggerRef: what.triggerRef, fork: what.fromFork });
   // The project and pipeline must still be live when the row goes in: a concurrent delete wins or loses whole.
   const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL)`;
   const [, inserted] = await deps.db.batch([
@@ -172,9 +178,9 @@ async function insertBuild(
       .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
       .where(and(eq(projects.id, projectId), live)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_ref, rerun_of, from_fork, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
+        trigger_ref, rerun_of, from_fork, trust, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
       SELECT ${values.id}, ${values.projectId}, ${values.pipelineId}, last_build_number, ${values.status}, ${values.platform},
-        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.fromFork ? 1 : 0}, ${what.commitSha}, ${what.branch},
+        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.fromFork ? 1 : 0}, ${trust}, ${what.commitSha}, ${what.branch},
         ${values.configSnapshot}, ${values.timeoutS}, ${now}, ${now}, ${now}
       FROM projects WHERE id = ${projectId} AND ${live}`),
     auditStatementWhen(
