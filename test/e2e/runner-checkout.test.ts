@@ -30,8 +30,7 @@ let git: GitHttpServer;
 const runners: RunnerProcess[] = [];
 
 beforeAll(async () => {
-  // The git server listens on loopback: the daemon allows it, and hands that allow-list to the runner's clone.
-  d = await startReadyDaemon({ HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32" });
+  d = await startReadyDaemon();
   repo = makeGitRepo({ "README.md": "private sources\n" });
   scratch = mkdtempSync(join(tmpdir(), "hangar-runner-checkout-"));
   const root = join(scratch, "repos");

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
-import { getLog, removeDir, startReadyDaemon, startRunner, stopRunner, waitFor, waitForFinal, type ReadyDaemon, type RunnerProcess } from "./runner-harness.ts";
+import { getBuild, getLog, removeDir, startReadyDaemon, startRunner, stopRunner, waitFor, waitForFinal, type ReadyDaemon, type RunnerProcess } from "./runner-harness.ts";
 
 // A user of this file only: every process of it is ended after each job, so no other test may share it.
 const STEP_USER = "hangar-takeover-test";
@@ -33,7 +33,8 @@ let tokenFile: string;
 let r: RunnerProcess | undefined;
 
 beforeAll(async () => {
-  d = await startReadyDaemon();
+  // One loopback address allowed (not the one the refused clone goes to): the runner must use the daemon's list.
+  d = await startReadyDaemon({ HANGAR_OUTBOUND_ALLOW: "127.0.0.2/32" });
   // Token-shaped strings the search must find in the checkout: proof that it looks where it says it does.
   repo = makeGitRepo({ "README.md": "takeover\n", "canary.txt": `${CANARY_RUNNER}\n${CANARY_JOB}\n` });
   scratch = mkdtempSync(join(tmpdir(), "hangar-takeover-"));
@@ -197,47 +198,64 @@ describe("a build against its runner (Linux, as root, --run-as)", () => {
 });
 
 describe("the clone under the outbound guard", () => {
-  let listener: Server;
-  let connections = 0;
-  let port = 0;
+  const listeners: Server[] = [];
   const sockets: Socket[] = [];
 
-  beforeAll(async () => {
-    listener = createServer((socket) => {
+  /** A TCP listener that only counts connections. */
+  async function listen(host: string): Promise<{ port: number; connections: () => number }> {
+    let connections = 0;
+    const server = createServer((socket) => {
       connections++;
       sockets.push(socket);
       socket.on("error", () => undefined);
+      socket.end();
     });
-    await new Promise<void>((resolve) => listener.listen(0, "127.0.0.1", resolve));
-    port = (listener.address() as { port: number }).port;
-  });
+    listeners.push(server);
+    await new Promise<void>((resolve) => server.listen(0, host, resolve));
+    return { port: (server.address() as { port: number }).port, connections: () => connections };
+  }
 
   afterAll(async () => {
     for (const s of sockets) s.destroy();
-    await new Promise((resolve) => listener?.close(resolve));
+    for (const l of listeners) await new Promise((resolve) => l.close(resolve));
   });
 
   it("refuses a loopback repository before connecting (no credential sent, the listening socket sees nothing); without --run-as the runner says any build can read its token", async () => {
+    const refused = await listen("127.0.0.1");
+    // The daemon's allow-list (127.0.0.2/32) reaches the runner: a clone there does connect.
+    const allowed = await listen("127.0.0.2");
     const plain = await registerRunner(d.api, d.ownerToken, { platforms: ["ios"] });
-    const builds: string[] = [];
-    for (const host of ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "2130706433"]) {
-      const project = await createProject(d.api, d.ownerToken, { repo_url: `http://${host}:${port}/app.git` });
+    const builds: Array<{ id: string; allowed: boolean }> = [];
+    const urls = [
+      ...["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "2130706433"].map((host) => ({ url: `http://${host}:${refused.port}/app.git`, allowed: false })),
+      { url: `http://127.0.0.2:${allowed.port}/app.git`, allowed: true },
+    ];
+    for (const { url, allowed: ok } of urls) {
+      const project = await createProject(d.api, d.ownerToken, { repo_url: url });
       const creds = await d.api.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: d.ownerToken, body: { username: "bot", token: "ghp_never_sent_1234" } });
       expect(creds.status).toBe(200);
       const pipeline = await createPipeline(d.api, d.ownerToken, project.id, { platform: "ios", steps: [{ name: "never", run: "echo STEP-RAN" }] });
-      builds.push((await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main })).id);
+      builds.push({ id: (await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main })).id, allowed: ok });
     }
     const p = startRunner(d.daemon.url, plain, [], join(scratch, "work-plain"));
     try {
-      for (const id of builds) {
-        const final = await waitForFinal(d, id, 120_000);
+      for (const { id, allowed: ok } of builds) {
+        const final = await waitForFinal(d, id, 120_000).catch(async (err: Error) => {
+          throw new Error(`${err.message}\n${JSON.stringify(await getBuild(d, id))}\n${p.stderr()}\n${await getLog(d, id)}`);
+        });
         const log = await getLog(d, id);
         expect(final.status, log).toBe("failed");
-        expect(log).toMatch(/hangar: the clone of .* is refused: .*loopback/);
         expect(log).not.toContain("STEP-RAN");
-        expect(log).not.toContain("$ git");
+        if (ok) {
+          expect(log).toContain("$ git fetch");
+          expect(log).not.toContain("is refused");
+        } else {
+          expect(log).toMatch(/hangar: the clone of .* is refused: .*loopback/);
+          expect(log).not.toContain("$ git");
+        }
       }
-      expect(connections).toBe(0);
+      expect(refused.connections()).toBe(0);
+      expect(allowed.connections()).toBeGreaterThan(0);
       expect(p.stderr()).toContain("any build on this runner can read its token");
       expect(p.stderr()).toContain("--run-as BUILD_USER --token-file FILE");
       expect(await isolationOf(plain.id), p.stderr()).toBe("none");
