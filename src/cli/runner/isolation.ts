@@ -158,8 +158,8 @@ export async function endUserProcesses(uid: number, gid: number, timeoutMs = 10_
   const first = pids.length;
   const deadline = Date.now() + timeoutMs;
   while (pids.length > 0 && Date.now() < deadline) {
-    await killAllAs(uid, gid);
-    // A process with another effective id (a set-user-id program the user started) is signalled directly too.
+    // Direct signals first (they need no new process), kill(-1) as the user for whatever forked meanwhile; a
+    // process with another effective id (a set-user-id program the user started) is reached by the former.
     for (const pid of pids) {
       try {
         process.kill(pid, "SIGKILL");
@@ -167,8 +167,11 @@ export async function endUserProcesses(uid: number, gid: number, timeoutMs = 10_
         // gone already
       }
     }
-    pids = await processesOfUser(uid);
-    if (pids.length > 0) await new Promise((r) => setTimeout(r, 10));
+    await killAllAs(uid, gid);
+    // Killed processes take a moment to leave the process table: look again before another round of signals.
+    const settle = Math.min(deadline, Date.now() + 250);
+    do pids = await processesOfUser(uid);
+    while (pids.length > 0 && Date.now() < settle && (await new Promise((r) => setTimeout(r, 2)), true));
   }
   if (pids.length > 0) throw new Error(`${pids.length} process(es) of uid ${uid} survived the sweep: ${pids.slice(0, 10).join(", ")}`);
   return first;
