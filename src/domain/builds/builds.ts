@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
-import { BUILD_STATUSES } from "../../db/schema/constants.ts";
+import { BUILD_STATUSES, type BuildTrust, type RunnerTrust } from "../../db/schema/constants.ts";
 import { builds, projects, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -272,14 +272,19 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   return canceled ?? getBuild(deps, buildId);
 }
 
-export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner"] as const;
+export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner", "no_runner_of_trust"] as const;
+
+/** Whether a runner of this trust takes builds of that trust (the claim's rule, docs/runner-isolation.md). */
+export function runnerTakesTrust(runner: RunnerTrust, build: BuildTrust): boolean {
+  return runner === "open" ? build === "open" || build === "fork" : build === "protected" || build === "open";
+}
 
 /**
  * "Why queued" (CONTRACT §13) for a queued build: the registered runners that offer its platform, by status, and
  * its 1-based place among the queued builds those runners could take (oldest first, as the claim orders them).
  */
 export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
-  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities }).from(runners);
+  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities, trust: runners.trust }).from(runners);
   const offered = (r: (typeof all)[number]) => {
     const platforms = (r.capabilities as { platforms?: unknown } | null)?.platforms;
     return Array.isArray(platforms) ? platforms.filter((p): p is string => typeof p === "string") : [];
@@ -287,8 +292,17 @@ export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
   const matching = build.platform === "any" ? all : all.filter((r) => offered(r).includes(build.platform));
   const counts = { online: 0, busy: 0, draining: 0, offline: 0 };
   for (const r of matching) counts[r.status] += 1;
+  // Runners that offer the platform but not a fitting trust can never take it either (a fork's pull request and
+  // only protected runners): that is said apart, and "online" counts only the runners that could take it.
+  const fitting = matching.filter((r) => runnerTakesTrust(r.trust, build.trust));
   const reason: (typeof QUEUE_REASONS)[number] =
-    matching.length === 0 ? "no_matching_runner" : counts.online + counts.busy === 0 ? "no_runner_online" : "waiting_for_runner";
+    matching.length === 0
+      ? "no_matching_runner"
+      : fitting.length === 0
+        ? "no_runner_of_trust"
+        : fitting.every((r) => r.status === "offline" || r.status === "draining")
+          ? "no_runner_online"
+          : "waiting_for_runner";
   let position: number | null = null;
   if (matching.length > 0) {
     const platforms = [...new Set(["any", ...matching.flatMap(offered)])];
