@@ -263,4 +263,29 @@ describe("the clone under the outbound guard", () => {
       await stopRunner(p);
     }
   }, 300_000);
+
+  it("sends a job's calls with the job's own token: the build still finishes after the runner token is rotated away mid-job", async () => {
+    const project = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
+    const pipeline = await createPipeline(d.api, d.ownerToken, project.id, {
+      platform: "macos",
+      steps: [{ name: "wait", run: "echo before-rotate; sleep 3; echo after-rotate" }],
+    });
+    const own = await registerRunner(d.api, d.ownerToken, { platforms: ["macos"] });
+    const build = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main });
+    const p = startRunner(d.daemon.url, own, ["--once"], join(scratch, "work-rotate"), { HANGAR_RUNNER_ONCE_WAIT_S: "30" });
+    try {
+      await waitFor("the step to start", async () => (await getLog(d, build.id)).includes("before-rotate"), 60_000);
+      // From here the runner token fails at once (401 invalid_runner_token): only the job token still works.
+      const rotated = await d.api.call("POST", `/v1/runners/${own.id}/rotate-token`, { token: d.ownerToken });
+      expect(rotated.status).toBe(200);
+      expect((await d.api.call("POST", `/v1/runners/${own.id}/heartbeat`, { token: own.token, body: {} })).status).toBe(401);
+      const final = await waitForFinal(d, build.id, 60_000);
+      const log = await getLog(d, build.id);
+      expect(final.status, `${log}\n${p.stderr()}`).toBe("succeeded");
+      expect(log).toContain("after-rotate");
+      expect(log).toContain("hangar: build succeeded");
+    } finally {
+      await stopRunner(p);
+    }
+  }, 180_000);
 });
