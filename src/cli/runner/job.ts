@@ -308,7 +308,10 @@ export class Job {
     }
     const identity = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
     const cgroup = ctx.cgroup;
-    const beforeStart = cgroup ? (pid: number) => cgroup.add(pid) : undefined;
+    // A group that refuses a process (a host that changed under the runner) falls back to the sweeps, said so.
+    const beforeStart = cgroup
+      ? (pid: number) => cgroup.add(pid).catch((err: Error) => say(`hangar: this step runs outside the job's cgroup (${err.message}); the end-of-job sweep still ends its processes`))
+      : undefined;
 
     for (const [i, step] of config.steps.entries()) {
       if (signal.aborted) break;
