@@ -151,9 +151,9 @@ describe("--run-as USER, end to end (Linux, as root)", () => {
   it("refuses --run-as for root itself, an unknown user, and a name that is no user name (exit 2)", async () => {
     if (cannotRun()) throw new Error(cannotRun()!);
     // Three CLI starts at once: on a loaded machine each can take many seconds through tsx.
-    const run = (user: string) =>
+    const run = (user: string, extra: string[] = []) =>
       new Promise<{ status: number | null; stderr: string }>((resolve) => {
-        const proc = spawn(process.execPath, [HANGAR_BIN, "runner", "--url", "http://127.0.0.1:9", "--id", "r", "--run-as", user], {
+        const proc = spawn(process.execPath, [HANGAR_BIN, "runner", "--url", "http://127.0.0.1:9", "--id", "r", "--run-as", user, ...extra], {
           cwd: PROJECT_ROOT,
           env: { ...process.env, HANGAR_RUNNER_TOKEN: "hgr_x" },
           stdio: ["ignore", "ignore", "pipe"],
@@ -162,7 +162,15 @@ describe("--run-as USER, end to end (Linux, as root)", () => {
         proc.stderr.on("data", (b: Buffer) => (stderr += b.toString()));
         proc.once("exit", (status) => resolve({ status, stderr }));
       });
-    const [root, unknown, hostile] = await Promise.all([run("root"), run("no-such-user-hangar"), run("../etc")]);
+    const [root, unknown, hostile, onCommandLine] = await Promise.all([
+      run("root"),
+      run("no-such-user-hangar"),
+      run("../etc"),
+      // The build user could read the token on the runner's command line (/proc/<pid>/cmdline is world-readable).
+      run(STEP_USER, ["--token", "hgr_on_the_command_line"]),
+    ]);
+    expect(onCommandLine.status).toBe(2);
+    expect(onCommandLine.stderr).toContain("--run-as: give the token with --token-file");
     expect(root.status).toBe(2);
     expect(root.stderr).toContain("--run-as: the user must not be root");
     expect(unknown.status).toBe(2);

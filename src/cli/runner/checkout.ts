@@ -1,8 +1,11 @@
 // Clone of the build's commit into a fresh directory. Checkout credentials reach git only through environment
 // variables of the git processes (GIT_CONFIG_COUNT/KEY/VALUE: an `http.<origin>/.extraHeader`), never through
 // the command line (visible in `ps`), the remote URL (stored in .git/config, which steps can read) or a log.
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import type { OutboundAllowList } from "../../domain/common/outbound.ts";
+import { checkCloneTarget } from "./clone-guard.ts";
 import { runProcess, type ProcessResult } from "./steps.ts";
 
 export interface CheckoutAuth {
@@ -15,6 +18,8 @@ export interface CheckoutOptions {
   commitSha: string;
   dir: string;
   auth: CheckoutAuth | null;
+  /** The daemon's outbound allow-list: every host git connects to is checked against it first. */
+  allow: OutboundAllowList;
   baseEnv: NodeJS.ProcessEnv;
   onOutput: (chunk: Buffer) => void;
   signal: AbortSignal;
@@ -37,12 +42,19 @@ export function basicHeaderValue(auth: CheckoutAuth): string {
   return `Basic ${Buffer.from(`${auth.username || "x-access-token"}:${auth.password}`).toString("base64")}`;
 }
 
-/** Environment for the git processes: no prompts, no credential helpers (a keychain would keep the token). */
-export function gitEnv(base: NodeJS.ProcessEnv, repoUrl: string, auth: CheckoutAuth | null): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...base, GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "", SSH_ASKPASS: "" };
-  // Tracing could print request headers; a build machine's shell profile must not turn it on for the clone.
-  for (const name of ["GIT_TRACE", "GIT_TRACE_CURL", "GIT_CURL_VERBOSE", "GIT_TRACE_PACKET"]) delete env[name];
-  const config: Array<[string, string]> = [["credential.helper", ""]];
+/** Variables that would route git through a proxy (whose address the guard never sees) or turn on tracing. */
+const DROPPED_VARS = ["GIT_TRACE", "GIT_TRACE_CURL", "GIT_CURL_VERBOSE", "GIT_TRACE_PACKET", "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "GIT_PROXY_COMMAND", "GIT_SSH_COMMAND", "GIT_SSH"];
+
+/**
+ * Environment for the git processes: no prompts, no credential helpers (a keychain would keep the token), no
+ * system or global config (an `insteadOf` there would move the clone after the guard checked it), only the
+ * transports `protocols` names, and curl pinned to the checked addresses (`pins`, `host:port:addresses`).
+ */
+export function gitEnv(base: NodeJS.ProcessEnv, repoUrl: string, auth: CheckoutAuth | null, protocols = "http:https:ssh:git:file", pins: readonly string[] = []): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...base, GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "", SSH_ASKPASS: "", GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", GIT_ALLOW_PROTOCOL: protocols };
+  for (const name of DROPPED_VARS) delete env[name];
+  const config: Array<[string, string]> = [["credential.helper", ""], ["http.proxy", ""]];
+  for (const pin of pins) config.push(["http.curloptResolve", pin]);
   if (auth) {
     let scope = "";
     try {
@@ -64,13 +76,21 @@ export function gitEnv(base: NodeJS.ProcessEnv, repoUrl: string, auth: CheckoutA
   return env;
 }
 
+const REFUSED: ProcessResult = { exitCode: 1, signal: null, stopped: false };
+
 /** Runs the clone; answers the first failing git command's exit code, or 0. */
 export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessResult> {
-  const env = gitEnv(options.baseEnv, options.repoUrl, options.auth);
+  const target = await checkCloneTarget(options.repoUrl, options.allow);
+  if (!target.ok) {
+    options.onOutput(Buffer.from(`hangar: the clone of ${displayUrl(options.repoUrl)} is refused: ${target.message}\n`));
+    return REFUSED;
+  }
+  const checked = target;
+  const env = gitEnv(options.baseEnv, options.repoUrl, options.auth, target.protocols, target.pins);
   const { dir, commitSha } = options;
-  const git = (args: string[], show = true): Promise<ProcessResult> => {
+  const git = (args: string[], show = true, cwd = dir, withEnv = env): Promise<ProcessResult> => {
     if (show) options.onOutput(Buffer.from(`$ git ${args.map((a) => (a === options.repoUrl ? displayUrl(a) : a)).join(" ")}\n`));
-    return runProcess("git", args, { cwd: dir, env, onOutput: options.onOutput, signal: options.signal });
+    return runProcess("git", args, { cwd, env: withEnv, onOutput: options.onOutput, signal: options.signal });
   };
   const sequence: Array<() => Promise<ProcessResult>> = [
     () => git(["init", "-q", "."]),
@@ -86,14 +106,62 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
       return git(["fetch", "-q", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"]);
     },
     () => git(["checkout", "-q", "--detach", commitSha]),
-    async () =>
-      existsSync(join(dir, ".gitmodules"))
-        ? git(["submodule", "update", "-q", "--init", "--recursive"])
-        : { exitCode: 0, signal: null, stopped: false },
+    () => updateSubmodules(dir, 0),
   ];
+  /**
+   * Submodules one level at a time, each level's URLs checked by the guard first (and pinned): a `.gitmodules`
+   * is the repository's to write, so it could point anywhere. Relative URLs stay on the checked origin.
+   */
+  async function updateSubmodules(at: string, depth: number): Promise<ProcessResult> {
+    if (!existsSync(join(at, ".gitmodules"))) return { exitCode: 0, signal: null, stopped: false };
+    if (depth >= 8) {
+      options.onOutput(Buffer.from("hangar: submodules nested deeper than 8 levels are not checked out\n"));
+      return REFUSED;
+    }
+    const entries = await gitConfigList(at, ".gitmodules");
+    const pins = [...checked.pins];
+    const protocols = new Set(checked.protocols.split(":"));
+    for (const [key, url] of entries) {
+      if (!/^submodule\..*\.url$/.test(key) || url.startsWith("./") || url.startsWith("../")) continue;
+      const found = await checkCloneTarget(url, options.allow);
+      // A path on the runner's machine is only for a repository that is itself local.
+      const sub = found.ok && found.protocols === "file" && checked.protocols !== "file" ? { ok: false as const, message: "a local path" } : found;
+      if (!sub.ok) {
+        options.onOutput(Buffer.from(`hangar: the submodule ${displayUrl(url)} is refused: ${sub.message}\n`));
+        return REFUSED;
+      }
+      pins.push(...sub.pins);
+      for (const p of sub.protocols.split(":")) protocols.add(p);
+    }
+    const subEnv = gitEnv(options.baseEnv, options.repoUrl, options.auth, [...protocols].join(":"), pins);
+    const updated = await git(["submodule", "update", "-q", "--init"], true, at, subEnv);
+    if (updated.exitCode !== 0 || updated.stopped) return updated;
+    for (const [key, path] of entries) {
+      if (!/^submodule\..*\.path$/.test(key) || path.startsWith("/") || path.split("/").includes("..")) continue;
+      const nested = await updateSubmodules(join(at, path), depth + 1);
+      if (nested.exitCode !== 0 || nested.stopped) return nested;
+    }
+    return { exitCode: 0, signal: null, stopped: false };
+  }
   for (const run of sequence) {
     const result = await run();
     if (result.exitCode !== 0 || result.stopped) return result;
   }
   return { exitCode: 0, signal: null, stopped: false };
+}
+
+/** `git config -f FILE --list` as [key, value] pairs (empty when the file holds none or is unreadable). */
+function gitConfigList(cwd: string, file: string): Promise<Array<[string, string]>> {
+  return new Promise((resolve) => {
+    execFile("git", ["config", "-f", file, "--null", "--list"], { cwd, maxBuffer: 1024 * 1024, env: { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } }, (err, stdout) => {
+      if (err) return resolve([]);
+      const pairs: Array<[string, string]> = [];
+      for (const item of stdout.split("\0")) {
+        if (!item) continue;
+        const nl = item.indexOf("\n");
+        pairs.push(nl < 0 ? [item, ""] : [item.slice(0, nl), item.slice(nl + 1)]);
+      }
+      resolve(pairs);
+    });
+  });
 }

@@ -13,6 +13,17 @@ export interface ClaimedJob {
   lease_expires_at: number;
   repo_url: string;
   pipeline_name?: string;
+  trigger_event?: string;
+  /** Authenticates this job's calls only, until shortly after it is final (`hgj_…`); absent from older daemons. */
+  job_token?: string;
+  trust?: "protected" | "open" | "fork";
+  /** CIDRs the daemon's outbound guard allows (HANGAR_OUTBOUND_ALLOW): the clone is held to the same rules. */
+  outbound_allow?: string[];
+}
+
+export interface RunnerInfo {
+  id?: string;
+  capabilities?: Record<string, unknown>;
 }
 
 export interface JobState {
@@ -180,6 +191,15 @@ export class RunnerClient {
     return answer;
   }
 
+  /**
+   * A client for one claimed job's calls: they carry the job's own token when the claim has one, so the runner
+   * token is not sent for work a build's code could observe (docs/runner-isolation.md).
+   */
+  forJob(jobToken: string | undefined): RunnerClient {
+    if (!jobToken) return this;
+    return new RunnerClient(this.baseUrl, jobToken, this.runnerId, this.log);
+  }
+
   private runnerPath(suffix = ""): string {
     return `/v1/runners/${encodeURIComponent(this.runnerId)}${suffix}`;
   }
@@ -188,8 +208,16 @@ export class RunnerClient {
     return this.runnerPath(`/jobs/${encodeURIComponent(jobId)}${suffix}`);
   }
 
-  async setStatus(status: "online" | "draining", retry: RetryPolicy): Promise<void> {
-    await this.ok("PATCH", this.runnerPath(), { json: { status }, retry });
+  /** Sets the runner's status; answers the runner as the daemon returns it. */
+  async setStatus(status: "online" | "draining", retry: RetryPolicy): Promise<RunnerInfo> {
+    const { body } = await this.ok("PATCH", this.runnerPath(), { json: { status }, retry });
+    return (body ?? {}) as RunnerInfo;
+  }
+
+  /** Replaces the runner's capabilities (a runner token may only narrow its platforms). */
+  async setCapabilities(capabilities: Record<string, unknown>, retry: RetryPolicy): Promise<RunnerInfo> {
+    const { body } = await this.ok("PATCH", this.runnerPath(), { json: { capabilities }, retry });
+    return (body ?? {}) as RunnerInfo;
   }
 
   async heartbeat(): Promise<{ cancelJobIds: string[]; nextInS: number | null }> {

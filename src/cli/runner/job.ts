@@ -1,5 +1,6 @@
 // One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
-import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { join } from "node:path";
 // zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
 // of that file otherwise).
@@ -15,6 +16,8 @@ import { killLeftovers, runStep } from "./steps.ts";
 import { COOKIE_VAR, newJobCookie, sweepJobProcesses } from "./sweep.ts";
 import { clearActiveJob, JOB_DIR_PREFIX, markActiveJob } from "./workroot.ts";
 import { chownTree, type RunAsUser } from "./run-as.ts";
+import { parseAllow } from "./clone-guard.ts";
+import { endUserProcesses, JobCgroup, removeUserTempFiles, type CgroupSupport } from "./isolation.ts";
 import { uploadArtifacts } from "./upload.ts";
 
 const PipelineConfig = z.object({
@@ -72,6 +75,10 @@ export interface JobContext {
   runAs?: RunAsUser;
   /** Where iOS signing material is installed; the host's unless a test passes another. */
   signingSystem?: SigningSystem;
+  /** `user` with --run-as (steps cannot read the runner's token), else `none`. */
+  isolation?: "user" | "none";
+  /** Whether each job gets a cgroup of its own (Linux, cgroup v2 writable), decided once at start. */
+  cgroups?: CgroupSupport;
 }
 
 export class Job {
@@ -82,8 +89,11 @@ export class Job {
   /** Keychain and profiles are the step user's: its home, its search list (docs/signing.md). */
   private readonly signingSystem: SigningSystem;
 
+  /** Calls for this job carry the job's own token (the runner token only when the daemon gave none). */
+  private readonly client: RunnerClient;
+
   constructor(
-    private readonly client: RunnerClient,
+    runnerClient: RunnerClient,
     readonly claimed: ClaimedJob,
     private readonly workRoot: string,
     private readonly log: Logger,
@@ -91,6 +101,7 @@ export class Job {
   ) {
     const runAs = context.runAs;
     this.signingSystem = context.signingSystem ?? hostSigningSystem(runAs ? { uid: runAs.uid, gid: runAs.gid, home: runAs.home } : {});
+    this.client = runnerClient.forJob(claimed.job_token);
   }
 
   get id(): string {
@@ -113,7 +124,11 @@ export class Job {
       await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
       await markActiveJob(this.workRoot, this.cookie);
       jobDir = await mkdtemp(join(this.workRoot, `${JOB_DIR_PREFIX}${job.build_number}-`));
+      // The job directory stays the runner's (its log spool is inside); with --run-as the step user may
+      // traverse it to the parts that are handed over: the checkout, its temporary directory, signing files.
+      if (this.context.runAs) await chmod(jobDir, 0o711);
       await mkdir(join(jobDir, "src"));
+      await mkdir(join(jobDir, "tmp"), { mode: 0o700 });
     } catch (err) {
       // No place to work: fail the build at once rather than let its lease lapse and retry it here.
       this.log.error(`build ${job.build_id}: cannot prepare a work directory under ${this.workRoot}: ${(err as Error).message}`);
@@ -126,6 +141,7 @@ export class Job {
     const secretsDir = join(jobDir, "secrets");
     const logs = new LogStream(client, job.build_id, join(jobDir, "build.log"), this.log);
     for (const value of this.context.maskedValues) logs.addSecret(value);
+    logs.addSecret(job.job_token);
     const say = (line: string) => logs.write(`${line}\n`);
     const reporter = new StatusReporter(client, job.build_id, this.log, (code) => this.stop(code === "build_canceled" ? "canceled" : "final"));
     // Daemon calls made for the job stop retrying once the job is stopped.
@@ -137,6 +153,7 @@ export class Job {
     const snapshot = (): StepResult[] => results.map((r) => ({ ...r }));
     reporter.update({ status: "running", step_results: snapshot() });
 
+    const cgroup = await this.makeCgroup(say);
     const watcher = setInterval(() => void this.pollJob(), JOB_POLL_MS);
     const timeout = config.timeout_s ? setTimeout(() => this.stop("timed_out"), config.timeout_s * 1000) : null;
     let exitCode = 0;
@@ -146,7 +163,7 @@ export class Job {
         say("hangar: the pipeline configuration of this build is not valid: it needs at least one step {name, run}");
         exitCode = 1;
       } else {
-        exitCode = await this.runSteps({ config, results, snapshot, srcDir, secretsDir, logs, say, reporter, retry });
+        exitCode = await this.runSteps({ config, results, snapshot, jobDir, srcDir, secretsDir, logs, say, reporter, retry, cgroup });
       }
     } catch (err) {
       if (!this.stopReason) {
@@ -158,13 +175,8 @@ export class Job {
     } finally {
       clearInterval(watcher);
       if (timeout) clearTimeout(timeout);
-      await killLeftovers();
-      // Processes that left the step's process group (setsid, double fork) still carry the cookie.
-      const swept = await sweepJobProcesses(this.cookie, this.context.sweepUids).catch((err: unknown) => {
-        this.log.error(`build ${job.build_id}: the process sweep failed: ${(err as Error).message}`);
-        return { killed: 0, rounds: 0 };
-      });
-      if (swept.killed > 0) say(`hangar: ended ${swept.killed} process(es) the job left running`);
+      const ended = await this.endJobProcesses(cgroup);
+      if (ended > 0) say(`hangar: ended ${ended} process(es) the job left running`);
       await removeSigning(secretsDir, this.signingSystem);
     }
 
@@ -206,11 +218,48 @@ export class Job {
     }
   }
 
+  /** The job's cgroup when the runner may make one; null (the sweeps alone) otherwise. */
+  private async makeCgroup(say: (line: string) => void): Promise<JobCgroup | null> {
+    const support = this.context.cgroups;
+    if (!support?.ok) return null;
+    try {
+      return await JobCgroup.create(support.base, this.cookie);
+    } catch (err) {
+      say(`hangar: no cgroup for this job (${(err as Error).message}); its processes are ended by the sweep alone`);
+      return null;
+    }
+  }
+
+  /**
+   * Ends whatever the job left running: the steps' process groups, the job's cgroup at once, the processes
+   * carrying its cookie, and with --run-as every process of the build user (whatever its environment, session
+   * or process group), then that user's files in the shared temporary directories. Answers how many were found.
+   */
+  private async endJobProcesses(cgroup: JobCgroup | null): Promise<number> {
+    const failed = (what: string) => (err: unknown) => {
+      this.log.error(`build ${this.id}: ${what} failed: ${(err as Error).message}`);
+      return 0;
+    };
+    const inCgroup = cgroup ? await cgroup.kill().catch(failed("killing the job's cgroup")) : 0;
+    await killLeftovers();
+    // Processes that left the step's process group (setsid, double fork) still carry the cookie.
+    const swept = await sweepJobProcesses(this.cookie, this.context.sweepUids).catch((err: unknown) => ({ killed: failed("the process sweep")(err), rounds: 0 }));
+    const runAs = this.context.runAs;
+    let ofUser = 0;
+    if (runAs) {
+      ofUser = await endUserProcesses(runAs.uid, runAs.gid).catch(failed(`ending the processes of ${runAs.name}`));
+      await removeUserTempFiles(runAs.uid).catch(failed(`removing the temporary files of ${runAs.name}`));
+    }
+    return Math.max(inCgroup, swept.killed, ofUser);
+  }
+
   private async runSteps(ctx: {
     config: PipelineConfig;
     results: StepResult[];
     snapshot: () => StepResult[];
+    jobDir: string;
     srcDir: string;
+    cgroup: JobCgroup | null;
     secretsDir: string;
     logs: LogStream;
     say: (line: string) => void;
@@ -234,6 +283,7 @@ export class Job {
       commitSha: job.commit_sha,
       dir: srcDir,
       auth,
+      allow: parseAllow(job.outbound_allow),
       baseEnv: stepEnv(process.env, { ...config, env: {} }, job, { [COOKIE_VAR]: this.cookie }),
       onOutput: (b) => logs.write(b),
       signal,
@@ -257,9 +307,18 @@ export class Job {
     // A secret variable overrides the runner's own environment and the pipeline's plain `env` of the same name;
     // Hangar's variables (build id, signing paths, the cookie) are set last and win.
     const withSecrets = { ...config, env: { ...config.env, ...variables } };
-    const env = stepEnv(process.env, withSecrets, job, { ...signing.env, ...userEnv, [COOKIE_VAR]: this.cookie });
-    if (runAs) await chownTree(join(srcDir, ".."), runAs.uid, runAs.gid);
+    const tmpDir = join(ctx.jobDir, "tmp");
+    const env = stepEnv(process.env, withSecrets, job, { ...signing.env, ...userEnv, TMPDIR: tmpDir, [COOKIE_VAR]: this.cookie });
+    if (runAs) {
+      // Signing files stay 0600 in a 0700 directory, now the build user's: readable by the job's user only.
+      for (const dir of [srcDir, tmpDir, ctx.secretsDir]) if (existsSync(dir)) await chownTree(dir, runAs.uid, runAs.gid);
+    }
     const identity = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
+    const cgroup = ctx.cgroup;
+    // A group that refuses a process (a host that changed under the runner) falls back to the sweeps, said so.
+    const beforeStart = cgroup
+      ? (pid: number) => cgroup.add(pid).catch((err: Error) => say(`hangar: this step runs outside the job's cgroup (${err.message}); the end-of-job sweep still ends its processes`))
+      : undefined;
 
     for (const [i, step] of config.steps.entries()) {
       if (signal.aborted) break;
@@ -269,7 +328,7 @@ export class Job {
       reporter.update({ status: "running", step_results: snapshot() });
       say(`\n==> [${i + 1}/${config.steps.length}] ${step.name}\n$ ${step.run}`);
       const started = Date.now();
-      const run = await runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, ...identity });
+      const run = await runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, beforeStart, ...identity });
       result.finished_at = nowS();
       result.exit_code = run.exitCode;
       const ok = run.exitCode === 0 && !run.stopped;

@@ -57,14 +57,16 @@ export async function runLoop(options: LoopOptions): Promise<number> {
   };
 
   try {
+    let me;
     try {
-      await client.setStatus("online", { signal: shutdown.signal });
+      me = await client.setStatus("online", { signal: shutdown.signal });
     } catch (err) {
       if (err instanceof DaemonError) throw err;
       if (draining) return 0; // SIGTERM before the daemon was ever reached
       throw err;
     }
     log.info(`runner ${client.runnerId} online at ${client.baseUrl}`);
+    await reportIsolation(client, me.capabilities, options.context?.isolation ?? "none", log, shutdown.signal);
     void heartbeat();
 
     const onceDeadline = Date.now() + (options.onceWaitS ?? CLAIM_WAIT_S) * 1000;
@@ -109,5 +111,25 @@ export async function runLoop(options: LoopOptions): Promise<number> {
     if (heartbeatTimer) clearTimeout(heartbeatTimer);
     process.off("SIGTERM", onSignal);
     process.off("SIGINT", onSignal);
+  }
+}
+
+/**
+ * Tells the daemon whether steps run as a separate user (`capabilities.isolation`), so the Runners page can warn
+ * about a protected runner whose builds can read its token. The other capabilities are sent back as they are:
+ * a runner token may only narrow them.
+ */
+async function reportIsolation(
+  client: RunnerClient,
+  current: Record<string, unknown> | undefined,
+  isolation: "user" | "none",
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
+  if (!current || current.isolation === isolation) return;
+  try {
+    await client.setCapabilities({ ...current, isolation }, { signal, attempts: 3 });
+  } catch (err) {
+    log.warn(`could not report isolation "${isolation}" to the daemon: ${(err as Error).message}`);
   }
 }

@@ -1,11 +1,13 @@
 // `hangar runner` and `hangar runner register` (CONTRACT §9).
 import { statSync } from "node:fs";
+import { userInfo } from "node:os";
 import { resolve } from "node:path";
 import { parseOptions, readSecretOption, SecretOptionError } from "../options.ts";
 import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
 import { runLoop } from "./loop.ts";
 import { resolveRunAsUser, type RunAsUser } from "./run-as.ts";
+import { detectCgroupSupport, endUserProcesses, removeStaleCgroups, removeUserTempFiles } from "./isolation.ts";
 import { cleanWorkRoot, defaultWorkRoot, JOB_DIR_PREFIX, prepareWorkRoot, WorkRootError } from "./workroot.ts";
 import { cleanSigningAtStart, hostSigningSystem } from "./signing.ts";
 
@@ -24,7 +26,9 @@ Options:
   --token-file FILE  read the runner's token from FILE instead
   --workdir DIR      the work root, made private (0700); stale job directories in it are removed at start
                      (default: ~/.hangar-runner/<id>)
-  --run-as USER      run steps as this OS user (the runner must be root; see docs/runner-isolation.md)
+  --run-as USER      run steps as this OS user, a build user of its own (the runner must be root, the token
+                     in --token-file; every process of USER is ended after each job; docs/runner-isolation.md).
+                     Without it any build can read this runner's token.
   --once             run one job (waiting up to 30 s for it); exit 0 when it succeeded, 1 otherwise
 
 register: registers a new runner with a user session of an owner or admin and prints two lines,
@@ -34,6 +38,7 @@ register: registers a new runner with a user session of an owner or admin and pr
   --name NAME        a display name
   --platform P       a platform this machine builds: ios, android, macos (repeatable or comma-separated;
                      default: ios, macos and android on macOS, android elsewhere)
+  --run-as USER      the runner will be started with --run-as (reported as capabilities.isolation "user")
 
 SIGTERM or SIGINT drains: the current job finishes, then the runner exits 0. A second signal stops the job.
 Signing material of iOS and Android builds reaches steps as HANGAR_ANDROID_KEYSTORE_PATH,
@@ -107,6 +112,30 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
     } catch (err) {
       return fail((err as Error).message);
     }
+    // Its every process is ended after each job: never the runner's own user (nor root, refused above).
+    if (runAs.uid === process.getuid?.() || runAs.name === userInfo().username) return fail("--run-as: the user must not be the runner's own user");
+    // A command line is readable by every user of the machine, the build user included (/proc/<pid>/cmdline).
+    if (values.token !== undefined) return fail("--run-as: give the token with --token-file (a file of mode 0600), not --token: the build user can read the runner's command line");
+  } else {
+    log.warn(
+      `steps run as ${userInfo().username}, the runner's own user: any build on this runner can read its token (its token file, its environment) ` +
+        "and act as this runner. For a runner that receives signing keys or secrets, start it as root with --run-as BUILD_USER --token-file FILE " +
+        "(docs/runner-isolation.md).",
+    );
+  }
+  const cgroups = await detectCgroupSupport();
+  if (cgroups.ok) {
+    log.info(`each job runs in a cgroup of its own under ${cgroups.base}, killed as a whole when the job ends`);
+    const stale = await removeStaleCgroups(cgroups.base);
+    if (stale > 0) log.warn(`ended ${stale} process(es) left in the cgroups of an earlier run's jobs`);
+  } else {
+    log.info(`no cgroup per job (${cgroups.reason}): a job's processes are ended by ${runAs ? `ending every process of ${runAs.name}` : "the job cookie sweep"}`);
+  }
+  if (runAs) {
+    // A crash may have left the build user's processes and temporary files behind.
+    const left = await endUserProcesses(runAs.uid, runAs.gid).catch((err: Error) => (log.error(err.message), 0));
+    if (left > 0) log.warn(`ended ${left} process(es) of ${runAs.name} left from before`);
+    await removeUserTempFiles(runAs.uid).catch(() => 0);
   }
   const client = new RunnerClient(url, token, id, log);
   const workRoot = resolve(values.workdir ?? defaultWorkRoot(id));
@@ -125,7 +154,7 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
   try {
     // How long --once waits for a job: 30 s (CONTRACT §9); tests shorten it.
     const onceWaitS = Number(process.env.HANGAR_RUNNER_ONCE_WAIT_S) || undefined;
-    const context = { maskedValues: [token], sweepUids, runAs };
+    const context = { maskedValues: [token], sweepUids, runAs, isolation: runAs ? ("user" as const) : ("none" as const), cgroups };
     code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS, context });
   } catch (err) {
     if (err instanceof DaemonError) {
@@ -149,6 +178,7 @@ async function registerCommand(args: string[]): Promise<number> {
     "session-file": { type: "string" },
     name: { type: "string" },
     platform: { type: "string", multiple: true },
+    "run-as": { type: "string" },
   });
   if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
   const url = (values.url ?? process.env.HANGAR_URL)?.replace(/\/+$/, "");
@@ -167,7 +197,8 @@ async function registerCommand(args: string[]): Promise<number> {
   if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
   if (!session) return fail("a user session token is missing: --session, --session-file or HANGAR_SESSION_TOKEN");
   const platforms = values.platform?.flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean) ?? defaultPlatforms();
-  const body: Record<string, unknown> = { capabilities: { platforms } };
+  // Whether steps will run as a build user of their own; the runner reports it again each time it starts.
+  const body: Record<string, unknown> = { capabilities: { platforms, isolation: values["run-as"] ? "user" : "none" } };
   if (values.name) body.name = values.name;
   let res: Response;
   try {

@@ -24,6 +24,11 @@ export interface RunOptions {
   /** Run as this user and group (`--run-as`; the runner is root then). */
   uid?: number;
   gid?: number;
+  /**
+   * Called with the pid before the process may start its work (the job's cgroup takes it in here); the process
+   * reads one line from its standard input first, sent once this resolves. A rejection ends it unstarted.
+   */
+  beforeStart?: (pid: number) => Promise<void>;
 }
 
 /** Process groups still to clean up at the end of the job (background processes a step left behind). */
@@ -50,7 +55,7 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
       cwd: options.cwd,
       env: options.env,
       detached: true,
-      stdio: ["ignore", "pipe", "pipe"],
+      stdio: [options.beforeStart ? "pipe" : "ignore", "pipe", "pipe"],
       ...(options.uid !== undefined ? { uid: options.uid, gid: options.gid } : {}),
     });
     const pgid = child.pid;
@@ -64,8 +69,23 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
       killTimer.unref();
     };
     if (pgid !== undefined) groups.add(pgid);
-    child.stdout.on("data", options.onOutput);
-    child.stderr.on("data", options.onOutput);
+    if (options.beforeStart && child.stdin) {
+      const stdin = child.stdin;
+      stdin.on("error", () => undefined); // the process may be gone already
+      if (pgid === undefined) stdin.end();
+      else
+        options.beforeStart(pgid).then(
+          () => stdin.end("go\n"),
+          (err: unknown) => {
+            options.onOutput(Buffer.from(`hangar: the step could not be started: ${(err as Error).message}\n`));
+            stdin.end();
+          },
+        );
+    }
+    const stdout = child.stdout!;
+    const stderr = child.stderr!;
+    stdout.on("data", options.onOutput);
+    stderr.on("data", options.onOutput);
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener("abort", onAbort, { once: true });
 
@@ -82,8 +102,8 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
     const onClose = () => {
       if (--openPipes === 0) finish();
     };
-    child.stdout.once("close", onClose);
-    child.stderr.once("close", onClose);
+    stdout.once("close", onClose);
+    stderr.once("close", onClose);
     child.once("error", (err) => {
       options.onOutput(Buffer.from(`${file}: ${err.message}\n`));
       result = { exitCode: 127, signal: null, stopped };
@@ -102,11 +122,11 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
 }
 
 /**
- * The outer shell: starts the step, outlives a SIGTERM to the group (it waits on until the step is gone), then
+ * The outer shell: waits for the runner's go (one line on its standard input), starts the step, outlives a SIGTERM to the group (it waits on until the step is gone), then
  * ends the way the step ended: the same exit code, or the same signal (so a stopped step still reads SIGKILL).
  */
 const STEP_WRAPPER =
-  'sh -c "$1" & c=$!; trap : TERM INT; while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; ' +
+  'IFS= read -r go || exit 125; exec </dev/null; sh -c "$1" & c=$!; trap : TERM INT; while :; do wait "$c"; s=$?; kill -0 "$c" 2>/dev/null || break; done; ' +
   'if [ "$s" -gt 128 ]; then trap - TERM INT; kill -s "$(kill -l "$s")" $$; fi; exit "$s"';
 
 /**
@@ -114,7 +134,8 @@ const STEP_WRAPPER =
  * never held the runner's token: `/proc/$PPID/environ` shows nothing a step did not already have (CONTRACT §9).
  */
 export function runStep(run: string, options: RunOptions): Promise<ProcessResult> {
-  return runProcess("sh", ["-c", STEP_WRAPPER, "hangar-step", run], options);
+  // The wrapper waits for a go on its standard input, so nothing of the step runs before `beforeStart` is done.
+  return runProcess("sh", ["-c", STEP_WRAPPER, "hangar-step", run], { ...options, beforeStart: options.beforeStart ?? (async () => undefined) });
 }
 
 /** Kills whatever the job's processes left running (SIGTERM, then SIGKILL after a short grace). */

@@ -1,5 +1,5 @@
 import ipaddr from "ipaddr.js";
-import { parseCidr } from "../auth/trusted-proxy.ts";
+import { parseCidr } from "./cidr.ts";
 
 /**
  * The outbound guard's rules (CONTRACT §12), web-standard so the Workers core uses them too. Every request the
