@@ -32,6 +32,8 @@ export const builds = sqliteTable(
     /** A pull request from a fork (CONTRACT §11): no signing material and no secret variables are released. */
     fromFork: integer("from_fork", { mode: "boolean" }).notNull().default(false),
     logBytes: integer("log_bytes").notNull().default(0),
+    /** Counts over the build's parsed test cases, or null while it has no test report (recomputed after each report). */
+    testsSummary: text("tests_summary", { mode: "json" }),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),

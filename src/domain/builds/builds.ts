@@ -1,3 +1,4 @@
+import { toTestsSummary } from "../tests/test-reports.ts";
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
 import { BUILD_STATUSES } from "../../db/schema/constants.ts";
@@ -76,6 +77,7 @@ export function toBuildJson(b: BuildRow) {
     queued_at: b.queuedAt,
     started_at: b.startedAt,
     finished_at: b.finishedAt,
+    tests_summary: toTestsSummary(b.testsSummary),
     created_at: b.createdAt,
     updated_at: b.updatedAt,
   };

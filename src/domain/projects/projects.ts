@@ -60,6 +60,9 @@ export const artifactItemSchema = z.lazy(() =>
   z.union([glob(), z.strictObject({ path: glob(), when: z.enum(["on_success", "always"]).default("on_success") })]),
 );
 
+/** `reports`: test report files the runner uploads after the last step whatever the result (docs/test-reports.md). */
+export const pipelineReportsSchema = z.lazy(() => z.strictObject({ junit: z.array(glob()).min(1).max(100) }));
+
 /**
  * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
  * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped.
@@ -77,6 +80,7 @@ export const pipelineConfigSchema = z.lazy(() =>
       .optional(),
     timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
     triggers: z.array(pipelineTriggerSchema).max(50).optional(),
+    reports: pipelineReportsSchema.optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
