@@ -3,9 +3,9 @@
 // `testcase` with `failure`, `error` or `skipped` (Surefire's `flakyFailure`/`flakyError` mean it passed on a rerun).
 //
 // Safety: a document with a DOCTYPE is refused before parsing (an internal subset is where entities, and the
-// billion-laughs expansion, come from), and fast-xml-parser runs with entity processing off: only the five
-// predefined entities and character references are decoded, here, by one linear replace.
-import { XMLParser } from "fast-xml-parser";
+// billion-laughs expansion, come from), and nothing is ever expanded: only the five predefined entities and
+// character references are decoded, by one linear replace. Why a scanner of our own and not fast-xml-parser:
+// docs/decisions.md "Test reports".
 import type { TestCaseStatus } from "../../db/schema/constants.ts";
 
 export interface ParsedTestCase {
@@ -25,27 +25,6 @@ export type JunitParse =
 /** `output` is cut to this many UTF-8 bytes. */
 export const MAX_OUTPUT_BYTES = 64 * 1024;
 const MAX_MESSAGE_CHARS = 4096;
-
-const ELEMENTS_AS_LISTS = new Set(["testsuites", "testsuite", "testcase", "failure", "error", "skipped", "system-out", "system-err", "flakyFailure", "flakyError", "rerunFailure", "rerunError"]);
-
-let parser: XMLParser | null = null;
-function xmlParser(): XMLParser {
-  parser ??= new XMLParser({
-    ignoreAttributes: false,
-    attributeNamePrefix: "@",
-    textNodeName: "#text",
-    parseTagValue: false,
-    parseAttributeValue: false,
-    trimValues: false,
-    processEntities: false,
-    htmlEntities: false,
-    ignoreDeclaration: true,
-    ignorePiTags: true,
-    isArray: (name) => ELEMENTS_AS_LISTS.has(name),
-    maxNestedTags: 200,
-  });
-  return parser;
-}
 
 /**
  * Whether the document declares a DOCTYPE outside CDATA sections and comments. A DOCTYPE may only stand before
@@ -77,27 +56,6 @@ export function decodeXmlText(text: string): string {
   });
 }
 
-type XmlNode = Record<string, unknown>;
-
-function attr(node: unknown, name: string): string | null {
-  if (node === null || typeof node !== "object") return null;
-  const value = (node as XmlNode)[`@${name}`];
-  return typeof value === "string" ? decodeXmlText(value) : null;
-}
-
-function textOf(node: unknown): string {
-  if (typeof node === "string") return decodeXmlText(node);
-  if (node === null || typeof node !== "object") return "";
-  const text = (node as XmlNode)["#text"];
-  return typeof text === "string" ? decodeXmlText(text) : "";
-}
-
-function children(node: unknown, name: string): unknown[] {
-  if (node === null || typeof node !== "object") return [];
-  const value = (node as XmlNode)[name];
-  return Array.isArray(value) ? value : [];
-}
-
 /** Seconds as JUnit writes them (`0.042`, Surefire's localized `1,234.5`) to whole milliseconds; null when absent. */
 function durationMs(time: string | null): number | null {
   if (time === null) return null;
@@ -118,66 +76,230 @@ export function cutUtf8(text: string, maxBytes: number): string {
   return decoder.decode(bytes.subarray(0, end));
 }
 
-function caseOf(node: unknown, suite: string): ParsedTestCase {
-  const failure = children(node, "failure")[0];
-  const error = children(node, "error")[0];
-  const skipped = children(node, "skipped")[0];
-  const outcome = failure ?? error;
-  const status: TestCaseStatus = failure !== undefined ? "failed" : error !== undefined ? "errored" : skipped !== undefined ? "skipped" : "passed";
-  const detail = outcome ?? skipped;
-  const detailText = detail === undefined ? "" : textOf(detail).trim();
-  let message = detail === undefined ? null : attr(detail, "message") ?? (detailText.split("\n", 1)[0] || null);
-  if (message !== null) message = message.slice(0, MAX_MESSAGE_CHARS);
-  const parts: string[] = [];
-  if (outcome !== undefined && detailText) parts.push(detailText);
-  for (const stream of ["system-out", "system-err"]) {
-    for (const part of children(node, stream)) {
-      const text = textOf(part).trim();
-      if (text) parts.push(text);
-    }
-  }
-  const output = parts.length > 0 ? cutUtf8(parts.join("\n\n"), MAX_OUTPUT_BYTES) : null;
-  return {
-    suite,
-    classname: attr(node, "classname") ?? "",
-    name: attr(node, "name") ?? "",
-    status,
-    durationMs: durationMs(attr(node, "time")),
-    message,
-    output,
-  };
+/** Elements whose text is kept: the failure, error or skip detail and the case's own output streams. */
+const OUTCOMES = new Set(["failure", "error", "skipped"]);
+const STREAMS = new Set(["system-out", "system-err"]);
+const MAX_DEPTH = 200;
+const NAME = /^[A-Za-z_:][\w.:-]*/;
+const ATTRIBUTE = /([^\s=/>]+)\s*=\s*(?:"([^"]*)"|'([^']*)')/g;
+
+class NotWellFormed extends Error {}
+
+interface OpenCase {
+  suite: string;
+  attrs: Record<string, string>;
+  kind: "failure" | "error" | "skipped" | null;
+  message: string | null;
+  detail: string;
+  streams: string[];
 }
 
 /**
- * Parses one report; at most `maxCases` cases are kept (`truncated` when there were more). Malformed XML, a
- * DOCTYPE or a document that is not JUnit answers `ok: false` with a message for the report's record.
+ * A linear scanner for JUnit's subset of XML, run in slices: the whole document is one string, but it is
+ * scanned a slice at a time and the caller yields to the event loop between slices (a 50 MiB report never holds
+ * the daemon for long). Elements must nest and close properly; DOCTYPE was refused before; processing
+ * instructions and comments are skipped; CDATA is text. Text is kept only inside a test case's failure, error,
+ * skipped, system-out and system-err elements, each capped, so memory follows the cases kept, not the file.
  */
-export function parseJunit(xml: string, maxCases: number): JunitParse {
-  if (declaresDoctype(xml)) return { ok: false, message: "the report declares a DOCTYPE or entities, which are refused (never expanded)" };
-  let document: XmlNode;
-  try {
-    document = xmlParser().parse(xml) as XmlNode;
-  } catch (err) {
-    return { ok: false, message: `not well-formed XML: ${err instanceof Error ? err.message : String(err)}`.slice(0, 500) };
+export class JunitScanner {
+  private pos = 0;
+  private readonly stack: string[] = [];
+  private readonly suites: string[] = [];
+  private current: OpenCase | null = null;
+  /** Where captured text goes: the outcome's detail or a stream of the open case. */
+  private capture: "detail" | "stream" | null = null;
+  private sawRoot = false;
+  readonly cases: ParsedTestCase[] = [];
+  truncated = false;
+
+  constructor(
+    private readonly xml: string,
+    private readonly maxCases: number,
+  ) {}
+
+  get done(): boolean {
+    return this.pos >= this.xml.length || this.truncated;
   }
-  const roots = [...children(document, "testsuites"), ...children(document, "testsuite")];
-  if (roots.length === 0) return { ok: false, message: "no testsuites or testsuite element: not a JUnit report" };
-  const cases: ParsedTestCase[] = [];
-  let truncated = false;
-  // Iterative walk (suites nest to any depth in converted xcresult output), innermost suite name carried along.
-  const stack: Array<{ node: unknown; suite: string }> = roots.reverse().map((node) => ({ node, suite: "" }));
-  while (stack.length > 0 && !truncated) {
-    const { node, suite: outer } = stack.pop()!;
-    const suite = attr(node, "name") ?? outer;
-    for (const testcase of children(node, "testcase")) {
-      if (cases.length >= maxCases) {
-        truncated = true;
+
+  /** Scans about `budget` characters (whole tokens); throws NotWellFormed. */
+  step(budget: number): void {
+    const xml = this.xml;
+    const stop = Math.min(xml.length, this.pos + budget);
+    while (this.pos < stop && !this.truncated) {
+      const lt = xml.indexOf("<", this.pos);
+      if (lt < 0) {
+        this.text(xml.slice(this.pos));
+        this.pos = xml.length;
         break;
       }
-      cases.push(caseOf(testcase, suite));
+      if (lt > this.pos) this.text(xml.slice(this.pos, lt));
+      const next = xml.charCodeAt(lt + 1);
+      if (next === 0x3f /* ? */) {
+        this.pos = this.until("?>", lt + 2);
+      } else if (next === 0x21 /* ! */) {
+        if (xml.startsWith("<!--", lt)) this.pos = this.until("-->", lt + 4);
+        else if (xml.startsWith("<![CDATA[", lt)) {
+          const end = xml.indexOf("]]>", lt + 9);
+          if (end < 0) throw new NotWellFormed("a CDATA section is not closed");
+          this.rawText(xml.slice(lt + 9, end));
+          this.pos = end + 3;
+        } else throw new NotWellFormed(`unexpected markup at character ${lt}`);
+      } else if (next === 0x2f /* / */) {
+        const end = xml.indexOf(">", lt + 2);
+        if (end < 0) throw new NotWellFormed("a closing tag is not closed");
+        this.close(xml.slice(lt + 2, end).trim());
+        this.pos = end + 1;
+      } else {
+        this.pos = this.open(lt);
+      }
     }
-    const nested = [...children(node, "testsuite"), ...children(node, "testsuites")];
-    for (let i = nested.length - 1; i >= 0; i--) stack.push({ node: nested[i], suite });
+    if (this.pos >= xml.length && !this.truncated) {
+      if (this.stack.length > 0) throw new NotWellFormed(`<${this.stack[this.stack.length - 1]}> is not closed`);
+      if (!this.sawRoot) throw new NotWellFormed("no element");
+    }
   }
-  return { ok: true, cases, truncated };
+
+  private until(marker: string, from: number): number {
+    const end = this.xml.indexOf(marker, from);
+    if (end < 0) throw new NotWellFormed(`${marker} missing`);
+    return end + marker.length;
+  }
+
+  /** Reads a start tag from `<` at `lt` (quoted values may hold `>`); answers the position after it. */
+  private open(lt: number): number {
+    const xml = this.xml;
+    const name = NAME.exec(xml.slice(lt + 1, lt + 200))?.[0];
+    if (!name) throw new NotWellFormed(`a tag without a name at character ${lt}`);
+    // Character by character to the `>` that ends the tag, jumping over quoted values (tags are short; searching
+    // the rest of the document for the next quote at each tag would be quadratic).
+    let i = lt + 1 + name.length;
+    for (;;) {
+      if (i >= xml.length) throw new NotWellFormed(`<${name}> is not closed`);
+      const c = xml.charCodeAt(i);
+      if (c === 0x3e /* > */) break;
+      if (c === 0x22 || c === 0x27) {
+        const close = xml.indexOf(xml[i]!, i + 1);
+        if (close < 0) throw new NotWellFormed(`an attribute of <${name}> is not closed`);
+        i = close + 1;
+      } else i++;
+    }
+    const selfClosing = xml.charCodeAt(i - 1) === 0x2f;
+    const attrText = xml.slice(lt + 1 + name.length, selfClosing ? i - 1 : i);
+    this.start(name, attrText);
+    if (selfClosing) this.close(name);
+    return i + 1;
+  }
+
+  private attributes(text: string): Record<string, string> {
+    const attrs: Record<string, string> = {};
+    ATTRIBUTE.lastIndex = 0;
+    for (let m = ATTRIBUTE.exec(text); m; m = ATTRIBUTE.exec(text)) attrs[m[1]!] = decodeXmlText(m[2] ?? m[3] ?? "");
+    return attrs;
+  }
+
+  private start(name: string, attrText: string): void {
+    if (this.stack.length === 0) {
+      if (this.sawRoot) throw new NotWellFormed("more than one root element");
+      if (name !== "testsuites" && name !== "testsuite") throw new NotJunit();
+      this.sawRoot = true;
+    }
+    if (this.stack.length >= MAX_DEPTH) throw new NotWellFormed(`elements nest deeper than ${MAX_DEPTH}`);
+    this.stack.push(name);
+    const outer = this.suites[this.suites.length - 1] ?? "";
+    if (name === "testsuite" || name === "testsuites") {
+      this.suites.push(this.attributes(attrText).name ?? outer);
+    } else if (name === "testcase" && this.current === null) {
+      this.current = { suite: outer, attrs: this.attributes(attrText), kind: null, message: null, detail: "", streams: [] };
+    } else if (this.current && this.stack.length >= 2 && this.stack[this.stack.length - 2] === "testcase") {
+      if (OUTCOMES.has(name)) {
+        // The gravest outcome wins: a failure beside a skipped marker is a failure, and a failure beats an error.
+        const kind = name as "failure" | "error" | "skipped";
+        const rank = { failure: 3, error: 2, skipped: 1 } as const;
+        if (this.current.kind === null || rank[kind] > rank[this.current.kind]) {
+          this.current.kind = kind;
+          this.current.message = this.attributes(attrText).message ?? null;
+          this.current.detail = "";
+        }
+        this.capture = this.current.kind === kind ? "detail" : null;
+      } else if (STREAMS.has(name)) {
+        this.current.streams.push("");
+        this.capture = "stream";
+      }
+    }
+  }
+
+  private close(name: string): void {
+    const open = this.stack.pop();
+    if (open !== name) throw new NotWellFormed(open ? `</${name}> closes <${open}>` : `</${name}> closes nothing`);
+    if (name === "testsuite" || name === "testsuites") this.suites.pop();
+    else if (name === "testcase" && this.current && !this.stack.includes("testcase")) {
+      if (this.cases.length >= this.maxCases) this.truncated = true;
+      else this.cases.push(finish(this.current));
+      this.current = null;
+    }
+    this.capture = null;
+  }
+
+  private text(raw: string): void {
+    if (this.capture) this.rawText(decodeXmlText(raw));
+  }
+
+  private rawText(text: string): void {
+    const c = this.current;
+    if (!c || !this.capture) return;
+    if (this.capture === "detail") {
+      if (c.detail.length < MAX_OUTPUT_BYTES) c.detail += text.slice(0, MAX_OUTPUT_BYTES);
+    } else {
+      const last = c.streams.length - 1;
+      if (c.streams[last]!.length < MAX_OUTPUT_BYTES) c.streams[last] += text.slice(0, MAX_OUTPUT_BYTES);
+    }
+  }
+}
+
+class NotJunit extends Error {}
+
+function finish(c: OpenCase): ParsedTestCase {
+  const status: TestCaseStatus = c.kind === "failure" ? "failed" : c.kind === "error" ? "errored" : c.kind === "skipped" ? "skipped" : "passed";
+  const detail = c.detail.trim();
+  let message = c.kind === null ? null : c.message ?? (detail.split("\n", 1)[0] || null);
+  if (message !== null) message = message.slice(0, MAX_MESSAGE_CHARS);
+  const parts: string[] = [];
+  if ((c.kind === "failure" || c.kind === "error") && detail) parts.push(detail);
+  for (const stream of c.streams) {
+    const text = stream.trim();
+    if (text) parts.push(text);
+  }
+  return {
+    suite: c.suite,
+    classname: c.attrs.classname ?? "",
+    name: c.attrs.name ?? "",
+    status,
+    durationMs: durationMs(c.attrs.time ?? null),
+    message,
+    output: parts.length > 0 ? cutUtf8(parts.join("\n\n"), MAX_OUTPUT_BYTES) : null,
+  };
+}
+
+/** Characters scanned between two yields to the event loop. */
+const SLICE_CHARS = 512 * 1024;
+
+/**
+ * Parses one report; at most `maxCases` cases are kept (`truncated` when there were more). Malformed XML, a
+ * DOCTYPE or a document that is not JUnit answers `ok: false` with a message for the report's record. `yieldNow`
+ * is awaited between slices (the daemon passes a macrotask yield; the bench passes nothing to measure raw speed).
+ */
+export async function parseJunit(xml: string, maxCases: number, yieldNow?: () => Promise<void>): Promise<JunitParse> {
+  if (declaresDoctype(xml)) return { ok: false, message: "the report declares a DOCTYPE or entities, which are refused (never expanded)" };
+  const scanner = new JunitScanner(xml, maxCases);
+  try {
+    while (!scanner.done) {
+      scanner.step(SLICE_CHARS);
+      if (yieldNow && !scanner.done) await yieldNow();
+    }
+  } catch (err) {
+    if (err instanceof NotJunit) return { ok: false, message: "the root element is not testsuites or testsuite: not a JUnit report" };
+    if (err instanceof NotWellFormed) return { ok: false, message: `not well-formed XML: ${err.message}`.slice(0, 500) };
+    throw err;
+  }
+  return { ok: true, cases: scanner.cases, truncated: scanner.truncated };
 }

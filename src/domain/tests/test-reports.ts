@@ -16,8 +16,13 @@ import type { ArtifactStore } from "../../storage/types.ts";
 /** Per build: at most this much XML is read and this many cases kept. */
 export const MAX_REPORT_BYTES_PER_BUILD = 50 * 1024 * 1024;
 export const MAX_CASES_PER_BUILD = 100_000;
-/** Cases per INSERT: 16 columns × 200 stays far below SQLite's bound-parameter limit. */
-const INSERT_ROWS = 200;
+/** Cases per INSERT statement (one JSON array each). */
+const INSERT_ROWS = 5000;
+
+/** A macrotask turn: lets requests and timers run between slices of a long parse. */
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
 
 export interface TestsSummary {
   total: number;
@@ -83,13 +88,13 @@ export async function ingestJunitReport(
     .from(testReports)
     .where(eq(testReports.buildId, build.id))
     .get();
-  const cases = await deps.db.select({ n: sql<number>`count(*)` }).from(testCases).where(eq(testCases.buildId, build.id)).get();
+  const counted = await deps.db.select({ n: sql<number>`count(*)` }).from(testCases).where(eq(testCases.buildId, build.id)).get();
   const roomBytes = MAX_REPORT_BYTES_PER_BUILD - Number(used?.bytes ?? 0);
-  const roomCases = MAX_CASES_PER_BUILD - Number(cases?.n ?? 0);
+  const roomCases = MAX_CASES_PER_BUILD - Number(counted?.n ?? 0);
 
   let status: TestReportStatus;
   let message: string | null = null;
-  let parsed: ReturnType<typeof parseJunit> | null = null;
+  let parsed: Awaited<ReturnType<typeof parseJunit>> | null = null;
   let xmlBytes = 0;
   if (artifact.sizeBytes > roomBytes) {
     status = "unparsed";
@@ -102,7 +107,7 @@ export async function ingestJunitReport(
       message = `over the limit of ${MAX_REPORT_BYTES_PER_BUILD} bytes of test reports per build`;
     } else {
       xmlBytes = bytes.length;
-      parsed = parseJunit(new TextDecoder().decode(bytes), Math.max(0, roomCases));
+      parsed = await parseJunit(new TextDecoder().decode(bytes), Math.max(0, roomCases), yieldToEventLoop);
       if (!parsed.ok) {
         status = "unparsed";
         message = parsed.message;
@@ -113,28 +118,19 @@ export async function ingestJunitReport(
     }
   }
   const now = deps.clock.now();
-  const rows =
-    parsed?.ok === true
-      ? parsed.cases.map((c) => ({
-          buildId: build.id,
-          artifactId: artifact.id,
-          projectId: build.projectId,
-          pipelineId: build.pipelineId,
-          buildNumber: build.buildNumber,
-          branch: build.branch,
-          commitSha: build.commitSha,
-          suite: c.suite,
-          classname: c.classname,
-          name: c.name,
-          status: c.status,
-          durationMs: c.durationMs,
-          message: c.message,
-          output: c.output,
-          createdAt: now,
-        }))
-      : [];
+  const cases = parsed?.ok === true ? parsed.cases : [];
+  // Cases go in as JSON arrays unpacked by SQLite (json_each): one statement per few thousand cases instead of
+  // thousands of bound parameters each.
   const inserts = [];
-  for (let i = 0; i < rows.length; i += INSERT_ROWS) inserts.push(deps.db.insert(testCases).values(rows.slice(i, i + INSERT_ROWS)));
+  for (let i = 0; i < cases.length; i += INSERT_ROWS) {
+    const chunk = JSON.stringify(cases.slice(i, i + INSERT_ROWS).map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]));
+    inserts.push(
+      deps.db.run(sql`INSERT INTO test_cases (build_id, artifact_id, project_id, pipeline_id, build_number, branch, commit_sha, suite, classname, name, status, duration_ms, message, output, created_at)
+        SELECT ${build.id}, ${artifact.id}, ${build.projectId}, ${build.pipelineId}, ${build.buildNumber}, ${build.branch}, ${build.commitSha},
+          value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, ${now}
+        FROM json_each(${chunk}) ORDER BY key`),
+    );
+  }
   try {
     // One transaction: the report row (primary key: a racing second ingest fails here as a whole), its cases,
     // and the build's summary.
@@ -200,7 +196,7 @@ export async function listBuildTests(deps: Pick<AppDeps, "db">, buildId: string,
     .orderBy(asc(testCases.id))
     .limit(query.limit + 1);
   const page = rows.slice(0, query.limit);
-  const reports = await deps.db.select().from(testReports).where(eq(testReports.buildId, build.id)).orderBy(asc(testReports.createdAt), asc(testReports.artifactId));
+  const reports = await deps.db.select().from(testReports).where(eq(testReports.buildId, build.id)).orderBy(sql`${testReports}.rowid`);
   const last = page[page.length - 1];
   return {
     summary: toTestsSummary(build.testsSummary) ?? EMPTY_SUMMARY,
