@@ -281,7 +281,7 @@ function finish(c: OpenCase): ParsedTestCase {
 }
 
 /** Characters scanned between two yields to the event loop. */
-const SLICE_CHARS = 512 * 1024;
+const SLICE_CHARS = 128 * 1024;
 
 /**
  * Parses one report; at most `maxCases` cases are kept (`truncated` when there were more). Malformed XML, a
