@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, insertBuild, pathOf, uploadArtifact, type ArtifactWorld } from "../helpers/artifact-world.ts";
 import { reportStatus } from "../helpers/builds.ts";
+import { page } from "../helpers/web.ts";
 
 const FIXTURES = join(import.meta.dirname, "../fixtures/junit");
 const fixture = (name: string) => new Uint8Array(readFileSync(join(FIXTURES, name)));
@@ -195,6 +196,13 @@ describe("history and flaky tests", () => {
     expect(filtered.body.outcomes).toEqual([]);
     const missing = await t.call("GET", `/v1/projects/${w.projectId}/tests`, { token: w.ownerToken });
     expect([missing.status, missing.body.code]).toEqual([400, "invalid_input"]);
+    // The UI page lists it with its evidence, each build linked.
+    const html = await page(t, "GET", `/projects/${w.projectId}/flaky-tests`, { session: w.ownerToken });
+    expect(html.status).toBe(200);
+    expect(html.text).toContain("AppTests.testLogin");
+    expect(html.text).toContain("passed and failed on one commit");
+    expect(html.text).toContain(`href="/builds/${one.buildId}#tests"`);
+    expect(html.text).toContain(`href="/builds/${two.buildId}#tests"`);
     const noProject = await t.call("GET", `/v1/projects/${crypto.randomUUID()}/tests/flaky`, { token: w.ownerToken });
     expect([noProject.status, noProject.body.code]).toEqual([404, "not_found"]);
   });
