@@ -17,8 +17,8 @@ const LINE_SPACE = 134_217_728;
 const MAX_LINE_CHARS = 2000;
 /** Bytes of log one indexing call reads; the rest waits for the next call. */
 const INDEX_BUDGET_BYTES = 16 * 1024 * 1024;
-/** Rows per INSERT (4 parameters each). */
-const INSERT_ROWS = 250;
+/** Lines per INSERT statement (one JSON array each). */
+const INSERT_ROWS = 5000;
 
 /** Private-use characters around highlighted terms: they never reach a page unescaped (src/web/pages/builds.tsx). */
 export const MARK_OPEN = "\uE000";
@@ -89,10 +89,14 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
       const line = searchableLine(decoder.decode(tail));
       if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + lines.length, line, lineNumber + lines.length]);
     }
+    // Lines go in as JSON arrays unpacked by SQLite (json_each): one bound parameter per few thousand lines.
     const statements = [];
     for (let i = 0; i < rows.length; i += INSERT_ROWS) {
-      const values = rows.slice(i, i + INSERT_ROWS).map(([rowid, line, n]) => sql`(${rowid}, ${line}, ${buildId}, ${n})`);
-      statements.push(deps.db.run(sql`INSERT OR REPLACE INTO log_search (rowid, line, build_id, line_number) VALUES ${sql.join(values, sql`, `)}`));
+      const chunk = JSON.stringify(rows.slice(i, i + INSERT_ROWS));
+      statements.push(
+        deps.db.run(sql`INSERT OR REPLACE INTO log_search (rowid, line, build_id, line_number)
+          SELECT value ->> 0, value ->> 1, ${buildId}, value ->> 2 FROM json_each(${chunk}) ORDER BY key`),
+      );
     }
     const nextOffset = offset + whole.length;
     const nextLine = lineNumber + lines.length;
