@@ -38,6 +38,18 @@ export function toTestsSummary(value: unknown): TestsSummary | null {
   return (value as TestsSummary | null) ?? null;
 }
 
+/** UTF-8 decoding a megabyte at a time with an event-loop turn between (50 MiB in one call stalls the daemon). */
+async function decodeInSlices(bytes: Uint8Array): Promise<string> {
+  const decoder = new TextDecoder();
+  const SLICE = 1024 * 1024;
+  let text = "";
+  for (let at = 0; at < bytes.length; at += SLICE) {
+    text += decoder.decode(bytes.subarray(at, at + SLICE), { stream: at + SLICE < bytes.length });
+    if (at + SLICE < bytes.length) await yieldToEventLoop();
+  }
+  return text;
+}
+
 async function readAll(stream: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array | null> {
   const parts: Uint8Array[] = [];
   let total = 0;
@@ -107,7 +119,7 @@ export async function ingestJunitReport(
       message = `over the limit of ${MAX_REPORT_BYTES_PER_BUILD} bytes of test reports per build`;
     } else {
       xmlBytes = bytes.length;
-      parsed = await parseJunit(new TextDecoder().decode(bytes), Math.max(0, roomCases), yieldToEventLoop);
+      parsed = await parseJunit(await decodeInSlices(bytes), Math.max(0, roomCases), yieldToEventLoop);
       if (!parsed.ok) {
         status = "unparsed";
         message = parsed.message;
