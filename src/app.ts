@@ -34,6 +34,7 @@ import { apiPages } from "./web/pages/api.tsx";
 import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 import { webhooksRoutes } from "./http/routes/webhooks.ts";
 import { notificationsRoutes } from "./http/routes/notifications.ts";
+import { testsRoutes } from "./http/routes/tests.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -69,6 +70,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     runnersRoutes,
     runnerBundleRoutes,
     buildsRoutes,
+    testsRoutes,
     artifactsRoutes,
     installRoutes,
     webhooksRoutes,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import {
+  ARTIFACT_KINDS,
   ARTIFACT_STATUSES,
   BUILD_STATUSES,
   BUILD_TRUSTS,
@@ -207,6 +208,14 @@ function buildAnswerSchemas() {
 
   // ---------------------------------------------------------------- builds
 
+  const TestsSummaryJson = z.object({
+    total: z.number().int(),
+    passed: z.number().int(),
+    failed: z.number().int(),
+    skipped: z.number().int(),
+    errored: z.number().int(),
+    duration_ms: z.number().int(),
+  });
   const BuildJson = z.object({
     id,
     project_id: id,
@@ -232,6 +241,7 @@ function buildAnswerSchemas() {
     queued_at: time,
     started_at: time.nullable(),
     finished_at: time.nullable(),
+    tests_summary: TestsSummaryJson.nullable(),
     created_at: time,
     updated_at: time,
   });
@@ -370,6 +380,7 @@ function buildAnswerSchemas() {
     content_type: z.string(),
     sha256: z.string().nullable(),
     status: z.enum(ARTIFACT_STATUSES),
+    kind: z.enum(ARTIFACT_KINDS),
     install_metadata: z.object({ bundle_identifier: z.string(), bundle_version: z.string(), title: z.string() }).nullable(),
     app: AppMetadataJson.nullable(),
     created_at: time,

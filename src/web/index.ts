@@ -11,6 +11,7 @@ import { setupPages } from "./pages/setup.tsx";
 import { usersPages } from "./pages/users.tsx";
 import { buildPages } from "./pages/builds.tsx";
 import { projectPages } from "./pages/projects.tsx";
+import { testPages } from "./pages/tests.tsx";
 
 /**
  * The web UI (CONTRACT §10): server-rendered pages that call the domain directly, mounted by createApp beside
@@ -30,6 +31,7 @@ export function webRoutes(deps: AppDeps) {
     auditPages,
     buildPages,
     projectPages,
+    testPages,
   ];
   for (const pages of groups) {
     app.route("/", pages(deps));

@@ -222,6 +222,33 @@ describe("a build on the reference runner", () => {
     expect(artifacts.map((a) => [a.filename, a.status])).toEqual([["junit.xml", "available"]]);
   });
 
+  it("a failing step still uploads its test report: the build's tests, summary and log search show the failure", async () => {
+    const report = readFileSync(join(import.meta.dirname, "../fixtures/junit/gradle.xml"), "utf8").replace(/'/g, "'\\''");
+    const { project: p, pipeline } = await project({
+      platform: "any",
+      steps: [{ name: "test", run: `mkdir -p build/test-results && printf '%s' '${report}' > build/test-results/TEST-Login.xml && echo "FAILURE: Build failed with an exception" && exit 3` }],
+      artifacts: [{ path: "build/**/*.xml", when: "always" }],
+      reports: { junit: ["build/test-results/*.xml"] },
+    });
+    const runner = await registerRunner(d.api, d.ownerToken);
+    const build = await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main });
+    expect(await run(runner, ["--once"]).exited).toBe(1);
+    const done = await getBuild(d, build.id);
+    expect([done.status, done.exit_code]).toEqual(["failed", 3]);
+    expect(done.tests_summary).toMatchObject({ total: 4, failed: 1, errored: 1 });
+    // Uploaded once, as a report (the artifact glob matching it too does not upload a second copy).
+    const artifacts = (await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken })).body as Array<{ filename: string; kind: string }>;
+    expect(artifacts.map((a) => [a.filename, a.kind])).toEqual([["TEST-Login.xml", "junit"]]);
+    const failed = (await d.api.call("GET", `/v1/builds/${build.id}/tests?status=failed`, { token: d.ownerToken })).body;
+    expect(failed.tests.map((c: { name: string }) => c.name)).toEqual(["wrongPasswordShowsError"]);
+    const found = await waitFor("the log line in search", async () => {
+      const r = await d.api.call("GET", `/v1/search?q=${encodeURIComponent('"build failed" exception')}&project_id=${p.id}`, { token: d.ownerToken });
+      return r.body.matches.length > 0 ? r.body.matches : undefined;
+    });
+    // The step's command line (echoed into the log) matches too; the output line is among the matches.
+    expect(found).toContainEqual(expect.objectContaining({ build_id: build.id, line: "FAILURE: Build failed with an exception" }));
+  });
+
   it("fails the build when the commit cannot be checked out", async () => {
     const { project: p, pipeline } = await project({ platform: "any", steps: [{ name: "never", run: "echo never-printed" }] });
     const runner = await registerRunner(d.api, d.ownerToken);

@@ -170,6 +170,13 @@ describe("daemons on sqld", () => {
       const bytes = Buffer.from(await (await fetch(new URL(link.body.url, d.daemon.url))).arrayBuffer());
       expect(bytes.subarray(0, 16).toString()).toBe("hello from sqld\n");
       expect(bytes.length).toBe(16 + 70_000);
+      // Log search is FTS5 on the server too: a phrase and a prefix find the step's command line.
+      const matches = await waitFor("a log search match", async () => {
+        const r = await d.api.call("GET", `/v1/search?q=${encodeURIComponent('"cat README.md" app*')}`, { token: d.ownerToken });
+        expect(r.status, r.text).toBe(200);
+        return r.body.matches.length > 0 ? (r.body.matches as Json[]) : undefined;
+      });
+      expect(matches[0]).toMatchObject({ build_id: build.id, project_id: project.id, line: expect.stringContaining("cat README.md > out/app.txt") });
       // Everything went to the server: no embedded database file was made in the data directory.
       expect(readdirSync(d.dataDir).filter((f) => f.startsWith("hangar.db"))).toEqual([]);
       expect(d.daemon.stderr()).not.toContain("unhandled error");

@@ -21,6 +21,7 @@ export interface Runner {
 export interface ArtifactWorld {
   ownerToken: string;
   projectId: string;
+  pipelineId: string;
   runner: Runner;
   buildId: string;
   /** Path of the runner's artifacts collection for the world's build. */
@@ -45,10 +46,17 @@ export async function insertRunner(t: TestApp, registeredBy: string): Promise<Ru
   return { id, token };
 }
 
-export async function insertBuild(t: TestApp, projectId: string, pipelineId: string, runnerId: string | null, status: BuildStatus = "running"): Promise<string> {
+export async function insertBuild(
+  t: TestApp,
+  projectId: string,
+  pipelineId: string,
+  runnerId: string | null,
+  status: BuildStatus = "running",
+  overrides: { buildNumber?: number; commitSha?: string; branch?: string } = {},
+): Promise<string> {
   const now = t.clock.now();
   const id = crypto.randomUUID();
-  const number = Math.floor(Math.random() * 1e9);
+  const number = overrides.buildNumber ?? Math.floor(Math.random() * 1e9);
   await t.deps.db.insert(builds).values({
     id,
     projectId,
@@ -57,8 +65,8 @@ export async function insertBuild(t: TestApp, projectId: string, pipelineId: str
     status,
     platform: "any",
     triggerType: "manual",
-    commitSha: "0123456789abcdef0123456789abcdef01234567",
-    branch: "main",
+    commitSha: overrides.commitSha ?? "0123456789abcdef0123456789abcdef01234567",
+    branch: overrides.branch ?? "main",
     configSnapshot: { platform: "any", steps: [{ name: "build", run: "true" }] },
     timeoutS: 3600,
     runnerId,
@@ -80,7 +88,7 @@ export async function artifactWorld(t: TestApp): Promise<ArtifactWorld> {
   await t.deps.db.insert(pipelines).values({ id: pipelineId, projectId, name: "build", config: { platform: "any", steps: [{ name: "b", run: "true" }] }, createdAt: now, updatedAt: now });
   const runner = await insertRunner(t, owner.id);
   const buildId = await insertBuild(t, projectId, pipelineId, runner.id);
-  return { ownerToken, projectId, runner, buildId, jobPath: `/v1/runners/${runner.id}/jobs/${buildId}/artifacts` };
+  return { ownerToken, projectId, pipelineId, runner, buildId, jobPath: `/v1/runners/${runner.id}/jobs/${buildId}/artifacts` };
 }
 
 /** The path part of an absolute URL the API handed out, for app.request(). */

@@ -46,6 +46,7 @@ export interface PipelineConfigInput {
   env?: Record<string, string>;
   timeout_s?: number;
   triggers?: Array<{ event: string; branches?: string[]; tags?: string[] }>;
+  reports?: { junit: string[] };
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON shapes are asserted by the tests

@@ -83,6 +83,33 @@ describe("commit statuses through the outbox", () => {
     expect(calls[0]!.headers.authorization).toBe("Bearer forge-token");
   });
 
+  it("a failed build with failing tests says how many and which in the description and in a Slack message", async () => {
+    const sha = "f".repeat(40);
+    const { project, build, apiPath } = await pushedBuild("github", "push", githubPush(sha));
+    const slackPath = `/slack-${project.id}`;
+    const note = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind: "slack", url: `${forge.url}${slackPath}`, on: ["failed"] } });
+    expect(note.status).toBe(200);
+    const runner = await registerRunner(t, owner);
+    for (let job = await claim(t, runner); job; job = await claim(t, runner)) {
+      if (job.build_id !== build.id) continue;
+      await reportStatus(t, runner, build.id, { status: "running" });
+      const cases = ["testA", "testB", "testC", "testD"].map((n) => `<testcase classname="T" name="${n}"><failure message="x"/></testcase>`).join("");
+      const xml = new TextEncoder().encode(`<testsuite name="T">${cases}<testcase classname="T" name="ok"/></testsuite>`);
+      const jobPath = `/v1/runners/${runner.id}/jobs/${build.id}/artifacts`;
+      const created = await t.call("POST", jobPath, { token: runner.token, body: { filename: "junit.xml", size_bytes: xml.length, content_type: "application/xml", kind: "junit" } });
+      const url = new URL(created.body.upload.url);
+      expect((await t.call("PUT", url.pathname, { rawBody: xml })).status).toBe(200);
+      expect((await t.call("POST", `${jobPath}/${created.body.artifact.id}/complete`, { token: runner.token })).status).toBe(200);
+      await reportStatus(t, runner, build.id, { status: "failed", exit_code: 1 });
+      break;
+    }
+    await drain();
+    const last = JSON.parse(forge.requests.filter((r) => r.path.startsWith(apiPath)).at(-1)!.body);
+    expect(last.description).toBe(`Build #${build.build_number} failed: 4 tests failed: T.testA, T.testB, T.testC and 1 more`);
+    const slack = JSON.parse(forge.requests.find((r) => r.path === slackPath)!.body);
+    expect(slack.text).toContain("failed (4 tests failed: T.testA, T.testB, T.testC and 1 more)");
+  });
+
   it("retries after 500s and the final state is the last one the forge hears, whatever the order of retries", async () => {
     const sha = "b".repeat(40);
     const { build, apiPath } = await pushedBuild("github", "push", githubPush(sha));

@@ -286,6 +286,10 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/status", inJob);
     await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/logs", inJob);
     await callOp(t, "GET /v1/builds/{build_id}/logs", inBuild);
+    await callOp(t, "GET /v1/search", as);
+    await callOp(t, "GET /v1/builds/{build_id}/tests", inBuild);
+    await callOp(t, "GET /v1/projects/{project_id}/tests", inProject);
+    await callOp(t, "GET /v1/projects/{project_id}/tests/flaky", inProject);
     await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/checkout-auth", inJob);
     await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/android-signing", inJob);
     await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/ios-signing", inJob);

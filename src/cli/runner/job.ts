@@ -27,6 +27,8 @@ const PipelineConfig = z.object({
   artifacts: z.optional(z.array(z.union([z.string(), z.object({ path: z.string(), when: z._default(z.enum(["on_success", "always"]), "on_success") })]))),
   env: z.optional(z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]))),
   timeout_s: z.optional(z.number().check(z.int(), z.positive())),
+  // Test reports: uploaded as `junit` artifacts after the last step, whether it passed or failed.
+  reports: z.optional(z.object({ junit: z.optional(z.array(z.string())) })),
 });
 type PipelineConfig = z.infer<typeof PipelineConfig>;
 
@@ -337,23 +339,48 @@ export class Job {
       say(run.stopped ? `hangar: step stopped (${this.stopReason}) after ${took} s` : `hangar: step exited with code ${run.exitCode} after ${took} s`);
       if (!ok) {
         reporter.update({ status: "running", step_results: snapshot() });
-        // Test reports of a failed build (`when: always`); a canceled or timed-out build uploads nothing.
-        if (!run.stopped && !signal.aborted) await this.uploadMatching(artifactGlobs(config, false), srcDir, say, retry);
+        // Test reports and `when: always` artifacts of a failed build; a canceled or timed-out build uploads nothing.
+        if (!run.stopped && !signal.aborted) {
+          const reports = await this.uploadReports(config, srcDir, say, retry);
+          await this.uploadMatching(artifactGlobs(config, false), srcDir, say, retry, reports);
+        }
         return run.exitCode || 1;
       }
     }
     reporter.update({ status: "running", step_results: snapshot() });
     if (signal.aborted) return 1;
-    return (await this.uploadMatching(artifactGlobs(config, true), srcDir, say, retry)) ? 0 : 1;
+    const reports = await this.uploadReports(config, srcDir, say, retry);
+    return (await this.uploadMatching(artifactGlobs(config, true), srcDir, say, retry, reports)) ? 0 : 1;
   }
 
-  /** Uploads the files matching `globs`; false when an upload failed. */
-  private async uploadMatching(globs: string[], srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }): Promise<boolean> {
-    if (globs.length === 0) return true;
+  /**
+   * Uploads the test reports (`reports.junit` globs) as `junit` artifacts and answers their paths, which the
+   * artifact upload then skips. A report that fails to upload is said in the log but does not fail the build:
+   * the build's result is its steps'.
+   */
+  private async uploadReports(config: PipelineConfig, srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }): Promise<Set<string>> {
+    const globs = config.reports?.junit ?? [];
+    if (globs.length === 0) return new Set();
     const { files, refused } = await matchFiles(srcDir, globs);
+    for (const glob of refused) say(`hangar: report pattern ${JSON.stringify(glob)} not used: it reaches outside the checkout or is too large`);
+    if (files.length === 0) {
+      say(`hangar: no file matches the test report patterns ${globs.join(", ")}`);
+      return new Set();
+    }
+    const uploads = await uploadArtifacts(this.client, this.claimed.build_id, srcDir, files, say, retry, "junit");
+    if (uploads.failed.length > 0) say(`hangar: ${uploads.failed.length} test report(s) failed to upload`);
+    return new Set(files);
+  }
+
+  /** Uploads the files matching `globs` (but those in `skip`); false when an upload failed. */
+  private async uploadMatching(globs: string[], srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }, skip: Set<string>): Promise<boolean> {
+    if (globs.length === 0) return true;
+    const matched = await matchFiles(srcDir, globs);
+    const { refused } = matched;
+    const files = matched.files.filter((f) => !skip.has(f));
     for (const glob of refused) say(`hangar: artifact pattern ${JSON.stringify(glob)} not used: it reaches outside the checkout or is too large`);
     if (files.length === 0) {
-      say(`hangar: no file matches the artifact patterns ${globs.join(", ")}`);
+      if (matched.files.length === 0) say(`hangar: no file matches the artifact patterns ${globs.join(", ")}`);
       return true;
     }
     const uploads = await uploadArtifacts(this.client, this.claimed.build_id, srcDir, files, say, retry);

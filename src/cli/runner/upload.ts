@@ -82,11 +82,13 @@ export async function uploadArtifacts(
   files: string[],
   say: (line: string) => void,
   retry: RetryPolicy,
+  /** `junit` for test reports (the daemon parses them); plain files otherwise. */
+  kind: "file" | "junit" = "file",
 ): Promise<UploadReport> {
   const report: UploadReport = { uploaded: [], failed: [] };
   for (const rel of files) {
     try {
-      await uploadOne(client, jobId, join(root, rel), artifactName(rel), say, retry);
+      await uploadOne(client, jobId, join(root, rel), artifactName(rel), say, retry, kind);
       report.uploaded.push(rel);
     } catch (err) {
       const reason = err instanceof Error ? err.message : String(err);
@@ -99,7 +101,15 @@ export async function uploadArtifacts(
 
 const ATTEMPTS = 3;
 
-async function uploadOne(client: RunnerClient, jobId: string, path: string, filename: string, say: (line: string) => void, retry: RetryPolicy): Promise<void> {
+async function uploadOne(
+  client: RunnerClient,
+  jobId: string,
+  path: string,
+  filename: string,
+  say: (line: string) => void,
+  retry: RetryPolicy,
+  kind: "file" | "junit",
+): Promise<void> {
   const { size } = await stat(path);
   const sha256 = await sha256File(path);
   const contentType = contentTypeFor(filename);
@@ -107,7 +117,8 @@ async function uploadOne(client: RunnerClient, jobId: string, path: string, file
   let lastError = "";
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
     const created = await client.ok("POST", client.jobPath(jobId, "/artifacts"), {
-      json: { filename, size_bytes: size, content_type: contentType, sha256 },
+      // `kind` only when it is not the default, so a runner still talks to a daemon that predates test reports.
+      json: { filename, size_bytes: size, content_type: contentType, sha256, ...(kind === "junit" ? { kind } : {}) },
       retry,
     });
     const body = created.body as { artifact?: { id?: string }; upload?: UploadTarget };

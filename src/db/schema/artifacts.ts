@@ -1,6 +1,6 @@
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { lifecycleDates } from "./_columns.ts";
-import { ARTIFACT_STATUSES, URL_TOKEN_KINDS } from "./constants.ts";
+import { ARTIFACT_KINDS, ARTIFACT_STATUSES, URL_TOKEN_KINDS } from "./constants.ts";
 
 export const artifacts = sqliteTable(
   "artifacts",
@@ -13,6 +13,8 @@ export const artifacts = sqliteTable(
     contentType: text("content_type").notNull(),
     sha256: text("sha256"),
     status: text("status", { enum: ARTIFACT_STATUSES }).notNull(),
+    /** `junit`: a test report the daemon parses on complete (docs/test-reports.md); `file` otherwise. */
+    kind: text("kind", { enum: ARTIFACT_KINDS }).notNull().default("file"),
     /** Where the bytes live, frozen at creation so a provider switch keeps old artifacts readable. */
     storageLocation: text("storage_location", { mode: "json" }).notNull(),
     installMetadata: text("install_metadata", { mode: "json" }),

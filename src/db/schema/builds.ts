@@ -36,6 +36,8 @@ export const builds = sqliteTable(
     /** SHA-256 of the job token handed out with the latest claim; the token itself is never stored. */
     jobTokenHash: text("job_token_hash"),
     logBytes: integer("log_bytes").notNull().default(0),
+    /** Counts over the build's parsed test cases, or null while it has no test report (recomputed after each report). */
+    testsSummary: text("tests_summary", { mode: "json" }),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),

@@ -79,3 +79,12 @@ export type OutboxTargetKind = (typeof OUTBOX_TARGET_KINDS)[number];
 
 export const OUTBOX_STATUSES = ["pending", "delivered", "failed", "superseded", "disabled"] as const;
 export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
+
+export const ARTIFACT_KINDS = ["file", "junit"] as const;
+export type ArtifactKind = (typeof ARTIFACT_KINDS)[number];
+
+export const TEST_REPORT_STATUSES = ["parsed", "unparsed", "truncated"] as const;
+export type TestReportStatus = (typeof TEST_REPORT_STATUSES)[number];
+
+export const TEST_CASE_STATUSES = ["passed", "failed", "skipped", "errored"] as const;
+export type TestCaseStatus = (typeof TEST_CASE_STATUSES)[number];

@@ -10,6 +10,8 @@ import { loadInstance, readSetting } from "../setup/instance.ts";
 import { artifactPlatform, extractAppMetadata, type AppMetadata } from "./app-metadata.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
 import { claimUploadToken, newUrlToken, releaseUploadToken, resolveUrlToken } from "../auth/url-tokens.ts";
+import type { ArtifactKind } from "../../db/schema/constants.ts";
+import { ingestJunitReport } from "../tests/test-reports.ts";
 
 export type ArtifactRow = typeof artifacts.$inferSelect;
 
@@ -29,7 +31,7 @@ export const DOWNLOAD_TTL_S = 15 * 60;
  */
 export const ORPHAN_GRACE_S = 3600;
 
-type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore">;
+type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore"> & Partial<Pick<AppDeps, "log">>;
 
 // ---------------------------------------------------------------------------------------------------------
 // Names and headers
@@ -182,6 +184,7 @@ export function toArtifactJson(row: ArtifactRow) {
     content_type: row.contentType,
     sha256: row.sha256,
     status: row.status,
+    kind: row.kind,
     install_metadata: (row.installMetadata as InstallMetadata | null) ?? null,
     app: (row.appMetadata as AppMetadata | null) ?? null,
     created_at: row.createdAt,
@@ -225,6 +228,8 @@ export interface CreateArtifactInput {
   content_type: string;
   sha256?: string;
   install_metadata?: InstallMetadata;
+  /** `junit`: a test report, parsed when completed (docs/test-reports.md). */
+  kind?: ArtifactKind;
 }
 
 /** POST …/jobs/{job_id}/artifacts: a pending artifact and where to send its bytes. */
@@ -251,6 +256,7 @@ export async function createArtifact(
     contentType: input.content_type,
     sha256: input.sha256?.toLowerCase() ?? null,
     status: "pending",
+    kind: input.kind ?? "file",
     storageLocation: location,
     installMetadata: input.install_metadata ?? null,
     appMetadata: null,
@@ -382,6 +388,15 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     throw new ApiError(409, "invalid_transition", "the artifact was aborted meanwhile");
   }
   await deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, artifact.id), eq(urlTokens.kind, "upload")));
+  if (updated.kind === "junit") {
+    // Parsed before answering, so the report's tests are listed once the runner's complete call returns; a
+    // report that cannot be read is recorded as unparsed, never a failed upload.
+    try {
+      await ingestJunitReport(deps, updated, store);
+    } catch (err) {
+      deps.log?.({ time: new Date().toISOString(), level: "error", msg: "test report not ingested", artifact_id: updated.id, error: err instanceof Error ? err.message : String(err) });
+    }
+  }
   return toArtifactJson(updated);
 }
 

@@ -1,3 +1,4 @@
+import { toTestsSummary } from "../tests/test-reports.ts";
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { z } from "zod";
@@ -88,6 +89,7 @@ export function toBuildJson(b: BuildRow) {
     queued_at: b.queuedAt,
     started_at: b.startedAt,
     finished_at: b.finishedAt,
+    tests_summary: toTestsSummary(b.testsSummary),
     created_at: b.createdAt,
     updated_at: b.updatedAt,
   };

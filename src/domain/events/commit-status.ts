@@ -67,10 +67,14 @@ export function commitStatusRequest(input: {
   pipelineName: string;
   targetUrl: string;
   credentials: GitCredentials;
+  /** "N tests failed: …" (docs/test-reports.md), added to the description. */
+  tests?: string | null;
 }): OutboundRequest {
   const state = forgeState(input.provider, input.buildStatus);
   const context = `hangar/${input.pipelineName}`;
-  const description = `Build #${input.buildNumber} ${DESCRIPTIONS[input.buildStatus] ?? input.buildStatus}`;
+  // GitHub refuses descriptions over 140 characters; the others keep shorter ones well.
+  const described = `Build #${input.buildNumber} ${DESCRIPTIONS[input.buildStatus] ?? input.buildStatus}${input.tests ? `: ${input.tests}` : ""}`;
+  const description = described.length > 140 ? `${described.slice(0, 139)}…` : described;
   const base = input.apiBase.replace(/\/+$/, "");
   const repo = input.repo.split("/").map(encodeURIComponent).join("/");
   const json = { "content-type": "application/json", accept: "application/json", "user-agent": "hangar" };

@@ -8,6 +8,8 @@ export interface BuildMessageContext {
   pipeline: { id: string; name: string };
   build: Record<string, unknown> & { id: string; build_number: number; branch: string; commit_sha: string; trigger_actor: string | null; status: string };
   url: string;
+  /** "3 tests failed: A.a, B.b, C.c" when the build's test reports hold failures (docs/test-reports.md), else absent. */
+  tests?: string | null;
 }
 
 const RESULT_WORDS: Record<NotificationEvent, string> = {
@@ -22,7 +24,8 @@ const RESULT_WORDS: Record<NotificationEvent, string> = {
 };
 
 function summary(m: BuildMessageContext): string {
-  return `${m.project.name} / ${m.pipeline.name} #${m.build.build_number} ${RESULT_WORDS[m.event]}`;
+  const tests = m.tests ? ` (${m.tests})` : "";
+  return `${m.project.name} / ${m.pipeline.name} #${m.build.build_number} ${RESULT_WORDS[m.event]}${tests}`;
 }
 
 function facts(m: BuildMessageContext): Array<[string, string]> {

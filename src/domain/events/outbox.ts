@@ -1,3 +1,4 @@
+import { failedTestsSentence, firstFailingTests, toTestsSummary } from "../tests/test-reports.ts";
 import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { NotificationEvent } from "../../db/schema/constants.ts";
 import { buildEvents, builds, notifications, outbox, outboxAttempts, pipelines, projects, webhooks } from "../../db/schema/index.ts";
@@ -220,7 +221,15 @@ async function messageContext(deps: Pick<AppDeps, "db">, build: BuildRow, event:
     pipeline: pipeline ?? { id: build.pipelineId, name: "(deleted pipeline)" },
     build: toBuildJson(build),
     url: `${base}/builds/${build.id}`,
+    tests: await failedTestsLine(deps, build),
   };
+}
+
+/** How many tests failed and the first three names, for messages and commit statuses; null when none failed. */
+async function failedTestsLine(deps: Pick<AppDeps, "db">, build: BuildRow): Promise<string | null> {
+  const summary = toTestsSummary(build.testsSummary);
+  if (!summary || summary.failed + summary.errored === 0) return null;
+  return failedTestsSentence(summary, await firstFailingTests(deps, build.id, 3));
 }
 
 /** The request a notification target gets for one message, signed for the `webhook` kind. */
@@ -310,6 +319,7 @@ async function prepare(deps: OutboxDeps, row: OutboxRow): Promise<Prepared> {
       pipelineName: pipeline?.name ?? "pipeline",
       targetUrl: `${await targetBase(deps, hook.baseUrl)}/builds/${build.id}`,
       credentials,
+      tests: await failedTestsLine(deps, build),
     }),
   };
 }

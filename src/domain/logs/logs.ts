@@ -8,6 +8,7 @@ import { getProject, projectLogSecrets } from "../projects/projects.ts";
 import { getRunnerJob } from "../builds/scheduler.ts";
 import { concatBytes } from "../common/bytes.ts";
 import { matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
+import { indexBuildLog } from "./log-search.ts";
 
 /** Newlines in `bytes[0, end)`: stored with each chunk (build_log_chunks.newlines) for the page's line numbers. */
 export function countNewlines(bytes: Uint8Array, end = bytes.length): number {
@@ -44,7 +45,7 @@ export function truncationLine(maxBytes: number): string {
  * HANGAR_LOG_GRACE_S takes no more chunks (409 invalid_transition): a finished log stays finished.
  */
 export async function appendLog(
-  deps: Pick<AppDeps, "db" | "secrets" | "clock" | "config">,
+  deps: Pick<AppDeps, "db" | "secrets" | "clock" | "config"> & Partial<Pick<AppDeps, "log">>,
   runnerId: string,
   jobId: string,
   offset: number,
@@ -100,10 +101,25 @@ export async function appendLog(
           ON CONFLICT (build_id, start_offset) DO UPDATE SET content = excluded.content`,
     );
     const results = stored.length > 0 ? await deps.db.batch([guard, insertStored, upsertPending]) : await deps.db.batch([guard, upsertPending]);
-    if (results[0].rowsAffected === 1) return { log_bytes: have + fresh.length };
+    if (results[0].rowsAffected === 1) {
+      if (stored.length > 0) await indexNewLines(deps, jobId);
+      return { log_bytes: have + fresh.length };
+    }
     // Another append of the same job won the race: look again.
   }
   throw new ApiError(409, "log_offset_mismatch", "the log changed concurrently; retry at the current offset");
+}
+
+/**
+ * Search indexing of the lines this chunk completed (src/domain/logs/log-search.ts). The chunk is stored either
+ * way: a failure here leaves the lines to the maintenance pass, which indexes every ended log that is behind.
+ */
+async function indexNewLines(deps: Pick<AppDeps, "db" | "clock" | "config"> & Partial<Pick<AppDeps, "log">>, buildId: string): Promise<void> {
+  try {
+    await indexBuildLog(deps, buildId);
+  } catch (err) {
+    deps.log?.({ time: new Date().toISOString(), level: "error", msg: "log search indexing failed", build_id: buildId, error: err instanceof Error ? err.message : String(err) });
+  }
 }
 
 /** libSQL binds Uint8Array as a blob on every driver; a fresh copy so no subarray view shares a larger buffer. */

@@ -119,6 +119,8 @@ function isTimeZone(name: string): boolean {
     return false;
   }
 }
+/** `reports`: test report files the runner uploads after the last step whatever the result (docs/test-reports.md). */
+export const pipelineReportsSchema = z.lazy(() => z.strictObject({ junit: z.array(glob()).min(1).max(100) }));
 
 /**
  * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
@@ -152,6 +154,7 @@ export const pipelineConfigSchema = z.lazy(() =>
     cancel_previous: z.boolean().optional(),
     /** Stored pipelines' schedules (the pipeline file has its own top-level list). */
     schedules: z.array(pipelineScheduleSchema).max(20).optional(),
+    reports: pipelineReportsSchema.optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;

@@ -7,13 +7,14 @@ import { deleteExpiredSessions } from "../auth/sessions.ts";
 import { sweep } from "../builds/sweeper.ts";
 import { signingHealthPassIfDue } from "../signing/health.ts";
 import { runSchedules } from "../builds/schedules.ts";
+import { indexEndedLogs } from "../logs/log-search.ts";
 
 /**
  * One pass of every periodic job. Each job is idempotent and made of conditional statements, so two daemons
  * on one database can both run it (CONTRACT §8). Tests call it directly with a ManualClock.
  */
 export async function runMaintenance(deps: AppDeps, options: { jobTimeoutMs?: number } = {}): Promise<void> {
-  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [sweep, deleteExpiredSessions, deleteExpiredOidcRequests, deleteOrphanArtifacts, deleteExpiredUrlTokens, signingHealthPassIfDue, runSchedules];
+  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [sweep, deleteExpiredSessions, deleteExpiredOidcRequests, deleteOrphanArtifacts, deleteExpiredUrlTokens, signingHealthPassIfDue, runSchedules, indexEndedLogs];
   const timeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
   for (const job of jobs) {
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { ARTIFACT_KINDS } from "../../db/schema/constants.ts";
 import { filenameProblem } from "../../domain/artifacts/artifacts.ts";
 
 // Built on first use (z.lazy), not at every daemon start (issue 16).
@@ -31,5 +32,6 @@ export const createArtifactSchema = z.lazy(() =>
       .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex characters")
       .optional(),
     install_metadata: installMetadataSchema.optional(),
+    kind: z.enum(ARTIFACT_KINDS).optional(),
   }),
 );

@@ -21,6 +21,9 @@ import { logStylesheetUrl, logViewerUrl } from "../log-viewer.ts";
 import { ArtifactInstall } from "./install.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { formatBytes, neutralise, relativeTime } from "../text.ts";
+import { searchLogs, type LogMatch } from "../../domain/logs/log-search.ts";
+import { listBuildTests } from "../../domain/tests/test-reports.ts";
+import { FAILURES_SHOWN, SearchResults, TestsSection, type BuildTests } from "./tests.tsx";
 
 const TONES: Record<string, string> = {
   succeeded: "ok",
@@ -43,6 +46,8 @@ const listQuery = z.lazy(() =>
     branch: z.string().max(255).optional(),
     status: z.enum(BUILD_STATUSES).optional().catch(undefined),
     cursor: z.string().max(100).optional(),
+    /** Log search (docs/log-search.md): the other filters narrow it. */
+    q: z.string().max(500).optional(),
   }),
 );
 
@@ -131,12 +136,34 @@ function SigningSummary(props: { items: SigningHealthItem[]; names: NameDirector
   );
 }
 
-function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRow[]; nextHref: string | null; query: z.infer<typeof listQuery>; signing: SigningHealthItem[] }) {
+interface SearchState {
+  q: string;
+  matches: Array<LogMatch & { marked: string }> | null;
+  error: string | null;
+}
+
+function SearchForm(props: { query: z.infer<typeof listQuery> }) {
+  return (
+    <form method="get" action="/builds" class="card search-form" role="search" aria-label="Search build logs">
+      {(["project_id", "pipeline_id", "branch"] as const).map((k) => (props.query[k] ? <input type="hidden" name={k} value={props.query[k]} /> : null))}
+      <Field label="Search logs" name="q" type="search" value={props.query.q ?? ""} placeholder={'error "build failed" Signing*'} />
+      <div class="actions">
+        <Button>Search</Button>
+      </div>
+    </form>
+  );
+}
+
+function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRow[]; nextHref: string | null; query: z.infer<typeof listQuery>; search: SearchState | null; signing: SigningHealthItem[] }) {
   const now = props.ctx.now;
   return (
     <Layout ctx={props.ctx} title="Builds" head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
       <h1>Builds</h1>
       <SigningSummary items={props.signing} names={props.names} />
+      <SearchForm query={props.query} />
+      {props.search ? (
+        <SearchResults q={props.search.q} matches={props.search.matches} error={props.search.error} projectName={(id) => props.names.projects.get(id)?.name} />
+      ) : null}
       <FiltersForm names={props.names} query={props.query} />
       {props.builds.length === 0 ? (
         <EmptyState title="No builds here yet">
@@ -230,6 +257,9 @@ interface BuildPageData {
   artifacts: Awaited<ReturnType<typeof listBuildArtifacts>>;
   queue: Awaited<ReturnType<typeof queueInfo>> | null;
   canAct: boolean;
+  /** Null while the build has no test report. */
+  tests: BuildTests | null;
+  failures: BuildTests["tests"];
 }
 
 function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
@@ -341,6 +371,7 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           ))}
         </ol>
       </Section>
+      {props.tests ? <TestsSection projectId={b.projectId} tests={props.tests} failures={props.failures} /> : null}
       <Section title="Log" id="log-section">
         <div class="log-toolbar">
           <span id="log-state" class="muted" aria-live="polite"></span>
@@ -458,8 +489,22 @@ export function buildPages(deps: AppDeps) {
         params.set("cursor", page.nextCursor);
         nextHref = `/builds?${params}`;
       }
+      let search: SearchState | null = null;
+      const q = clean.q?.trim();
+      if (q) {
+        search = { q, matches: null, error: null };
+        try {
+          search.matches = (await searchLogs(deps, { q, project_id: clean.project_id, pipeline_id: clean.pipeline_id, branch: clean.branch, limit: 50 })).matches;
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          search.error = err.message;
+        }
+      }
       const [names, health] = await Promise.all([nameDirectory(deps), signingHealth(deps)]);
-      return renderPage(c, <BuildsPage ctx={pageContext(c, deps)} names={names} builds={page.builds} nextHref={nextHref} query={clean} signing={health.items} />);
+      return renderPage(
+        c,
+        <BuildsPage ctx={pageContext(c, deps)} names={names} builds={page.builds} nextHref={nextHref} query={clean} search={search} signing={health.items} />,
+      );
     })
     .get("/builds/:build_id", readers, async (c) => {
       const build = await getBuild(deps, c.req.param("build_id"));
@@ -470,7 +515,17 @@ export function buildPages(deps: AppDeps) {
         build.runnerId ? listRunners(deps) : Promise.resolve([]),
       ]);
       const runnerName = runners.find((r) => r.id === build.runnerId)?.name ?? null;
-      return renderPage(c, <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} />);
+      const tests = build.testsSummary ? await listBuildTests(deps, build.id, { limit: 1 }) : null;
+      const failures = tests
+        ? [
+            ...(await listBuildTests(deps, build.id, { status: "failed", limit: FAILURES_SHOWN })).tests,
+            ...(await listBuildTests(deps, build.id, { status: "errored", limit: FAILURES_SHOWN })).tests,
+          ].slice(0, FAILURES_SHOWN)
+        : [];
+      return renderPage(
+        c,
+        <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} tests={tests} failures={failures} />,
+      );
     })
     .post("/builds/:build_id/cancel", builders, async (c) => {
       const build = await cancelBuild(deps, c.get("user"), c.req.param("build_id"));

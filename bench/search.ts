@@ -1,0 +1,193 @@
+// `npm run bench:search`: log search and test-report parsing, each against a limit measured in the same run.
+//  1. Indexing: BENCH_SEARCH_MB of realistic log lines (default 200 MB, ~100 KB per build, so 2,000 builds;
+//     BENCH_SEARCH_MB=2048 is the issue's 2 GB in 20,000 builds) stored as the daemon stores them, then indexed by
+//     the maintenance pass (indexEndedLogs: read the chunks, split lines, strip ANSI, INSERT into FTS5).
+//     The limit: the same lines inserted straight into a bare FTS5 table of a plain SQLite file (libsql, one
+//     transaction per 250-row INSERT like the daemon) — the FTS5 tokenizer and b-tree cost alone.
+//     Index size: database pages added by indexing, as a share of the stored log bytes.
+//  2. Queries: terms, phrases and prefixes through searchLogs (p50/p99 over the mix), vs the same MATCH with
+//     ORDER BY rowid DESC LIMIT 50 on the bare table.
+//  3. JUnit: a ~50 MiB report through parseJunit (with event-loop yields, as the daemon runs it; longest
+//     event-loop stall measured), vs reading the file and decoding it (the floor) and vs a bare
+//     fast-xml-parser parse of the same text (the issue's yardstick).
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { monitorEventLoopDelay } from "node:perf_hooks";
+import { sql } from "drizzle-orm";
+import Database from "libsql";
+import { XMLParser } from "fast-xml-parser";
+import { openDb } from "../src/db/client.ts";
+import { migrateDb } from "../src/db/migrate.ts";
+import { loadConfig } from "../src/config.ts";
+import { indexEndedLogs, searchLogs, searchableLine, toFtsQuery } from "../src/domain/logs/log-search.ts";
+import { parseJunit } from "../src/domain/tests/junit.ts";
+
+const TOTAL_MB = Number(process.env.BENCH_SEARCH_MB ?? 200);
+const PER_BUILD = 100 * 1024;
+const CHUNK = 64 * 1024;
+const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
+const f = (n: number, d = 1) => n.toFixed(d);
+
+const MODULES = ["app", "core", "network", "ui", "payments", "login", "profile", "feed", "settings", "analytics"];
+const WORDS = ["compile", "link", "sign", "archive", "resolve", "download", "transform", "merge", "dex", "lint", "test", "cache"];
+let seed = 42;
+const rand = (n: number) => {
+  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+  return seed % n;
+};
+
+/** One line of a mobile build log: Gradle tasks, Xcode compile lines, test output, some coloured, some errors. */
+function logLine(i: number): string {
+  const m = MODULES[rand(MODULES.length)]!;
+  const w = WORDS[rand(WORDS.length)]!;
+  switch (rand(12)) {
+    case 0:
+      return `> Task :${m}:${w}DebugKotlin UP-TO-DATE`;
+    case 1:
+      return `CompileSwift normal arm64 /Users/ci/work/${m}/Sources/${m[0]!.toUpperCase()}${m.slice(1)}View${rand(300)}.swift (in target '${m}' from project 'App')`;
+    case 2:
+      return `\x1b[32m✓\x1b[0m ${m}Tests.test${w[0]!.toUpperCase()}${w.slice(1)}${rand(500)} (${rand(900)} ms)`;
+    case 3:
+      return `w: /Users/ci/work/${m}/src/main/kotlin/com/example/${m}/${w}Manager.kt: (${rand(400)}, ${rand(80)}): Parameter 'ctx${rand(9)}' is never used`;
+    case 4:
+      return rand(20) === 0 ? `\x1b[31merror:\x1b[0m ${m}: Provisioning profile "App ${m} AdHoc" expired on 2026-0${1 + rand(9)}-1${rand(9)}` : `Downloading https://repo.maven.apache.org/maven2/org/${m}/${w}/${rand(9)}.${rand(20)}.${rand(9)}/${w}-${rand(9)}.jar`;
+    case 5:
+      return `Ld /Users/ci/Library/Developer/Xcode/DerivedData/App-${(i * 7919).toString(36)}/Build/Products/Debug-iphonesimulator/${m}.framework/${m} normal`;
+    case 6:
+      return `[${String(rand(24)).padStart(2, "0")}:${String(rand(60)).padStart(2, "0")}:${String(rand(60)).padStart(2, "0")}] ${w} ${m} ${rand(100)}% (${rand(5000)}/${5000})`;
+    default:
+      return `    at com.example.${m}.${w[0]!.toUpperCase()}${w.slice(1)}Service.run(${w}Service.kt:${rand(500)}) request_id=${(i * 2654435761 >>> 0).toString(16)}`;
+  }
+}
+
+function buildLog(buildIndex: number): { bytes: Uint8Array; lines: string[] } {
+  const lines: string[] = [];
+  let size = 0;
+  for (let i = 0; size < PER_BUILD; i++) {
+    const line = logLine(buildIndex * 1000 + i);
+    lines.push(line);
+    size += Buffer.byteLength(line) + 1;
+  }
+  return { bytes: new TextEncoder().encode(lines.join("\n") + "\n"), lines };
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), "hangar-bench-search-"));
+  const builds = Math.max(1, Math.round((TOTAL_MB * 1024 * 1024) / PER_BUILD));
+  console.log(`bench:search — ${builds} builds × ${PER_BUILD / 1024} KiB = ${f((builds * PER_BUILD) / 2 ** 20, 0)} MiB of log; ${cpus().length} cores, load ${loadavg().map((l) => f(l, 2)).join(" ")}`);
+  try {
+    const opened = await openDb(`file:${join(dir, "hangar.db")}`);
+    const { db } = opened;
+    await migrateDb(db);
+    const config = loadConfig({});
+    const deps = { db, clock: { now: () => 2_000_000_000 }, config };
+    const raw = new Database(join(dir, "raw.db"));
+    raw.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE VIRTUAL TABLE raw_search USING fts5(line, build_id UNINDEXED, line_number UNINDEXED)");
+
+    // Store the logs as appendLog leaves them (chunks with newline counts), final builds past their grace.
+    let logBytes = 0;
+    let rawMs = 0;
+    const insertRaw = (rows: Array<[number, string, string, number]>) => {
+      const t0 = performance.now();
+      raw.exec("BEGIN");
+      for (let i = 0; i < rows.length; i += 250) {
+        const part = rows.slice(i, i + 250);
+        raw.prepare(`INSERT INTO raw_search (rowid, line, build_id, line_number) VALUES ${part.map(() => "(?, ?, ?, ?)").join(", ")}`).run(part.flat());
+      }
+      raw.exec("COMMIT");
+      rawMs += performance.now() - t0;
+    };
+    for (let b = 0; b < builds; b++) {
+      const id = `00000000-0000-4000-8000-${String(b).padStart(12, "0")}`;
+      const { bytes, lines } = buildLog(b);
+      logBytes += bytes.length;
+      const statements = [
+        db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, commit_sha, branch, config_snapshot, timeout_s, log_bytes, queued_at, finished_at, created_at, updated_at)
+          VALUES (${id}, 'p', 'pl', ${b + 1}, 'succeeded', 'any', 'manual', ${"a".repeat(40)}, ${b % 5 === 0 ? "develop" : "main"}, '{}', 3600, ${bytes.length}, ${b}, ${b}, ${b}, ${b})`),
+      ];
+      for (let at = 0; at < bytes.length; at += CHUNK) {
+        const part = bytes.slice(at, at + CHUNK);
+        let n = 0;
+        for (const byte of part) if (byte === 10) n++;
+        statements.push(db.run(sql`INSERT INTO build_log_chunks (build_id, start_offset, content, newlines) VALUES (${id}, ${at}, ${part}, ${n})`));
+      }
+      await db.batch(statements as [(typeof statements)[number], ...typeof statements]);
+      insertRaw(lines.map((l, i) => [(b + 1) * 134_217_728 + i + 1, searchableLine(l), id, i + 1]));
+    }
+    const pageBytes = async () => Number((await db.get<{ n: number }>(sql`SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()`))!.n);
+    const before = await pageBytes();
+
+    // 1. Indexing through the maintenance pass.
+    const t0 = performance.now();
+    for (;;) if ((await indexEndedLogs(deps, 50)) === 0) break;
+    const indexMs = performance.now() - t0;
+    const after = await pageBytes();
+    const mib = logBytes / 2 ** 20;
+    console.log(`indexing: ${f(mib / (indexMs / 1000))} MiB/s through indexEndedLogs (${f(indexMs / 1000)} s); bare FTS5 inserts ${f(mib / (rawMs / 1000))} MiB/s (${f(rawMs / 1000)} s): ratio ${f(rawMs / indexMs, 2)}`);
+    console.log(`index size: ${f((after - before) / 2 ** 20)} MiB for ${f(mib)} MiB of stored log = ${f(((after - before) / logBytes) * 100, 0)} % (line text kept in the FTS table + the inverted index); bare FTS5 file ${f(statSync(join(dir, "raw.db")).size / 2 ** 20)} MiB`);
+
+    // 2. Queries.
+    const queries = ["expired", '"Provisioning profile"', "Provision*", "request_id", '"normal arm64" payments', "Downloading maven", "nomatchword", "Service.kt:12", "feed AND lint"];
+    const ours: number[] = [];
+    const bare: number[] = [];
+    const rawStmt = raw.prepare("SELECT rowid, build_id, line_number, line, highlight(raw_search, 0, '[', ']') FROM raw_search WHERE raw_search MATCH ? ORDER BY rowid DESC LIMIT 50");
+    for (let round = 0; round < 20; round++) {
+      for (const q of queries) {
+        const a = performance.now();
+        await searchLogs(deps, { q, limit: 50 });
+        ours.push(performance.now() - a);
+        const c = performance.now();
+        rawStmt.all(toFtsQuery(q));
+        bare.push(performance.now() - c);
+      }
+    }
+    ours.sort((x, y) => x - y);
+    bare.sort((x, y) => x - y);
+    console.log(`queries (${ours.length}, ${queries.length} kinds): searchLogs p50 ${f(pct(ours, 50), 2)} ms p99 ${f(pct(ours, 99), 2)} ms; bare MATCH p50 ${f(pct(bare, 50), 2)} ms p99 ${f(pct(bare, 99), 2)} ms: ratio p50 ${f(pct(bare, 50) / pct(ours, 50), 2)}, p99 ${f(pct(bare, 99) / pct(ours, 99), 2)}`);
+    const filtered: number[] = [];
+    for (let round = 0; round < 20; round++) {
+      const a = performance.now();
+      await searchLogs(deps, { q: "expired", branch: "develop", limit: 50 });
+      filtered.push(performance.now() - a);
+    }
+    filtered.sort((x, y) => x - y);
+    console.log(`filtered (branch=develop, 1 build in 5): p50 ${f(pct(filtered, 50), 2)} ms p99 ${f(pct(filtered, 99), 2)} ms`);
+    raw.close();
+    opened.close();
+
+    // 3. JUnit.
+    const cases: string[] = [];
+    let size = 0;
+    for (let i = 0; size < 50 * 2 ** 20 - 4096; i++) {
+      const fail = i % 7 === 0;
+      const c = `<testcase classname="com.example.${MODULES[i % 10]}.Suite${i % 300}" name="test${i}" time="0.${i % 1000}">${fail ? `<failure message="expected:&lt;${i}&gt; but was:&lt;${i + 1}&gt;" type="AssertionError"><![CDATA[java.lang.AssertionError: expected ${i}\n\tat com.example.Suite.test${i}(Suite.kt:${i % 500})\n\tat org.junit.Assert.fail(Assert.java:89)]]></failure><system-out>log line ${i} &amp; more</system-out>` : ""}</testcase>\n`;
+      cases.push(c);
+      size += c.length;
+    }
+    const xml = `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="all">\n${cases.join("")}</testsuite></testsuites>\n`;
+    const file = join(dir, "report.xml");
+    writeFileSync(file, xml);
+    const reportMib = statSync(file).size / 2 ** 20;
+    const r0 = performance.now();
+    const text = new TextDecoder().decode(readFileSync(file));
+    const readMs = performance.now() - r0;
+    const delay = monitorEventLoopDelay({ resolution: 10 });
+    delay.enable();
+    const p0 = performance.now();
+    const parsed = await parseJunit(text, Number.MAX_SAFE_INTEGER, () => new Promise((r) => setTimeout(r, 0)));
+    const parseMs = performance.now() - p0;
+    delay.disable();
+    const x0 = performance.now();
+    new XMLParser({ ignoreAttributes: false, processEntities: false }).parse(text);
+    const fxpMs = performance.now() - x0;
+    console.log(
+      `junit: ${f(reportMib)} MiB, ${parsed.ok ? parsed.cases.length : 0} cases: parseJunit ${f(reportMib / (parseMs / 1000))} MiB/s (${f(parseMs)} ms), longest event-loop stall ${f(delay.max / 1e6)} ms; ` +
+        `read+decode ${f(reportMib / (readMs / 1000))} MiB/s (${f(readMs)} ms): ratio ${f(readMs / parseMs, 3)}; bare fast-xml-parser ${f(reportMib / (fxpMs / 1000))} MiB/s (${f(fxpMs)} ms): ratio ${f(fxpMs / parseMs, 2)}`,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
