@@ -33,6 +33,7 @@ export const ConfigSchema = z.object({
   HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
   HANGAR_LOG_STREAM_MAX_S: seconds(300),
+  HANGAR_RETENTION_LEASE_S: seconds(120),
 });
 
 export interface HangarConfig {
@@ -70,6 +71,8 @@ export interface HangarConfig {
   logGraceS: number;
   /** How long one live-log event stream of the build page stays open; the browser then resumes it (Last-Event-ID). */
   logStreamMaxS: number;
+  /** How long a daemon running a retention pass holds it without renewing; another daemon then resumes it. */
+  retentionLeaseS: number;
 }
 
 export class ConfigError extends Error {}
@@ -118,5 +121,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     maxLogBytes: e.HANGAR_MAX_LOG_BYTES,
     logGraceS: e.HANGAR_LOG_GRACE_S,
     logStreamMaxS: e.HANGAR_LOG_STREAM_MAX_S,
+    retentionLeaseS: e.HANGAR_RETENTION_LEASE_S,
   };
 }

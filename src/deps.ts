@@ -56,6 +56,11 @@ export interface AppDeps {
   openArtifactStore: (target: StoreTarget) => ArtifactStore;
   /** This process's Prometheus counters and histograms; `createApp` makes one when the host passes none. */
   metrics?: MetricsRegistry;
+  /**
+   * Free and total bytes of the file system holding a path (Node: statfs), for the disk page, the
+   * `hangar_data_dir_free_bytes` gauge and the preflight's free-space check; absent on Workers (no data directory).
+   */
+  diskSpace?: (path: string) => Promise<{ freeBytes: number; totalBytes: number }>;
   /** The host's process metrics in Prometheus text format (Node: memory, CPU, start time); absent on Workers. */
   processMetrics?: () => string;
   /**

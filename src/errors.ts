@@ -41,6 +41,8 @@ export const ERROR_CODES = [
   "install_not_possible",
   // webhooks, notifications, credential release (CONTRACT §5, §11, §12)
   "invalid_signature", "secrets_withheld", "destination_not_allowed",
+  // retention and disk
+  "artifact_expired", "log_expired", "retention_pass_running", "data_dir_low_space",
   // several daemons on a libSQL server (CONTRACT §8)
   "database_busy",
 ] as const;

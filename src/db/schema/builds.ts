@@ -32,6 +32,10 @@ export const builds = sqliteTable(
     /** A pull request from a fork (CONTRACT §11): no signing material and no secret variables are released. */
     fromFork: integer("from_fork", { mode: "boolean" }).notNull().default(false),
     logBytes: integer("log_bytes").notNull().default(0),
+    /** Kept by every retention pass (POST /v1/builds/{id}/pin): its artifacts and log are never deleted. */
+    pinned: integer("pinned", { mode: "boolean" }).notNull().default(false),
+    /** When a retention pass deleted the log: it then answers 410 log_expired; step results stay. */
+    logExpiredAt: integer("log_expired_at"),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),

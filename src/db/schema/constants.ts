@@ -39,7 +39,7 @@ export const FINAL_BUILD_STATUSES = ["succeeded", "failed", "canceled", "timed_o
 
 export const TRIGGER_TYPES = ["manual", "webhook"] as const;
 
-export const ARTIFACT_STATUSES = ["pending", "available", "aborted"] as const;
+export const ARTIFACT_STATUSES = ["pending", "available", "aborted", "expired"] as const;
 export type ArtifactStatus = (typeof ARTIFACT_STATUSES)[number];
 
 export const STORAGE_PROVIDERS = ["local", "s3", "r2"] as const;
