@@ -256,6 +256,8 @@ export async function createArtifact(
     appMetadata: null,
     uploadExpiresAt: now + UPLOAD_TTL_S,
     completedAt: null,
+    expiredAt: null,
+    storageRemovedAt: null,
     createdAt: now,
     updatedAt: now,
   };
