@@ -88,6 +88,8 @@ export interface AppVariables {
   runnerId: string;
   /** The CSP nonce of an HTML answer (src/web/security.ts). */
   cspNonce: string;
+  /** Set by the web UI's session check when the data directory is under 10 % free: the pages' banner. */
+  lowDiskSpace: { free_bytes: number; total_bytes: number } | null;
 }
 
 export interface AppEnv {

@@ -2,103 +2,17 @@ import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { builds, pipelines, projects, retentionPasses } from "../../src/db/schema/index.ts";
-import type { BuildStatus } from "../../src/db/schema/constants.ts";
+import { builds, retentionPasses } from "../../src/db/schema/index.ts";
 import { createApp } from "../../src/app.ts";
 import { openDb } from "../../src/db/client.ts";
 import type { AppDeps } from "../../src/deps.ts";
 import { runScheduledRetention } from "../../src/domain/retention/pass.ts";
 import { makeTestApp, toCallResult, type TestApp } from "../helpers/app.ts";
-import { insertRunner, pathOf, uploadArtifact, useS3Storage, type Runner } from "../helpers/artifact-world.ts";
+import { pathOf, useS3Storage } from "../helpers/artifact-world.ts";
 import { appendLog } from "../helpers/builds.ts";
-import { completeLocalSetup, sessionFor, userWithRole } from "../helpers/factories.ts";
+import { sessionFor, userWithRole } from "../helpers/factories.ts";
+import { artifactFile, DAY, insertPipeline, insertProject, madeBuild, makeWorld, nextBuildNumber, type World } from "../helpers/retention-world.ts";
 import { startTestS3, type TestS3 } from "../helpers/s3rver.ts";
-
-const DAY = 86_400;
-
-/** A world of final builds with real artifacts (uploaded through the runner API) and real logs. */
-interface World {
-  ownerToken: string;
-  ownerId: string;
-  runner: Runner;
-  projectId: string;
-  pipelineIds: string[];
-}
-
-async function makeWorld(t: TestApp): Promise<World> {
-  const { ownerToken, owner } = await completeLocalSetup(t);
-  const runner = await insertRunner(t, owner.id);
-  const projectId = await insertProject(t);
-  const pipelineIds = [await insertPipeline(t, projectId, "ios"), await insertPipeline(t, projectId, "android")];
-  return { ownerToken, ownerId: owner.id, runner, projectId, pipelineIds };
-}
-
-async function insertProject(t: TestApp): Promise<string> {
-  const id = crypto.randomUUID();
-  const now = t.clock.now();
-  await t.deps.db.insert(projects).values({ id, name: `app-${id.slice(0, 6)}`, repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
-  return id;
-}
-
-async function insertPipeline(t: TestApp, projectId: string, name: string): Promise<string> {
-  const id = crypto.randomUUID();
-  const now = t.clock.now();
-  await t.deps.db.insert(pipelines).values({ id, projectId, name, config: { platform: "any", steps: [{ name: "b", run: "true" }] }, createdAt: now, updatedAt: now });
-  return id;
-}
-
-let buildNumber = 0;
-
-/**
- * A build on `branch` that ran on the world's runner, uploaded `files` artifacts and `log` text through the runner
- * API, then ended `status` at `finishedAt` (the clock is moved there and back).
- */
-async function madeBuild(
-  t: TestApp,
-  w: World,
-  o: { pipelineId?: string; projectId?: string; branch?: string; finishedAt: number; status?: BuildStatus; files?: number; log?: string; size?: number },
-): Promise<{ id: string; artifactIds: string[] }> {
-  const id = crypto.randomUUID();
-  const now = t.clock.now();
-  await t.deps.db.insert(builds).values({
-    id,
-    projectId: o.projectId ?? w.projectId,
-    pipelineId: o.pipelineId ?? w.pipelineIds[0]!,
-    buildNumber: ++buildNumber,
-    status: "running",
-    platform: "any",
-    triggerType: "manual",
-    commitSha: "0123456789abcdef0123456789abcdef01234567",
-    branch: o.branch ?? "main",
-    configSnapshot: { platform: "any", steps: [{ name: "build", run: "true" }] },
-    timeoutS: 3600,
-    runnerId: w.runner.id,
-    stepResults: [{ name: "build", status: "succeeded", exit_code: 0 }],
-    queuedAt: now,
-    startedAt: now,
-    createdAt: now,
-    updatedAt: now,
-  });
-  const jobPath = `/v1/runners/${w.runner.id}/jobs/${id}/artifacts`;
-  const artifactIds: string[] = [];
-  for (let i = 0; i < (o.files ?? 1); i++) {
-    const bytes = new Uint8Array(o.size ?? 1000 + i).fill(7);
-    const a = await uploadArtifact(t, { ownerToken: w.ownerToken, projectId: w.projectId, runner: w.runner, buildId: id, jobPath }, `app-${i}.apk`, bytes);
-    artifactIds.push(a.id);
-  }
-  if (o.log !== undefined) {
-    const r = await appendLog(t, w.runner, id, 0, o.log);
-    if (r.status !== 200) throw new Error(`log: ${r.status} ${r.text}`);
-  }
-  const status = o.status ?? "succeeded";
-  const final = !["queued", "scheduled", "assigned", "running"].includes(status);
-  await t.deps.db.update(builds).set({ status, finishedAt: final ? o.finishedAt : null, updatedAt: o.finishedAt }).where(eq(builds.id, id));
-  return { id, artifactIds };
-}
-
-function artifactFile(t: TestApp, buildId: string, artifactId: string): string {
-  return join(t.dataDir, "artifacts", buildId, artifactId);
-}
 
 describe("retention policies: roles, validation, key-by-key overrides", () => {
   let t: TestApp;
@@ -396,7 +310,7 @@ describe("S3 storage: a pass deletes the objects", () => {
     for (const [name, finishedAt] of [["old", now - 10 * DAY], ["new", now]] as const) {
       const id = crypto.randomUUID();
       await t.deps.db.insert(builds).values({
-        id, projectId: w.projectId, pipelineId: w.pipelineIds[0]!, buildNumber: ++buildNumber, status: "running", platform: "any", triggerType: "manual",
+        id, projectId: w.projectId, pipelineId: w.pipelineIds[0]!, buildNumber: nextBuildNumber(), status: "running", platform: "any", triggerType: "manual",
         commitSha: "0123456789abcdef0123456789abcdef01234567", branch: "main", configSnapshot: { platform: "any", steps: [{ name: "b", run: "true" }] },
         timeoutS: 3600, runnerId: w.runner.id, queuedAt: now, createdAt: now, updatedAt: now,
       });

@@ -1,7 +1,7 @@
 // The retention pass (docs/decisions.md, Retention): what the policies select, a dry run listing it, and the real
 // run deleting it in bounded batches, claimed in the database so that one daemon among several runs it.
 import { and, desc, eq, inArray, isNotNull, isNull, lte, or, sql, type SQL } from "drizzle-orm";
-import { artifacts, retentionPasses } from "../../db/schema/index.ts";
+import { artifacts, builds, retentionPasses } from "../../db/schema/index.ts";
 import { FINAL_BUILD_STATUSES } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError, describeError } from "../../errors.ts";
@@ -369,4 +369,15 @@ export async function lastPass(deps: Pick<AppDeps, "db">) {
   return (
     (await deps.db.select().from(retentionPasses).where(isNotNull(retentionPasses.finishedAt)).orderBy(desc(retentionPasses.startedAt)).limit(1).get()) ?? null
   );
+}
+
+/** Number, project and branch of the builds a pass lists, for the preview page. */
+export async function describeListedBuilds(deps: Pick<AppDeps, "db">, buildIds: string[]) {
+  const ids = [...new Set(buildIds)];
+  const out = new Map<string, { number: number; projectId: string; branch: string }>();
+  for (const batch of chunks(ids, 500)) {
+    const rows = await deps.db.select({ id: builds.id, number: builds.buildNumber, projectId: builds.projectId, branch: builds.branch }).from(builds).where(inArray(builds.id, batch));
+    for (const r of rows) out.set(r.id, { number: r.number, projectId: r.projectId, branch: r.branch });
+  }
+  return out;
 }
