@@ -32,6 +32,8 @@ export interface RetentionAnswer {
 export const MAX_LISTED_ITEMS = 1000;
 /** Artifacts or logs deleted per database batch: each batch is short, and the event loop turns between them. */
 const BATCH_SIZE = 100;
+/** Stored objects removed at once within a batch. */
+export const REMOVALS_IN_FLIGHT = 8;
 /** A scheduled pass runs when the last pass (of any kind) started longer ago than this. */
 export const PASS_INTERVAL_S = 86_400;
 const DAY_S = 86_400;
@@ -220,16 +222,22 @@ async function removeOwedBytes(deps: Deps, ids?: string[]): Promise<number> {
       .offset(failed);
     if (owed.length === 0) return failed;
     const removed: string[] = [];
-    for (const row of owed) {
-      const location = row.storageLocation as StorageLocation;
-      try {
-        await (await openStoreAt(deps, location)).remove(location.key);
-        removed.push(row.id);
-      } catch (err) {
-        failed++;
-        deps.log({ time: new Date().toISOString(), level: "warn", msg: "retention: the store refused a delete; the next pass retries it", artifact_id: row.id, error: describeError(err) });
+    // A few removals in flight at once: each waits on the disk (or an S3 round trip), not on this process.
+    let next = 0;
+    const worker = async () => {
+      while (next < owed.length) {
+        const row = owed[next++]!;
+        const location = row.storageLocation as StorageLocation;
+        try {
+          await (await openStoreAt(deps, location)).remove(location.key);
+          removed.push(row.id);
+        } catch (err) {
+          failed++;
+          deps.log({ time: new Date().toISOString(), level: "warn", msg: "retention: the store refused a delete; the next pass retries it", artifact_id: row.id, error: describeError(err) });
+        }
       }
-    }
+    };
+    await Promise.all(Array.from({ length: REMOVALS_IN_FLIGHT }, worker));
     if (removed.length > 0) {
       await deps.db.update(artifacts).set({ storageRemovedAt: deps.clock.now() }).where(and(inArray(artifacts.id, removed), isNotNull(artifacts.expiredAt)));
     }
