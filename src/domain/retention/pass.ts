@@ -93,26 +93,40 @@ async function computePlan(deps: Pick<AppDeps, "db" | "config">, now: number): P
       sql` OR `,
     );
     // keep_last ranks, per pipeline and branch, the final builds that hold available artifacts, pinned ones included.
-    const rows = await deps.db.all<{ build_id: string; project_id: string; finished: number; rank: number; artifact_id: string; size_bytes: number }>(sql`
-      WITH held AS (
+    // Builds first (the rank needs every build of a group); their artifacts then by the build_id index, in chunks:
+    // a join of the ranked set with artifacts made SQLite scan one for each row of the other.
+    const held = await deps.db.all<{ build_id: string; project_id: string; finished: number; rank: number }>(sql`
+      SELECT h.id AS build_id, h.project_id, h.finished, h.rank FROM (
         SELECT b.id, b.project_id, b.pinned, COALESCE(b.finished_at, b.updated_at) AS finished,
           ROW_NUMBER() OVER (PARTITION BY b.pipeline_id, b.branch ORDER BY COALESCE(b.finished_at, b.updated_at) DESC, b.build_number DESC, b.id DESC) AS rank
         FROM builds b
         WHERE b.status IN (${FINAL_LIST})
           AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id AND a.status = 'available')
-      )
-      SELECT h.id AS build_id, h.project_id, h.finished, h.rank, a.id AS artifact_id, a.size_bytes
-      FROM held h JOIN artifacts a ON a.build_id = h.id AND a.status = 'available'
+      ) h
       WHERE h.pinned = 0 AND (${loosest})
-      ORDER BY h.finished, h.id, a.created_at, a.id`);
+      ORDER BY h.finished, h.id`);
     const releases = await protectedReleaseBuildIds(deps);
-    for (const r of rows) {
+    const selected: Array<{ build_id: string; reason: RetentionReason }> = [];
+    for (const r of held) {
       if (releases.has(r.build_id)) continue;
       const p = policyOf(r.project_id).artifacts;
       const cutoff = cutoffOf(p.max_age_days, now);
       const reason: RetentionReason | null =
         p.keep_last !== null && Number(r.rank) > p.keep_last ? "artifacts.keep_last" : cutoff !== null && Number(r.finished) <= cutoff ? "artifacts.max_age_days" : null;
-      if (reason) plan.artifacts.push({ build_id: r.build_id, artifact_id: r.artifact_id, bytes: Number(r.size_bytes), reason });
+      if (reason) selected.push({ build_id: r.build_id, reason });
+    }
+    for (const group of chunks(selected, 500)) {
+      const rows = await deps.db
+        .select({ id: artifacts.id, buildId: artifacts.buildId, sizeBytes: artifacts.sizeBytes })
+        .from(artifacts)
+        .where(and(inArray(artifacts.buildId, group.map((g) => g.build_id)), eq(artifacts.status, "available")))
+        .orderBy(artifacts.createdAt, artifacts.id);
+      const byBuild = new Map<string, typeof rows>();
+      for (const row of rows) byBuild.set(row.buildId, [...(byBuild.get(row.buildId) ?? []), row]);
+      for (const g of group) {
+        for (const row of byBuild.get(g.build_id) ?? []) plan.artifacts.push({ build_id: g.build_id, artifact_id: row.id, bytes: Number(row.sizeBytes), reason: g.reason });
+      }
+      await turn();
     }
   }
   if (logCutoffs.length > 0) {
