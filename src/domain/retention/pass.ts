@@ -101,7 +101,8 @@ async function computePlan(deps: Pick<AppDeps, "db" | "config">, now: number): P
           ROW_NUMBER() OVER (PARTITION BY b.pipeline_id, b.branch ORDER BY COALESCE(b.finished_at, b.updated_at) DESC, b.build_number DESC, b.id DESC) AS rank
         FROM builds b
         WHERE b.status IN (${FINAL_LIST})
-          AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id AND a.status = 'available')
+          -- "+status": look artifacts up by build_id; the (status, …) index made this a scan of every available one per build.
+          AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id AND +a.status = 'available')
       ) h
       WHERE h.pinned = 0 AND (${loosest})
       ORDER BY h.finished, h.id`);
@@ -213,6 +214,8 @@ function chunks<T>(items: T[], size: number): T[][] {
   return out;
 }
 
+const idListOfBuilds = (items: RetentionItem[]) => idList([...new Set(items.map((i) => i.build_id))]);
+
 const idList = (ids: string[]) =>
   sql.join(
     ids.map((id) => sql`${id}`),
@@ -230,7 +233,8 @@ async function removeOwedBytes(deps: Deps, ids?: string[]): Promise<number> {
     const owed = await deps.db
       .select({ id: artifacts.id, storageLocation: artifacts.storageLocation })
       .from(artifacts)
-      .where(and(eq(artifacts.status, "expired"), isNull(artifacts.storageRemovedAt), ids ? inArray(artifacts.id, ids) : undefined))
+      // Given ids: by primary key ("+status" keeps SQLite off the status index, which would visit every expired one).
+      .where(and(ids ? sql`+${artifacts.status} = 'expired'` : eq(artifacts.status, "expired"), isNull(artifacts.storageRemovedAt), ids ? inArray(artifacts.id, ids) : undefined))
       .orderBy(artifacts.id)
       .limit(BATCH_SIZE)
       .offset(failed);
@@ -292,7 +296,8 @@ export async function executePass(deps: Deps, passId: string, owner: string, sho
     }
     const ids = batch.map((i) => i.artifact_id!);
     const now = deps.clock.now();
-    const eligible = sql`id IN (${idList(ids)}) AND status = 'available' AND build_id IN (SELECT id FROM builds WHERE pinned = 0)`;
+    // "+status": by primary key, not by the status index (which would visit every available artifact).
+    const eligible = sql`id IN (${idList(ids)}) AND +status = 'available' AND build_id IN (SELECT id FROM builds WHERE id IN (${idListOfBuilds(batch)}) AND pinned = 0)`;
     const [counted, marked] = await deps.db.batch([
       deps.db.run(sql`
         UPDATE retention_passes SET
