@@ -35,6 +35,7 @@ import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 import { webhooksRoutes } from "./http/routes/webhooks.ts";
 import { notificationsRoutes } from "./http/routes/notifications.ts";
 import { testsRoutes } from "./http/routes/tests.ts";
+import { retentionRoutes } from "./http/routes/retention.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -76,6 +77,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     webhooksRoutes,
     notificationsRoutes,
     pipelineFilesRoutes,
+    retentionRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

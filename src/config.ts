@@ -36,6 +36,7 @@ export const ConfigSchema = z.object({
   HANGAR_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
   HANGAR_BODY_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
   HANGAR_SIGNING_CHECK_INTERVAL_S: seconds(86_400),
+  HANGAR_RETENTION_LEASE_S: seconds(120),
 });
 
 export interface HangarConfig {
@@ -79,6 +80,8 @@ export interface HangarConfig {
   bodyTimeoutMs: number;
   /** How often the signing health pass looks for expiring certificates and profiles (docs/signing.md). */
   signingCheckIntervalS: number;
+  /** How long a daemon running a retention pass holds it without renewing; another daemon then resumes it. */
+  retentionLeaseS: number;
 }
 
 export class ConfigError extends Error {}
@@ -130,5 +133,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     headersTimeoutMs: e.HANGAR_HEADERS_TIMEOUT_MS,
     bodyTimeoutMs: e.HANGAR_BODY_TIMEOUT_MS,
     signingCheckIntervalS: e.HANGAR_SIGNING_CHECK_INTERVAL_S,
+    retentionLeaseS: e.HANGAR_RETENTION_LEASE_S,
   };
 }

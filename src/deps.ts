@@ -56,6 +56,11 @@ export interface AppDeps {
   openArtifactStore: (target: StoreTarget) => ArtifactStore;
   /** This process's Prometheus counters and histograms; `createApp` makes one when the host passes none. */
   metrics?: MetricsRegistry;
+  /**
+   * Free and total bytes of the file system holding a path (Node: statfs), for the disk page, the
+   * `hangar_data_dir_free_bytes` gauge and the preflight's free-space check; absent on Workers (no data directory).
+   */
+  diskSpace?: (path: string) => Promise<{ freeBytes: number; totalBytes: number }>;
   /** The host's process metrics in Prometheus text format (Node: memory, CPU, start time); absent on Workers. */
   processMetrics?: () => string;
   /**
@@ -83,6 +88,8 @@ export interface AppVariables {
   runnerId: string;
   /** The CSP nonce of an HTML answer (src/web/security.ts). */
   cspNonce: string;
+  /** Set by the web UI's session check when the data directory is under 10 % free: the pages' banner. */
+  lowDiskSpace: { free_bytes: number; total_bytes: number } | null;
 }
 
 export interface AppEnv {

@@ -45,6 +45,8 @@ export const ERROR_CODES = [
   "invalid_signature", "secrets_withheld", "destination_not_allowed",
   // signing material checked on upload (docs/signing.md)
   "invalid_certificate", "invalid_profile", "certificate_not_in_profile", "invalid_keystore",
+  // retention and disk
+  "artifact_expired", "log_expired", "retention_pass_running", "data_dir_low_space",
   // several daemons on a libSQL server (CONTRACT §8)
   "database_busy",
 ] as const;

@@ -237,6 +237,7 @@ function buildAnswerSchemas() {
     failure_reason: z.string().nullable(),
     attempt_count: z.number().int(),
     cancel_requested: z.boolean(),
+    pinned: z.boolean(),
     timeout_s: z.number().int(),
     queued_at: time,
     started_at: time.nullable(),

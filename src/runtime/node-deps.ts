@@ -16,6 +16,7 @@ import { createNodeGitClient } from "./git.ts";
 import { createNodeOutbound } from "./outbound.ts";
 import { checkWritableDir } from "./writable-dir.ts";
 import { nodeProcessMetrics } from "./process-metrics.ts";
+import { nodeDiskSpace } from "./disk-space.ts";
 import { nodeRunnerBundle } from "./runner-bundle.ts";
 
 /**
@@ -122,6 +123,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       }),
       openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
       processMetrics: nodeProcessMetrics,
+      diskSpace: nodeDiskSpace,
       runnerBundle: nodeRunnerBundle(),
       ...overrides,
     };

@@ -7,6 +7,7 @@ import { createHttpServer } from "./http-server.ts";
 import { consoleToLog, createNodeListener } from "./node-listener.ts";
 import { createNodeDeps } from "./node-deps.ts";
 import { startOutboxLoop } from "./outbox-loop.ts";
+import { startRetentionLoop } from "./retention-loop.ts";
 import { prepareDataDir, removeDaemonUrl, writeDaemonUrl } from "./data-dir.ts";
 import { defaultLocalBaseDir, readActiveStorageSettings } from "../domain/settings/artifact-storage-settings.ts";
 import { describeError } from "../errors.ts";
@@ -63,6 +64,7 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   }, config.sweepIntervalMs);
   timer.unref();
   const outboxLoop = startOutboxLoop(deps);
+  const retentionLoop = startRetentionLoop(deps);
 
   // For `hangar login`, which finds the daemon through the data directory whatever port it chose (CONTRACT §3).
   const localUrl = writeDaemonUrl(config.dataDir, url);
@@ -95,6 +97,7 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
         if ("closeIdleConnections" in server) server.closeIdleConnections();
       });
       await outboxLoop.stop();
+      await retentionLoop.stop();
       runtime.close();
     })();
     return stopping;

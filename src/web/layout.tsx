@@ -16,6 +16,23 @@ export interface PageCtx {
   flash: FlashMessage | null;
   /** The app clock (epoch seconds): pages never read the wall clock. */
   now: number;
+  /** The data directory's file system when it is under 10 % free (the banner), else null. */
+  lowDiskSpace?: { free_bytes: number; total_bytes: number } | null;
+}
+
+/** The nearly-full-disk banner of every signed-in page: what is free, and where a manager can act. */
+function DiskBanner(props: { ctx: PageCtx }) {
+  const space = props.ctx.lowDiskSpace;
+  if (!space || !props.ctx.user) return null;
+  const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GB`;
+  const percent = ((space.free_bytes / space.total_bytes) * 100).toFixed(1);
+  const manager = MANAGERS.includes(props.ctx.user.role);
+  return (
+    <div class="flash flash-error" role="alert" id="disk-banner">
+      The disk holding Hangar's data is nearly full: {gib(space.free_bytes)} free of {gib(space.total_bytes)} ({percent} %). Uploads and builds fail once it is full.{" "}
+      {manager ? <a href="/settings#retention">Set a retention policy or run it now</a> : "Tell the owner or an admin."}
+    </div>
+  );
 }
 
 interface NavItem {
@@ -105,6 +122,7 @@ export function Layout(props: { ctx: PageCtx; title: string; children: Child; na
       <body>
         <TopBar ctx={props.ctx} />
         <main class={props.narrow ? "narrow" : undefined} id="main">
+          <DiskBanner ctx={props.ctx} />
           <Flash flash={props.ctx.flash} />
           {props.children}
         </main>

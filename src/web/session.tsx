@@ -6,6 +6,7 @@ import type { UserRole } from "../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../deps.ts";
 import { ApiError } from "../errors.ts";
 import { loadInstance } from "../domain/setup/instance.ts";
+import { dataDirSpace, isLowOnSpace } from "../domain/retention/disk.ts";
 import { validateUserSession } from "../domain/auth/sessions.ts";
 import type { UserRow } from "../domain/auth/users.ts";
 import { takeFlash } from "./flash.ts";
@@ -80,7 +81,7 @@ export function pageContext(c: Context<AppEnv>, deps: Pick<AppDeps, "clock">): P
   } catch {
     user = undefined;
   }
-  return { user, nonce: c.get("cspNonce") ?? "", path: c.req.path, flash: takeFlash(c), now: deps.clock.now() };
+  return { user, nonce: c.get("cspNonce") ?? "", path: c.req.path, flash: takeFlash(c), now: deps.clock.now(), lowDiskSpace: c.get("lowDiskSpace") ?? null };
 }
 
 /** Renders a page as a full HTML document. */
@@ -106,6 +107,10 @@ export function requireBrowserUser(deps: AppDeps, options: { roles?: readonly Us
     }
     c.set("user", session.user);
     c.set("userSessionId", session.sessionId);
+    // Every signed-in page warns when the disk is nearly full (docs/decisions.md, Retention); a failing statfs never
+    // stops a page.
+    const space = await dataDirSpace(deps).catch(() => null);
+    c.set("lowDiskSpace", isLowOnSpace(space) ? space : null);
     if (options.roles && !options.roles.includes(session.user.role)) {
       return renderPage(
         c,

@@ -15,6 +15,7 @@ import { createNodeGitClient } from "../../src/runtime/git.ts";
 import { createNodeOutbound } from "../../src/runtime/outbound.ts";
 import { checkWritableDir } from "../../src/runtime/writable-dir.ts";
 import { nodeRunnerBundle } from "../../src/runtime/runner-bundle.ts";
+import { nodeDiskSpace } from "../../src/runtime/disk-space.ts";
 import { ManualClock } from "./clock.ts";
 
 /** HANGAR_OUTBOUND_ALLOW for tests: the loopback services they start (OIDC, s3rver, git over HTTP). */
@@ -87,6 +88,7 @@ export async function makeTestApp(
     openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
     // This checkout's dist/hangar-runner.mjs, as the daemon serves it (built by `npm install`).
     runnerBundle: nodeRunnerBundle(),
+    diskSpace: nodeDiskSpace,
     ...options.deps,
   };
   const app = createApp(deps);

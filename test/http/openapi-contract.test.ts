@@ -320,6 +320,17 @@ async function localInstanceWalk(): Promise<void> {
     const rerun = (await callOp(t, "POST /v1/builds/{build_id}/rerun", inBuild)).body.id as string;
     await callOp(t, "POST /v1/builds/{build_id}/cancel", { ...as, params: { build_id: rerun } });
 
+    // Retention: pins, policies, a dry and a real pass, the disk figures.
+    await callOp(t, "POST /v1/builds/{build_id}/pin", inBuild);
+    await callOp(t, "DELETE /v1/builds/{build_id}/pin", inBuild);
+    await callOp(t, "GET /v1/settings/retention", as);
+    await callOp(t, "PUT /v1/settings/retention", as);
+    await callOp(t, "GET /v1/projects/{project_id}/retention", inProject);
+    await callOp(t, "PUT /v1/projects/{project_id}/retention", inProject);
+    await callOp(t, "POST /v1/settings/retention/run", as);
+    await callOp(t, "POST /v1/settings/retention/run", { ...as, body: { dry_run: false } });
+    await callOp(t, "GET /v1/settings/disk", as);
+
     // Runner management (a user, and the runner itself), then removal.
     await callOp(t, "PATCH /v1/runners/{runner_id}", { ...as, params: { runner_id: runner.id } });
     await callOp(t, "PATCH /v1/runners/{runner_id}", { ...asRunner, body: { status: "online" } });

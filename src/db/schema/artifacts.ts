@@ -22,6 +22,10 @@ export const artifacts = sqliteTable(
     appMetadata: text("app_metadata", { mode: "json" }),
     uploadExpiresAt: integer("upload_expires_at"),
     completedAt: integer("completed_at"),
+    /** When a retention pass expired it (docs/decisions.md, Retention); its bytes go after this is set. */
+    expiredAt: integer("expired_at"),
+    /** When an expired artifact's stored bytes were removed: null on an expired row means the removal is still owed. */
+    storageRemovedAt: integer("storage_removed_at"),
     ...lifecycleDates,
   },
   (t) => [index("artifacts_build_id").on(t.buildId), index("artifacts_status_upload_expires").on(t.status, t.uploadExpiresAt)],

@@ -38,6 +38,10 @@ export const builds = sqliteTable(
     logBytes: integer("log_bytes").notNull().default(0),
     /** Counts over the build's parsed test cases, or null while it has no test report (recomputed after each report). */
     testsSummary: text("tests_summary", { mode: "json" }),
+    /** Kept by every retention pass (POST /v1/builds/{id}/pin): its artifacts and log are never deleted. */
+    pinned: integer("pinned", { mode: "boolean" }).notNull().default(false),
+    /** When a retention pass deleted the log: it then answers 410 log_expired; step results stay. */
+    logExpiredAt: integer("log_expired_at"),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),

@@ -49,7 +49,7 @@ export const TRIGGER_TYPES = ["manual", "webhook", "schedule"] as const;
 export const PIPELINE_SOURCES = ["stored", "repository"] as const;
 export type PipelineSource = (typeof PIPELINE_SOURCES)[number];
 
-export const ARTIFACT_STATUSES = ["pending", "available", "aborted"] as const;
+export const ARTIFACT_STATUSES = ["pending", "available", "aborted", "expired"] as const;
 export type ArtifactStatus = (typeof ARTIFACT_STATUSES)[number];
 
 export const STORAGE_PROVIDERS = ["local", "s3", "r2"] as const;

@@ -7,3 +7,4 @@ export * from "./builds.ts";
 export * from "./artifacts.ts";
 export * from "./hooks.ts";
 export * from "./tests.ts";
+export * from "./retention.ts";

@@ -262,6 +262,8 @@ export async function createArtifact(
     appMetadata: null,
     uploadExpiresAt: now + UPLOAD_TTL_S,
     completedAt: null,
+    expiredAt: null,
+    storageRemovedAt: null,
     createdAt: now,
     updatedAt: now,
   };
@@ -432,21 +434,32 @@ export async function listBuildArtifacts(deps: Pick<AppDeps, "db">, buildId: str
   const rows = await deps.db
     .select()
     .from(artifacts)
-    .where(and(eq(artifacts.buildId, buildId), eq(artifacts.status, "available")))
+    // Expired ones stay listed with that status (docs/decisions.md, Retention): the build shows what it made.
+    .where(and(eq(artifacts.buildId, buildId), inArray(artifacts.status, ["available", "expired"])))
     .orderBy(artifacts.createdAt, artifacts.filename);
   return rows.map(toArtifactJson);
 }
 
-/** An available artifact, or 404 not_found (pending and aborted ones are invisible to users). */
-export async function loadAvailableArtifact(deps: Pick<AppDeps, "db">, artifactId: string): Promise<ArtifactRow> {
+/** An artifact users may see (available or expired), or 404 not_found (pending and aborted ones are invisible). */
+async function loadListedArtifact(deps: Pick<AppDeps, "db">, artifactId: string): Promise<ArtifactRow> {
   const row = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifactId)).get();
-  if (!row || row.status !== "available") throw new ApiError(404, "not_found", "no such artifact");
+  if (!row || (row.status !== "available" && row.status !== "expired")) throw new ApiError(404, "not_found", "no such artifact");
+  return row;
+}
+
+/**
+ * An available artifact, for everything that reaches its bytes (links, downloads, installs, icons): 410
+ * artifact_expired once a retention pass deleted them, 404 not_found for pending and aborted ones.
+ */
+export async function loadAvailableArtifact(deps: Pick<AppDeps, "db">, artifactId: string): Promise<ArtifactRow> {
+  const row = await loadListedArtifact(deps, artifactId);
+  if (row.status === "expired") throw new ApiError(410, "artifact_expired", "this artifact was deleted by the retention policy");
   return row;
 }
 
 /** GET /v1/artifacts/{id}. */
 export async function getArtifact(deps: Pick<AppDeps, "db">, artifactId: string) {
-  return toArtifactJson(await loadAvailableArtifact(deps, artifactId));
+  return toArtifactJson(await loadListedArtifact(deps, artifactId));
 }
 
 /** The stored icon of an artifact as PNG bytes, or null. */

@@ -85,6 +85,7 @@ export function toBuildJson(b: BuildRow) {
     failure_reason: b.failureReason,
     attempt_count: b.attemptCount,
     cancel_requested: b.cancelRequested,
+    pinned: b.pinned,
     timeout_s: b.timeoutS,
     queued_at: b.queuedAt,
     started_at: b.startedAt,

@@ -117,7 +117,7 @@ export class MetricsRegistry {
 }
 
 /** The whole scrape: this process's series, the database gauges, and the host's process metrics. */
-export async function renderMetrics(deps: Pick<AppDeps, "db" | "processMetrics">, registry: MetricsRegistry): Promise<string> {
+export async function renderMetrics(deps: Pick<AppDeps, "db" | "processMetrics" | "diskSpace" | "config">, registry: MetricsRegistry): Promise<string> {
   const buildRows = await deps.db.all<{ status: string; n: number }>(sql`SELECT status, count(*) AS n FROM builds GROUP BY status`);
   const queueRows = await deps.db.all<{ platform: string; n: number }>(
     sql`SELECT platform, count(*) AS n FROM builds WHERE status = 'queued' GROUP BY platform`,
@@ -141,6 +141,10 @@ export async function renderMetrics(deps: Pick<AppDeps, "db" | "processMetrics">
     gauge("hangar_runners", "Registered runners by status.", byStatus(runnerRows, RUNNER_STATUSES)),
     gauge("hangar_outbox_pending", "Notifications and commit statuses waiting to be delivered.", [[{}, Number(outboxRow?.n ?? 0)]]),
   ];
+  if (deps.diskSpace) {
+    const space = await deps.diskSpace(deps.config.dataDir);
+    parts.push(gauge("hangar_data_dir_free_bytes", "Free bytes on the file system of the data directory.", [[{}, space.freeBytes]]));
+  }
   if (deps.processMetrics) parts.push(deps.processMetrics());
   return parts.join("");
 }

@@ -133,12 +133,21 @@ export async function indexEndedLogs(deps: Pick<AppDeps, "db" | "clock" | "confi
  */
 export async function dropLogSearchEntries(db: Db, buildIds: string[]): Promise<void> {
   for (const buildId of buildIds) {
-    await db.batch([
-      db.run(sql`DELETE FROM log_search WHERE rowid >= (SELECT seq FROM log_search_builds WHERE build_id = ${buildId}) * ${LINE_SPACE}
-        AND rowid < ((SELECT seq FROM log_search_builds WHERE build_id = ${buildId}) + 1) * ${LINE_SPACE}`),
-      db.run(sql`INSERT INTO log_search_builds (build_id, complete) VALUES (${buildId}, 1) ON CONFLICT (build_id) DO UPDATE SET complete = 1`),
-    ]);
+    const [first, ...rest] = dropLogSearchEntriesStatements(db, [buildId]);
+    if (first) await db.batch([first, ...rest]);
   }
+}
+
+/**
+ * The statements that drop the search entries of these builds' logs and mark them complete (never indexed again),
+ * for a caller that deletes the logs in the same batch (the retention pass), so no entry outlives its log.
+ */
+export function dropLogSearchEntriesStatements(db: Db, buildIds: string[]) {
+  return buildIds.flatMap((buildId) => [
+    db.run(sql`DELETE FROM log_search WHERE rowid >= (SELECT seq FROM log_search_builds WHERE build_id = ${buildId}) * ${LINE_SPACE}
+      AND rowid < ((SELECT seq FROM log_search_builds WHERE build_id = ${buildId}) + 1) * ${LINE_SPACE}`),
+    db.run(sql`INSERT INTO log_search_builds (build_id, complete) VALUES (${buildId}, 1) ON CONFLICT (build_id) DO UPDATE SET complete = 1`),
+  ]);
 }
 
 export const searchLogsSchema = z.object({

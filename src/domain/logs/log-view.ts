@@ -2,7 +2,7 @@ import { and, eq, gte, sql } from "drizzle-orm";
 import { buildLogChunks } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { getBuild } from "../builds/builds.ts";
-import { countNewlines, readLog, storedLogSize } from "./logs.ts";
+import { assertLogKept, countNewlines, readLog, storedLogSize } from "./logs.ts";
 
 /**
  * Reading a build log the way the build page shows it (CONTRACT §10): the tail first, earlier windows on demand,
@@ -99,7 +99,7 @@ function alignToLine(bytes: Uint8Array, atLogStart: boolean): number {
 
 /** The last `maxBytes` (or fewer) of the log, starting at a line start. */
 export async function readLogTail(deps: Pick<AppDeps, "db">, buildId: string, maxBytes: number): Promise<LogWindow> {
-  await getBuild(deps, buildId);
+  assertLogKept(await getBuild(deps, buildId));
   const size = await storedLogSize(deps, buildId);
   const from = Math.max(0, size - maxBytes);
   const { bytes, complete } = await readRange(deps, buildId, from, Infinity);
@@ -110,7 +110,7 @@ export async function readLogTail(deps: Pick<AppDeps, "db">, buildId: string, ma
 
 /** Up to `maxBytes` ending at `before` (a line start), starting at a line start. */
 export async function readLogBefore(deps: Pick<AppDeps, "db">, buildId: string, before: number, maxBytes: number): Promise<LogWindow> {
-  await getBuild(deps, buildId);
+  assertLogKept(await getBuild(deps, buildId));
   const from = Math.max(0, before - maxBytes);
   const { bytes } = await readRange(deps, buildId, from, before);
   const cut = alignToLine(bytes, from === 0);

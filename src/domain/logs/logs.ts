@@ -54,6 +54,7 @@ export async function appendLog(
   const maxBytes = deps.config.maxLogBytes;
   for (let attempt = 0; attempt < APPEND_RETRIES; attempt++) {
     const build = await getRunnerJob(deps, runnerId, jobId);
+    if (build.logExpiredAt !== null) throw new ApiError(409, "invalid_transition", "the build's log was deleted by the retention policy");
     if (isFinalStatus(build.status) && deps.clock.now() - (build.finishedAt ?? build.updatedAt) > deps.config.logGraceS) {
       throw new ApiError(409, "invalid_transition", `the build is ${build.status} and its log is closed`);
     }
@@ -139,6 +140,7 @@ export async function readLog(
   pageBytes = READ_PAGE_BYTES,
 ): Promise<{ bytes: Uint8Array; nextOffset: number; complete: boolean }> {
   const build = await getBuild(deps, buildId);
+  assertLogKept(build);
   const complete = isFinalStatus(build.status);
   const overlapping = and(
     eq(buildLogChunks.buildId, buildId),
@@ -180,6 +182,11 @@ export async function readLog(
   }
   const bytes = concatBytes(parts);
   return { bytes, nextOffset: offset + bytes.length, complete: complete && !more };
+}
+
+/** 410 log_expired once a retention pass deleted the build's log (its build and step results stay). */
+export function assertLogKept(build: { logExpiredAt: number | null }): void {
+  if (build.logExpiredAt !== null) throw new ApiError(410, "log_expired", "this build's log was deleted by the retention policy");
 }
 
 /** Bytes of stored log of a build: where the next chunk starts. */

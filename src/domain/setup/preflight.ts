@@ -5,6 +5,7 @@ import { OIDC_SETTING } from "../auth/oidc.ts";
 import { isThisMachineOnlyHostname } from "../settings/hostnames.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
 import { isTrustedProxyConfigured } from "../auth/trusted-proxy.ts";
+import { dataDirSpace, isLowOnSpace, LOW_FREE_SPACE_RATIO } from "../retention/disk.ts";
 
 export { OIDC_SETTING };
 
@@ -19,6 +20,12 @@ export interface PreflightCheck {
   failure_code: ErrorCode;
 }
 
+/**
+ * Checks about this host's health rather than about External Access: shown with the others, but they neither make
+ * `ready` false nor stop remote mode from being switched on.
+ */
+export const HOST_CHECK_IDS: ReadonlySet<string> = new Set(["data_dir_free_space"]);
+
 export interface Preflight {
   ready: boolean;
   checks: PreflightCheck[];
@@ -32,7 +39,7 @@ function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, p
  * The External Access readiness checks, in CONTRACT §4's order. Enabling remote mode fails with the first
  * failing check's code.
  */
-export async function runPreflight(deps: Pick<AppDeps, "db" | "clock">): Promise<Preflight> {
+export async function runPreflight(deps: Pick<AppDeps, "db" | "clock" | "config" | "diskSpace">): Promise<Preflight> {
   const network = await readNetworkSettings(deps);
   const publicUrl = network.public_url ? parseBaseUrl(network.public_url) : null;
   const publicSet = publicUrl !== null && !isThisMachineOnlyHostname(publicUrl.hostname);
@@ -56,5 +63,13 @@ export async function runPreflight(deps: Pick<AppDeps, "db" | "clock">): Promise
       network.artifact_delivery_url ? "the artifact delivery URL uses https" : "no artifact delivery URL is set; the public URL is used",
       "the artifact delivery URL must use https"),
   ];
-  return { ready: checks.every((c) => c.ok), checks };
+  const space = await dataDirSpace(deps);
+  const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
+  const percent = space && space.total_bytes > 0 ? Math.round((space.free_bytes / space.total_bytes) * 1000) / 10 : null;
+  checks.push(
+    check("data_dir_free_space", "Data directory has free space", "data_dir_low_space", !isLowOnSpace(space),
+      space ? `${gib(space.free_bytes)} free (${percent} %)` : "this host does not report free space",
+      `only ${gib(space?.free_bytes ?? 0)} free (${percent} %, under ${LOW_FREE_SPACE_RATIO * 100} %): set a retention policy or free the disk`),
+  );
+  return { ready: checks.every((c) => c.ok || HOST_CHECK_IDS.has(c.id)), checks };
 }

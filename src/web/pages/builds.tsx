@@ -8,6 +8,7 @@ import { isFinalStatus } from "../../domain/builds/build-machine.ts";
 import { cancelBuild, getBuild, listBuilds, queueInfo, rerunBuild, type BuildRow, type StepResult } from "../../domain/builds/builds.ts";
 import { readLogBefore, readLogTail, utf8Boundary } from "../../domain/logs/log-view.ts";
 import { readLog } from "../../domain/logs/logs.ts";
+import { setBuildPinned } from "../../domain/retention/pins.ts";
 import { nameDirectory, type NameDirectory } from "../../domain/projects/projects.ts";
 import { listRunners } from "../../domain/runners/runners.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
@@ -276,6 +277,14 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
         <span id="build-status" class={`badge badge-${update.tone}`}>
           {b.status.replace(/_/g, " ")}
         </span>
+        {b.pinned ? (
+          <>
+            {" "}
+            <span class="badge badge-info" id="pinned-badge" title="Retention never deletes this build's artifacts or log">
+              pinned
+            </span>
+          </>
+        ) : null}
       </h1>
       {props.canAct ? (
         <div class="actions" id="build-actions">
@@ -288,6 +297,9 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           ) : null}
           <PostForm action={`/builds/${b.id}/rerun`} class="inline-form">
             <Button variant="secondary">Rerun</Button>
+          </PostForm>
+          <PostForm action={`/builds/${b.id}/${b.pinned ? "unpin" : "pin"}`} class="inline-form" id="pin-form">
+            <Button variant="secondary">{b.pinned ? "Unpin" : "Pin (keep forever)"}</Button>
           </PostForm>
         </div>
       ) : null}
@@ -373,6 +385,12 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
       </Section>
       {props.tests ? <TestsSection projectId={b.projectId} tests={props.tests} failures={props.failures} /> : null}
       <Section title="Log" id="log-section">
+        {b.logExpiredAt !== null ? (
+          <p class="muted" id="log-expired">
+            This build's log was deleted by the retention policy <RelTime at={b.logExpiredAt} now={now} />. Its steps and artifacts are listed here.
+          </p>
+        ) : (
+          <>
         <div class="log-toolbar">
           <span id="log-state" class="muted" aria-live="polite"></span>
           <a href={`/builds/${b.id}/log`}>Raw log</a>
@@ -385,6 +403,8 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
             JavaScript is off: read the <a href={`/builds/${b.id}/log`}>raw log</a>.
           </noscript>
         </div>
+          </>
+        )}
       </Section>
       <Section title="Artifacts" id="artifacts">
         {props.artifacts.length === 0 ? (
@@ -398,12 +418,18 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
                 </td>
                 <td>{formatBytes(a.size_bytes)}</td>
                 <td>
-                  <div class="actions">
-                    <PostForm action={`/builds/${b.id}/artifacts/${a.id}/download`} class="inline-form">
-                      <Button variant="secondary">Download</Button>
-                    </PostForm>
-                    <ArtifactInstall artifact={a} />
-                  </div>
+                  {a.status === "expired" ? (
+                    <span class="badge badge-off" title="Deleted by the retention policy">
+                      expired
+                    </span>
+                  ) : (
+                    <div class="actions">
+                      <PostForm action={`/builds/${b.id}/artifacts/${a.id}/download`} class="inline-form">
+                        <Button variant="secondary">Download</Button>
+                      </PostForm>
+                      <ArtifactInstall artifact={a} />
+                    </div>
+                  )}
                 </td>
               </tr>
             ))}
@@ -530,6 +556,16 @@ export function buildPages(deps: AppDeps) {
     .post("/builds/:build_id/cancel", builders, async (c) => {
       const build = await cancelBuild(deps, c.get("user"), c.req.param("build_id"));
       setFlash(c, build.status === "canceled" ? "ok" : "info", build.status === "canceled" ? "The build was canceled." : `The build had already ${build.status.replace(/_/g, " ")}.`);
+      return c.redirect(`/builds/${build.id}`, 303);
+    })
+    .post("/builds/:build_id/pin", builders, async (c) => {
+      const build = await setBuildPinned(deps, c.get("user"), c.req.param("build_id"), true);
+      setFlash(c, "ok", "Pinned: retention never deletes this build's artifacts or log.");
+      return c.redirect(`/builds/${build.id}`, 303);
+    })
+    .post("/builds/:build_id/unpin", builders, async (c) => {
+      const build = await setBuildPinned(deps, c.get("user"), c.req.param("build_id"), false);
+      setFlash(c, "ok", "Unpinned: the retention policy applies to this build again.");
       return c.redirect(`/builds/${build.id}`, 303);
     })
     .post("/builds/:build_id/rerun", builders, async (c) => {

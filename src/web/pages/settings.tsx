@@ -15,8 +15,13 @@ import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { clearSessionCookie, pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+import { diskUsage, type DiskUsage } from "../../domain/retention/disk.ts";
+import { lastPass } from "../../domain/retention/pass.ts";
+import { readInstancePolicy, type EffectivePolicy } from "../../domain/retention/policy.ts";
+import { nameDirectory, type NameDirectory } from "../../domain/projects/projects.ts";
+import { DiskSection, RetentionSection, retentionPages } from "./retention.tsx";
 
-type SectionId = "mode" | "network" | "oidc" | "storage" | "local-login";
+type SectionId = "mode" | "network" | "oidc" | "storage" | "local-login" | "retention";
 
 interface SettingsData {
   preferences: Awaited<ReturnType<typeof readPreferences>>["preferences"];
@@ -26,6 +31,10 @@ interface SettingsData {
   callbackUri: string;
   storage: Awaited<ReturnType<typeof readArtifactStorageSettings>>;
   localLogin: LocalLoginMode;
+  retention: EffectivePolicy;
+  lastPass: Awaited<ReturnType<typeof lastPass>>;
+  disk: DiskUsage;
+  names: NameDirectory;
 }
 
 /** A refused form: the section it belongs to, the words to show, and the values to put back. */
@@ -174,6 +183,9 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
         </PostForm>
       </Section>
 
+      <RetentionSection policy={data.retention} last={data.lastPass} now={props.ctx.now} problem={problem?.section === "retention" ? problem.message : null} />
+      <DiskSection disk={data.disk} names={data.names} />
+
       {isOwner ? localLoginSection(data.localLogin, remote, problem) : null}
     </Layout>
   );
@@ -233,6 +245,10 @@ async function loadSettings(deps: AppDeps, requestUrl: string): Promise<Settings
     callbackUri: await standardCallbackUri(deps, new URL(requestUrl).origin),
     storage: await readArtifactStorageSettings(deps),
     localLogin: (await readLocalLoginSetting(deps)).mode,
+    retention: await readInstancePolicy(deps),
+    lastPass: await lastPass(deps),
+    disk: await diskUsage(deps),
+    names: await nameDirectory(deps),
   };
 }
 
@@ -265,7 +281,11 @@ export function settingsPages(deps: AppDeps) {
     }
   };
 
+  const retention = retentionPages(deps, async (c, message) =>
+    renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={{ section: "retention", message, values: {} }} />, 400),
+  );
   return new Hono<AppEnv>()
+    .route("/", retention)
     .get("/settings", managers, async (c) => renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} />))
     .post("/settings/mode", owner, async (c) => {
       const form = strings(await c.req.parseBody());
