@@ -33,6 +33,8 @@ export const ConfigSchema = z.object({
   HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
   HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
   HANGAR_LOG_STREAM_MAX_S: seconds(300),
+  // Comma-separated OS user names whose loopback connections may use local login, besides the daemon's own user.
+  HANGAR_LOCAL_LOGIN_USERS: z.string().default(""),
 });
 
 export interface HangarConfig {
@@ -70,6 +72,8 @@ export interface HangarConfig {
   logGraceS: number;
   /** How long one live-log event stream of the build page stays open; the browser then resumes it (Last-Event-ID). */
   logStreamMaxS: number;
+  /** OS users, besides the daemon's own, whose loopback connections may sign in locally (HANGAR_LOCAL_LOGIN_USERS). */
+  localLoginUsers: string[];
 }
 
 export class ConfigError extends Error {}
@@ -118,5 +122,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     maxLogBytes: e.HANGAR_MAX_LOG_BYTES,
     logGraceS: e.HANGAR_LOG_GRACE_S,
     logStreamMaxS: e.HANGAR_LOG_STREAM_MAX_S,
+    localLoginUsers: e.HANGAR_LOCAL_LOGIN_USERS.split(",").map((u) => u.trim()).filter((u) => u !== ""),
   };
 }
