@@ -11,7 +11,7 @@ import { completeLocalSetup, sessionFor, userWithRole } from "../helpers/factori
 const PREFS = "/v1/settings/preferences";
 const NETWORK = "/v1/settings/external-access/network";
 const PREFLIGHT = "/v1/settings/external-access/preflight";
-const CHECK_IDS = ["public_url_set", "public_url_https", "public_url_origin_allowed", "remote_auth_configured", "artifact_delivery_https"];
+const CHECK_IDS = ["public_url_set", "public_url_https", "public_url_origin_allowed", "remote_auth_configured", "artifact_delivery_https", "trusted_proxy_secret"];
 const GOOD_NETWORK = { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"], artifact_delivery_url: null };
 
 async function ready(options: { config?: Record<string, string> } = {}) {
@@ -226,7 +226,7 @@ describe("/v1/settings/external-access/network", () => {
 });
 
 describe("GET /v1/settings/external-access/preflight", () => {
-  it("lists the five checks in order and is not ready on a fresh instance", async () => {
+  it("lists the six checks in order and is not ready on a fresh instance", async () => {
     const { t, ownerToken } = await ready();
     const res = await t.call("GET", PREFLIGHT, { token: ownerToken });
     expect(res.status).toBe(200);
@@ -238,9 +238,11 @@ describe("GET /v1/settings/external-access/preflight", () => {
       "external_access_origin_not_allowed",
       "external_access_auth_missing",
       "artifact_delivery_https_required",
+      "trusted_proxy_shared_secret_missing",
     ]);
-    expect(res.body.checks.map((c: { ok: boolean }) => c.ok)).toEqual([false, false, false, false, true]);
-    for (const check of res.body.checks) expect(check).toEqual({ id: expect.any(String), label: expect.any(String), ok: expect.any(Boolean), message: expect.any(String), failure_code: expect.any(String) });
+    expect(res.body.checks.map((c: { ok: boolean }) => c.ok)).toEqual([false, false, false, false, true, true]);
+    expect(res.body.checks.map((c: { required: boolean }) => c.required)).toEqual([true, true, true, true, true, false]);
+    for (const check of res.body.checks) expect(check).toEqual({ id: expect.any(String), label: expect.any(String), ok: expect.any(Boolean), message: expect.any(String), failure_code: expect.any(String), required: expect.any(Boolean) });
   });
 
   it("is ready with HTTPS network settings and either remote sign-in configured", async () => {

@@ -61,7 +61,7 @@ export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | 
   if (actor.role !== "owner") throw new ApiError(403, "external_access_owner_required", "only the owner can change the runtime mode");
   if (target === "remote") {
     const preflight = await runPreflight(deps);
-    const failed = preflight.checks.find((c) => !c.ok);
+    const failed = preflight.checks.find((c) => !c.ok && c.required);
     if (failed) throw new ApiError(400, failed.failure_code, `External Access preflight failed: ${failed.message}`);
   }
   const now = deps.clock.now();

@@ -4,7 +4,8 @@ import { readSetting } from "./instance.ts";
 import { OIDC_SETTING } from "../auth/oidc.ts";
 import { isThisMachineOnlyHostname } from "../settings/hostnames.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
-import { isTrustedProxyConfigured } from "../auth/trusted-proxy.ts";
+import { isTrustedProxyConfigured, isTrustedProxyUnguarded } from "../auth/trusted-proxy.ts";
+import { loadInstance } from "./instance.ts";
 
 export { OIDC_SETTING };
 
@@ -17,6 +18,8 @@ export interface PreflightCheck {
   message: string;
   /** The code this check fails with; present whether or not it passed, so a client can map it ahead. */
   failure_code: ErrorCode;
+  /** Whether remote mode needs it: a check that is not required only warns. */
+  required: boolean;
 }
 
 export interface Preflight {
@@ -24,8 +27,8 @@ export interface Preflight {
   checks: PreflightCheck[];
 }
 
-function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, passed: string, failed: string): PreflightCheck {
-  return { id, label, ok, message: ok ? passed : failed, failure_code: failureCode };
+function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, passed: string, failed: string, required = true): PreflightCheck {
+  return { id, label, ok, message: ok ? passed : failed, failure_code: failureCode, required };
 }
 
 /**
@@ -33,6 +36,7 @@ function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, p
  * failing check's code.
  */
 export async function runPreflight(deps: Pick<AppDeps, "db" | "clock">): Promise<Preflight> {
+  const inst = await loadInstance(deps);
   const network = await readNetworkSettings(deps);
   const publicUrl = network.public_url ? parseBaseUrl(network.public_url) : null;
   const publicSet = publicUrl !== null && !isThisMachineOnlyHostname(publicUrl.hostname);
@@ -55,6 +59,11 @@ export async function runPreflight(deps: Pick<AppDeps, "db" | "clock">): Promise
     check("artifact_delivery_https", "Artifact delivery URL uses HTTPS", "artifact_delivery_https_required", deliveryOk,
       network.artifact_delivery_url ? "the artifact delivery URL uses https" : "no artifact delivery URL is set; the public URL is used",
       "the artifact delivery URL must use https"),
+    // Not required (the spec makes both optional), but without either any local process can claim to be the proxy.
+    check("trusted_proxy_secret", "Trusted proxy proves itself", "trusted_proxy_shared_secret_missing",
+      !(inst.remoteAuthMode === "trusted_proxy" && (await isTrustedProxyUnguarded(deps))),
+      "the trusted proxy is checked by a shared secret or its network, or is not in use",
+      "the trusted proxy has neither a shared secret nor trusted_proxy_cidrs: any process on this machine can sign in as anyone; set a shared secret", false),
   ];
-  return { ready: checks.every((c) => c.ok), checks };
+  return { ready: checks.every((c) => c.ok || !c.required), checks };
 }
