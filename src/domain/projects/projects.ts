@@ -1,7 +1,7 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { z } from "zod";
 import { PLATFORMS, TRIGGER_EVENTS } from "../../db/schema/constants.ts";
-import { builds, pipelines, projects } from "../../db/schema/index.ts";
+import { builds, pipelines, projects, projectSecrets } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement, auditStatementWhen } from "../common/audit.ts";
@@ -402,6 +402,23 @@ export function openAndroidSigning(deps: Pick<AppDeps, "secrets">, project: Proj
 
 export function openIosSigning(deps: Pick<AppDeps, "secrets">, project: ProjectRow): Promise<IosSigning | null> {
   return openSealed<IosSigning>(deps, project.iosSigningSealed);
+}
+
+/**
+ * What identifies the project's log secrets without opening any: every sealed value starts with its own random IV
+ * (src/domain/common/crypto.ts), so the IVs of the sealed columns and secret variables change whenever any secret
+ * does. Costs one small query per log chunk instead of decrypting every secret (docs/decisions.md "Secret variables:
+ * caps and masking set-up").
+ */
+export async function projectLogSecretsFingerprint(deps: Pick<AppDeps, "db">, project: ProjectRow): Promise<string> {
+  // "v1." and 16 base64url characters: the 12-byte IV.
+  const iv = (sealed: string | null | undefined) => (sealed ? sealed.slice(0, 19) : "-");
+  const rows = await deps.db
+    .select({ name: projectSecrets.name, iv: sql<string>`substr(${projectSecrets.valueSealed}, 1, 19)` })
+    .from(projectSecrets)
+    .where(eq(projectSecrets.projectId, project.id))
+    .orderBy(asc(projectSecrets.name));
+  return [project.id, iv(project.sourceCredentialsSealed), iv(project.androidSigningSealed), iv(project.iosSigningSealed), ...rows.map((r) => `${r.name}=${r.iv}`)].join(" ");
 }
 
 /** Every secret of the project that must never appear in a stored log (CONTRACT §6), secret variables included. */
