@@ -89,6 +89,8 @@ export interface AppVariables {
   runnerId: string;
   /** The CSP nonce of an HTML answer (src/web/security.ts). */
   cspNonce: string;
+  /** Origins besides our own a page's forms may post to (an identity provider the setup form redirects to). */
+  cspFormActions: string[];
 }
 
 export interface AppEnv {

@@ -9,7 +9,7 @@ import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "../common/crypto.ts";
 import { assertRepoAllowed, resolveBranch } from "../projects/git.ts";
 import { endStepResultsSql } from "./step-results.ts";
-import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow } from "../projects/projects.ts";
+import { branchSchema, configForReader, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow } from "../projects/projects.ts";
 import { refreshRunnerStatement } from "../runners/runners.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -51,7 +51,7 @@ export const stepResultSchema = z.object({
 export type StepResult = z.infer<typeof stepResultSchema>;
 
 /** The full build (GET /v1/builds/{id} and the list). */
-export function toBuildJson(b: BuildRow) {
+export function toBuildJson(b: BuildRow, showEnv = true) {
   return {
     id: b.id,
     project_id: b.projectId,
@@ -65,7 +65,7 @@ export function toBuildJson(b: BuildRow) {
     rerun_of: b.rerunOf,
     commit_sha: b.commitSha,
     branch: b.branch,
-    config_snapshot: b.configSnapshot as PipelineConfig,
+    config_snapshot: configForReader(b.configSnapshot as PipelineConfig, showEnv),
     runner_id: b.runnerId,
     step_results: (b.stepResults as StepResult[] | null) ?? [],
     exit_code: b.exitCode,
@@ -304,7 +304,7 @@ export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
 }
 
 /** GET /v1/builds/{id}: the build, with `queue` while it is queued (else null). */
-export async function getBuildWithQueue(deps: Pick<AppDeps, "db">, id: string) {
+export async function getBuildWithQueue(deps: Pick<AppDeps, "db">, id: string, showEnv = true) {
   const build = await getBuild(deps, id);
-  return { ...toBuildJson(build), queue: build.status === "queued" ? await queueInfo(deps, build) : null };
+  return { ...toBuildJson(build, showEnv), queue: build.status === "queued" ? await queueInfo(deps, build) : null };
 }

@@ -32,7 +32,23 @@ const repoUrlSchema = () =>
     .string()
     .max(2048)
     // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
-    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path");
+    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path")
+    .refine((u) => !hasUrlCredentials(u), "must not carry a user name or password: put credentials in the project's source credentials");
+
+/**
+ * Whether a repository URL carries userinfo (`https://user:token@host/…`): a credential there would be stored and
+ * shown in the clear, so it is refused (docs/decisions.md "No userinfo in repo_url"). An ssh URL may name its user
+ * without a password (`ssh://git@host/…`, `git@host:org/repo`): that is an account name, not a secret.
+ */
+function hasUrlCredentials(url: string): boolean {
+  const m = /^([a-z]+):\/\/([^/?#]*)/i.exec(url);
+  if (!m) return false;
+  const authority = m[2]!;
+  const at = authority.lastIndexOf("@");
+  if (at < 0) return false;
+  const userinfo = authority.slice(0, at);
+  return m[1]!.toLowerCase() !== "ssh" || userinfo.includes(":") || userinfo.includes("%");
+}
 
 export const createProjectSchema = z.lazy(() =>
   z.object({
@@ -151,8 +167,18 @@ export function toProjectJson(p: ProjectRow) {
   };
 }
 
-export function toPipelineJson(p: PipelineRow) {
-  return { id: p.id, project_id: p.projectId, name: p.name, config: p.config as PipelineConfig, created_at: p.createdAt, updated_at: p.updatedAt };
+/**
+ * A pipeline's config as a reader of this role may see it: `env` (often tokens and internal URLs set inline) only
+ * for builders (docs/decisions.md "A pipeline's env: builders only").
+ */
+export function configForReader(config: PipelineConfig, showEnv: boolean): PipelineConfig {
+  if (showEnv || config.env === undefined) return config;
+  const { env: _hidden, ...rest } = config;
+  return rest as PipelineConfig;
+}
+
+export function toPipelineJson(p: PipelineRow, showEnv = true) {
+  return { id: p.id, project_id: p.projectId, name: p.name, config: configForReader(p.config as PipelineConfig, showEnv), created_at: p.createdAt, updated_at: p.updatedAt };
 }
 
 /** Names are unique among live projects, compared without regard to ASCII case. */

@@ -23,7 +23,7 @@ import {
   updatePipeline,
   updateProject,
 } from "../../domain/projects/projects.ts";
-import { requireUser, ROLES } from "../middleware/auth.ts";
+import { isBuilder, requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
@@ -75,11 +75,11 @@ export function projectsRoutes(deps: AppDeps) {
       c.json(toPipelineJson(await createPipeline(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json")))),
     )
     .get("/v1/projects/:project_id/pipelines", apiDoc({ summary: "List a project's pipelines", responses: { 200: z.array(json.PipelineJson) } }), readers, async (c) =>
-      c.json((await listPipelines(deps, c.req.param("project_id"))).map(toPipelineJson)),
+      c.json((await listPipelines(deps, c.req.param("project_id"))).map((p) => toPipelineJson(p, isBuilder(c.get("user").role)))),
     )
     .get("/v1/projects/:project_id/pipelines/:pipeline_id", apiDoc({ summary: "Read a pipeline", responses: { 200: json.PipelineJson } }), readers, async (c) => {
       await getProject(deps, c.req.param("project_id"));
-      return c.json(toPipelineJson(await getPipeline(deps, c.req.param("project_id"), c.req.param("pipeline_id"))));
+      return c.json(toPipelineJson(await getPipeline(deps, c.req.param("project_id"), c.req.param("pipeline_id")), isBuilder(c.get("user").role)));
     })
     .patch("/v1/projects/:project_id/pipelines/:pipeline_id", apiDoc({
       summary: "Rename a pipeline or replace its config (builds queued later use it)",

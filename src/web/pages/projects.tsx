@@ -4,6 +4,7 @@ import type { z, ZodType } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { triggerBuild, triggerBuildSchema } from "../../domain/builds/builds.ts";
 import {
+  configForReader,
   createPipeline,
   createPipelineSchema,
   createProject,
@@ -30,6 +31,7 @@ import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+import { jsonForDisplay } from "../text.ts";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 
 const NEW_CONFIG = `{
@@ -212,13 +214,14 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
               {props.canWrite ? (
                 <details open={forms[`pipeline-${pl.id}`] ? true : undefined}>
                   <summary>Edit</summary>
-                  <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={JSON.stringify(pl.config, null, 2)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
+                  <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={jsonForDisplay(pl.config)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
                   <form method="post" action={`/projects/${p.id}/pipelines/${pl.id}/delete`} class="inline-form" data-confirm="Delete this pipeline? Its finished builds stay readable.">
                     <Button variant="danger">Delete pipeline</Button>
                   </form>
                 </details>
               ) : (
-                <pre>{JSON.stringify(pl.config, null, 2)}</pre>
+                // Readers who are not builders never see the pipeline's env (docs/decisions.md).
+                <pre>{jsonForDisplay(configForReader(config, false))}</pre>
               )}
             </article>
           );

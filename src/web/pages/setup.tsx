@@ -425,6 +425,8 @@ async function renderStep(deps: AppDeps, c: Context<AppEnv>, step: Step, form?: 
       const stored = inst.state === "idp_configured" ? await readOidcSettings(deps) : null;
       const callback = await standardCallbackUri(deps, new URL(c.req.url).origin);
       const configured = stored ? { issuer: stored.issuer_url, clientId: stored.client_id } : null;
+      // The owner's sign-in form posts here and is redirected to the provider: CSP form-action must allow it.
+      if (stored) c.set("cspFormActions", [...new Set([new URL(stored.issuer_url).origin, new URL(stored.discovered_issuer).origin])]);
       return renderPage(c, <OidcStep ctx={ctx} inst={inst} callback={callback} configured={configured} form={form} />, status as 200);
     }
     case "proxy": {
