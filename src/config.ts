@@ -37,6 +37,8 @@ export const ConfigSchema = z.object({
   HANGAR_BODY_TIMEOUT_MS: z.coerce.number().int().min(100).default(60_000),
   HANGAR_SIGNING_CHECK_INTERVAL_S: seconds(86_400),
   HANGAR_RETENTION_LEASE_S: seconds(120),
+  // Comma-separated OS user names whose loopback connections may use local login, besides the daemon's own user.
+  HANGAR_LOCAL_LOGIN_USERS: z.string().default(""),
 });
 
 export interface HangarConfig {
@@ -82,6 +84,8 @@ export interface HangarConfig {
   signingCheckIntervalS: number;
   /** How long a daemon running a retention pass holds it without renewing; another daemon then resumes it. */
   retentionLeaseS: number;
+  /** OS users, besides the daemon's own, whose loopback connections may sign in locally (HANGAR_LOCAL_LOGIN_USERS). */
+  localLoginUsers: string[];
 }
 
 export class ConfigError extends Error {}
@@ -134,5 +138,6 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     bodyTimeoutMs: e.HANGAR_BODY_TIMEOUT_MS,
     signingCheckIntervalS: e.HANGAR_SIGNING_CHECK_INTERVAL_S,
     retentionLeaseS: e.HANGAR_RETENTION_LEASE_S,
+    localLoginUsers: e.HANGAR_LOCAL_LOGIN_USERS.split(",").map((u) => u.trim()).filter((u) => u !== ""),
   };
 }

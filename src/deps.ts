@@ -31,6 +31,12 @@ export interface AppDeps {
   secrets: SecretBox;
   /** The TCP peer address of the request, or undefined where there is no socket (Workers). */
   getPeerAddress: (c: Context) => string | undefined;
+  /**
+   * Whether the client's end of the request's socket belongs to the daemon's own OS user or one named in
+   * HANGAR_LOCAL_LOGIN_USERS: local sign-in asks it besides loopback (docs/decisions.md "Local login: the socket's
+   * owner"). Node: src/runtime/socket-owner.ts. Absent where there is no socket (Workers): local sign-in is refused.
+   */
+  isLocalUserSocket?: (c: Context) => Promise<boolean>;
   log: Logger;
   /** Whether a directory exists (created if missing) and is writable: artifact-storage validation; absent on Workers. */
   checkWritableDir?: (path: string) => Promise<boolean>;
@@ -90,6 +96,8 @@ export interface AppVariables {
   cspNonce: string;
   /** Set by the web UI's session check when the data directory is under 10 % free: the pages' banner. */
   lowDiskSpace: { free_bytes: number; total_bytes: number } | null;
+  /** Origins besides our own a page's forms may post to (an identity provider the setup form redirects to). */
+  cspFormActions: string[];
 }
 
 export interface AppEnv {

@@ -20,7 +20,7 @@ export const ERROR_CODES = [
   "trusted_proxy_not_configured",
   // auth
   "setup_incomplete", "oidc_not_configured", "user_not_found", "session_error", "email_required",
-  "local_login_loopback_required", "local_login_disabled",
+  "local_login_loopback_required", "local_login_disabled", "too_many_streams",
   // settings
   "invalid_local_base_dir", "invalid_s3_bucket", "invalid_s3_endpoint", "missing_s3_credentials",
   "external_access_https_required", "external_access_origin_not_allowed", "artifact_delivery_https_required",

@@ -26,7 +26,8 @@ async function start() {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-db-"));
   dirs.push(dataDir);
   const config = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0" });
-  const runtime = await createNodeDeps(config, { getPeerAddress: () => "127.0.0.1", log: () => {} });
+  // No socket under app.request(): the peer is this machine and the daemon's own user.
+  const runtime = await createNodeDeps(config, { getPeerAddress: () => "127.0.0.1", isLocalUserSocket: async () => true, log: () => {} });
   runtimes.push(runtime);
   const app = createApp(runtime.deps);
   const call = async (method: string, path: string, body?: unknown, token?: string) => {

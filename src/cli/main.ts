@@ -128,7 +128,7 @@ export function hangarVersion(): string {
 function operationalMessage(err: unknown): string | undefined {
   if (err instanceof ConfigError || err instanceof ApiError || err instanceof BackupError) return err.message;
   if (!(err instanceof Error)) return undefined;
-  if (err.name === "ListenError") return err.message;
+  if (err.name === "ListenError" || err.name === "DataDirError") return err.message;
   const e = err as NodeJS.ErrnoException;
   if (typeof e.code === "string" && /^E[A-Z]+$/.test(e.code)) return `${e.code}: ${e.message.replace(/^E[A-Z]+: /, "")}`;
   // libSQL reports a database it cannot open or use with a SQLITE_* code.
@@ -166,6 +166,12 @@ export async function main(argv: string[]): Promise<number | undefined> {
   const parsed = parseOptions(rest, COMMAND_OPTIONS[name]);
   if (typeof parsed === "string") return usageError(parsed, help);
   try {
+    // The data directory first, before the heavier modules load: one that cannot be created or written stops the
+    // command at once with its name (docs/decisions.md "An unusable data directory").
+    if (name === "serve" || name === "setup-token" || name === "migrate" || name === "login") {
+      const { prepareDataDir } = await import("../runtime/data-dir.ts");
+      prepareDataDir(loadConfig(process.env).dataDir);
+    }
     switch (name) {
       case "serve":
         return await serveCommand(loadConfig(process.env));

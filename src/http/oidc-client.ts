@@ -7,6 +7,8 @@ export function oidcClientOf(deps: AppDeps, c: Context<AppEnv>): Promise<OidcCli
   return resolveOidcClient(deps, {
     peerAddress: deps.getPeerAddress(c),
     forwardedFor: c.req.header("x-forwarded-for"),
+    // Read only where there is no socket (Workers): a Node daemon's client could send it.
+    cfConnectingIp: c.req.header("cf-connecting-ip"),
     isLoopback: c.get("isLoopback"),
   });
 }

@@ -151,7 +151,7 @@ function buildAnswerSchemas() {
 
   const PreflightJson = z.object({
     ready: z.boolean(),
-    checks: z.array(z.object({ id: z.string(), label: z.string(), ok: z.boolean(), message: z.string(), failure_code: z.enum(ERROR_CODES) })),
+    checks: z.array(z.object({ id: z.string(), label: z.string(), ok: z.boolean(), message: z.string(), failure_code: z.enum(ERROR_CODES), required: z.boolean() })),
   });
 
   const OidcSettingsJson = z.object({

@@ -1,7 +1,58 @@
 // The data directory on a Node host (CONTRACT §13): private to the daemon's user, with `daemon.url` beside the
 // database so that `hangar login` finds a daemon listening on any port (CONTRACT §3).
-import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+
+/** The data directory cannot be created or written: every command stops with this message (exit 1). */
+export class DataDirError extends Error {
+  override name = "DataDirError";
+}
+
+/**
+ * Creates `dir` one missing level at a time (mode 0700). Node's `mkdirSync(…, {recursive: true})` never returns
+ * on some paths (under /proc it spun at full CPU, deaf to SIGTERM), so each level is made with a plain mkdir and
+ * any failure is reported with the path it concerns.
+ */
+function createDirectory(dir: string): void {
+  const missing: string[] = [];
+  let at = resolve(dir);
+  for (;;) {
+    let st;
+    try {
+      st = statSync(at);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "ENOENT") throw new DataDirError(`the data directory ${dir} cannot be created: ${at} is not reachable (${code ?? "error"})`);
+      missing.push(at);
+      const parent = dirname(at);
+      if (parent === at) break;
+      at = parent;
+      continue;
+    }
+    if (!st.isDirectory()) throw new DataDirError(`the data directory ${dir} cannot be created: ${at} is not a directory`);
+    break;
+  }
+  for (const path of missing.reverse()) {
+    try {
+      mkdirSync(path, { mode: 0o700 });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === "EEXIST" && statSync(path).isDirectory()) continue;
+      throw new DataDirError(`the data directory ${dir} cannot be created: mkdir ${path} failed (${code ?? "error"})`);
+    }
+  }
+}
+
+/** Writes and removes a probe file: mode bits alone cannot tell (ACLs, read-only mounts, /proc, root). */
+function assertWritable(dir: string): void {
+  const probe = join(dir, `.hangar-write-probe-${process.pid}`);
+  try {
+    closeSync(openSync(probe, "w", 0o600));
+    unlinkSync(probe);
+  } catch (err) {
+    throw new DataDirError(`the data directory ${dir} is not writable (${(err as NodeJS.ErrnoException).code ?? "error"})`);
+  }
+}
 
 export const DAEMON_URL_FILE = "daemon.url";
 
@@ -22,11 +73,12 @@ function tighten(path: string, mode: number): void {
 }
 
 /**
- * Creates the data directory 0700, or tightens an existing one (and the files Hangar keeps in it) that an earlier
+ * Creates the data directory 0700 (DataDirError when it cannot be created or written), or tightens an existing one (and the files Hangar keeps in it) that an earlier
  * version created 0755/0644: emails, logs, the audit trail and the key file are the daemon user's alone.
  */
 export function prepareDataDir(dataDir: string): void {
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  createDirectory(dataDir);
+  assertWritable(dataDir);
   tighten(dataDir, 0o700);
   for (const name of PRIVATE_FILES) tighten(join(dataDir, name), 0o600);
 }

@@ -18,6 +18,8 @@ import { checkWritableDir } from "./writable-dir.ts";
 import { nodeProcessMetrics } from "./process-metrics.ts";
 import { nodeDiskSpace } from "./disk-space.ts";
 import { nodeRunnerBundle } from "./runner-bundle.ts";
+import { socketOwnerUid, type SocketEnds } from "./socket-owner.ts";
+import { execFileSync } from "node:child_process";
 
 /**
  * Log lines gathered during one turn of the event loop and written to stderr together at its end (one write
@@ -52,6 +54,38 @@ export const stderrLogger: Logger = (record) => {
 export function nodePeerAddress(c: Context): string | undefined {
   const env = c.env as Partial<HttpBindings> | undefined;
   return env?.incoming?.socket?.remoteAddress;
+}
+
+/** The connection's two ends from the bindings' socket (this daemon's listener and @hono/node-server's alike). */
+export function nodeSocketEnds(c: Context): SocketEnds | undefined {
+  const socket = (c.env as Partial<HttpBindings> | undefined)?.incoming?.socket;
+  if (!socket?.localAddress || !socket.remoteAddress || !socket.localPort || !socket.remotePort) return undefined;
+  return { localAddress: socket.localAddress, localPort: socket.localPort, remoteAddress: socket.remoteAddress, remotePort: socket.remotePort };
+}
+
+/** The uid of an OS user name (`id -u`, the same on Linux and macOS). */
+function uidOfUser(name: string): number {
+  try {
+    return Number(execFileSync("id", ["-u", "--", name], { encoding: "utf8", stdio: ["ignore", "pipe", "ignore"], timeout: 5_000 }).trim());
+  } catch {
+    throw new Error(`HANGAR_LOCAL_LOGIN_USERS names ${JSON.stringify(name)}, which is not a user of this machine`);
+  }
+}
+
+/**
+ * AppDeps.isLocalUserSocket for a Node host: the client's end of the socket is owned by this process's user or one
+ * of `users` (docs/decisions.md "Local login: the socket's owner"). Names are resolved once, at start.
+ */
+export function nodeLocalUserSocket(users: readonly string[]): (c: Context) => Promise<boolean> {
+  const uids = new Set<number>(users.map(uidOfUser));
+  const own = process.getuid?.();
+  if (own !== undefined) uids.add(own);
+  return async (c) => {
+    const ends = nodeSocketEnds(c);
+    if (!ends) return false;
+    const uid = await socketOwnerUid(ends);
+    return uid !== null && uids.has(uid);
+  };
 }
 
 /**
@@ -110,6 +144,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       config,
       secrets,
       getPeerAddress: nodePeerAddress,
+      isLocalUserSocket: nodeLocalUserSocket(config.localLoginUsers),
       log: stderrLogger,
       checkWritableDir,
       fetch: outbound.fetch,

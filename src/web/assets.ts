@@ -89,7 +89,7 @@ tbody tr:last-child td{border-bottom:0}
 .checklist li:last-child{border-bottom:0}
 .checklist .hint{display:block}
 .checklist .mark{font-weight:700;width:1.2rem;flex:none}
-.checklist .pass .mark{color:var(--ok)}.checklist .fail .mark{color:var(--bad)}
+.checklist .pass .mark{color:var(--ok)}.checklist .fail .mark{color:var(--bad)}.checklist .warn .mark{color:var(--info)}
 .grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(240px,1fr));gap:0 1rem}
 .visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap}
 .login-choices{display:grid;gap:.75rem}

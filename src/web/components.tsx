@@ -146,7 +146,7 @@ export function Select(props: {
       <select id={id} name={props.name} data-custom-toggle={props.customToggle}>
         {props.options.map((o) => (
           <option value={o.value} selected={o.value === props.value}>
-            {o.label}
+            {neutralise(o.label)}
           </option>
         ))}
       </select>

@@ -3,6 +3,7 @@ import type { UserRole } from "../db/schema/constants.ts";
 import type { UserRow } from "../domain/auth/users.ts";
 import { Flash, Name, type FlashMessage } from "./components.tsx";
 import { scriptUrl, stylesheetUrl } from "./assets.ts";
+import { neutralise } from "./text.ts";
 
 /** What every page knows about its request: built by `pageContext(c)` (session.ts). */
 export interface PageCtx {
@@ -114,7 +115,7 @@ export function Layout(props: { ctx: PageCtx; title: string; children: Child; na
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="color-scheme" content="light dark" />
-        <title>{`${props.title} · Hangar`}</title>
+        <title>{`${neutralise(props.title)} · Hangar`}</title>
         <link rel="stylesheet" href={stylesheetUrl()} />
         <script src={scriptUrl()} defer></script>
         {props.head}

@@ -26,9 +26,10 @@ function newNonce(): string {
  * The Content-Security-Policy of every HTML answer (CONTRACT §10). Scripts only from our own origin
  * (/assets/*.js) or an inline <script nonce>; never 'unsafe-inline', so an injected <script> or on*="" handler
  * does not run even if some escaping were missed. Styles likewise (no style="" attributes in our markup).
- * img-src allows https: for IdP avatars; frame-ancestors 'none' stops clickjacking.
+ * img-src allows https: for IdP avatars; frame-ancestors 'none' stops clickjacking; form-action 'self' keeps form
+ * posts on this origin.
  */
-export function contentSecurityPolicy(nonce: string): string {
+export function contentSecurityPolicy(nonce: string, formActions: readonly string[] = []): string {
   return [
     "default-src 'self'",
     `script-src 'self' 'nonce-${nonce}'`,
@@ -38,6 +39,8 @@ export function contentSecurityPolicy(nonce: string): string {
     "object-src 'none'",
     "base-uri 'none'",
     "frame-ancestors 'none'",
+    // Forms post only back to Hangar: an injected <form> cannot send what a user types elsewhere.
+    ["form-action 'self'", ...formActions].join(" "),
   ].join("; ");
 }
 
@@ -57,7 +60,7 @@ export function htmlSecurityHeaders() {
     await next();
     const type = c.res.headers.get("content-type") ?? "";
     if (!type.toLowerCase().startsWith("text/html")) return;
-    c.header("Content-Security-Policy", contentSecurityPolicy(nonce ?? newNonce()));
+    c.header("Content-Security-Policy", contentSecurityPolicy(nonce ?? newNonce(), c.get("cspFormActions") ?? []));
     c.header("X-Content-Type-Options", "nosniff");
     c.header("X-Frame-Options", "DENY");
     // A handler may ask for no-referrer (a page whose URL holds a token, e.g. /login/local/{code}).

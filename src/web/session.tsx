@@ -66,9 +66,18 @@ export async function browserSession(deps: AppDeps, c: Context): Promise<{ user:
   }
 }
 
-/** A same-site path to come back to after signing in; anything else (another host, `//x`, `/\x`) is dropped. */
+/** After the leading `/`: a path character (RFC 3986 pchar), so never `//host`, `/\host` or `/ host`. */
+const NEXT_START = /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%]/;
+// eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
+const NEXT_REFUSED = /[\\\u0000-\u0020\u007f-\u00a0\u1680\u2000-\u200f\u2028-\u202f\u205f-\u206f\u3000\ufeff]/;
+
+/**
+ * A same-origin path to come back to after signing in: one `/` then a path character, and no backslash, control or
+ * whitespace character anywhere (browsers strip or reinterpret those: `/\t/evil.example` is `//evil.example`).
+ * Anything else is dropped.
+ */
 export function safeNext(next: string | undefined | null): string | null {
-  if (!next || !next.startsWith("/") || next.startsWith("//") || next.startsWith("/\\")) return null;
+  if (!next || !NEXT_START.test(next) || NEXT_REFUSED.test(next)) return null;
   if (next.startsWith("/login") || next.startsWith("/logout") || next.startsWith("/setup")) return null;
   return next.length <= 2048 ? next : null;
 }

@@ -22,6 +22,17 @@ export function neutralise(text: string | null | undefined): string {
   return text.replace(BIDI_CONTROLS, codePoint).replace(OTHER_CONTROLS, codePoint);
 }
 
+/**
+ * A value as pretty JSON for a page (a pipeline's config): bidi and C1 control characters inside its strings become
+ * `\uXXXX` escapes, which show them and still parse back to the same value (the edit form round-trips it exactly).
+ * JSON.stringify already escapes the C0 controls.
+ */
+export function jsonForDisplay(value: unknown): string {
+  return JSON.stringify(value, null, 2).replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069\u007F-\u009F\u2028\u2029]/g, (ch) =>
+    `\\u${(ch.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`,
+  );
+}
+
 /** True when `neutralise` would change the string: pages can flag such a name. */
 export function hasHiddenCharacters(text: string): boolean {
   BIDI_CONTROLS.lastIndex = 0;

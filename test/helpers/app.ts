@@ -24,6 +24,8 @@ export const TEST_OUTBOUND_ALLOW = "127.0.0.1/32,::1/128";
 /** What a test passes as Hono's env: the TCP peer address the app should see. */
 export interface TestEnv {
   peerAddress?: string;
+  /** Whether the client's end of the socket is the daemon's own OS user's (local sign-in); default true. */
+  peerIsLocalUser?: boolean;
 }
 
 export interface TestApp {
@@ -45,6 +47,8 @@ export interface CallOptions {
   token?: string;
   headers?: Record<string, string>;
   peer?: string;
+  /** The client's socket belongs to another OS user than the daemon's (local sign-in refuses it). */
+  peerIsOtherUser?: boolean;
   rawBody?: RequestInit["body"];
 }
 
@@ -79,6 +83,7 @@ export async function makeTestApp(
     config,
     secrets: await createSecretBox(randomBytes(32)),
     getPeerAddress: (c: Context) => (c.env as TestEnv | undefined)?.peerAddress,
+    isLocalUserSocket: async (c: Context) => (c.env as TestEnv | undefined)?.peerIsLocalUser !== false,
     log: (record) => logs.push(record),
     checkWritableDir,
     fetch: outbound.fetch,
@@ -110,7 +115,7 @@ export async function makeTestApp(
       body = JSON.stringify(o.body);
       headers["content-type"] ??= "application/json";
     }
-    const res = await app.request(path, { method, headers, body }, { peerAddress: o.peer ?? "127.0.0.1" } satisfies TestEnv);
+    const res = await app.request(path, { method, headers, body }, { peerAddress: o.peer ?? "127.0.0.1", peerIsLocalUser: o.peerIsOtherUser !== true } satisfies TestEnv);
     return toCallResult(res);
   };
 

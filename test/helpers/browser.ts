@@ -8,7 +8,7 @@ import type { Context } from "hono";
 import { chromium, type Browser, type BrowserContext } from "playwright-core";
 import { createApp } from "../../src/app.ts";
 import type { AppDeps } from "../../src/deps.ts";
-import { nodePeerAddress } from "../../src/runtime/node-deps.ts";
+import { nodeLocalUserSocket, nodePeerAddress } from "../../src/runtime/node-deps.ts";
 import type { TestApp } from "./app.ts";
 
 export const CHROMIUM_PATH = process.env.HANGAR_CHROMIUM_PATH ?? "/usr/lib/chromium/chromium";
@@ -41,7 +41,7 @@ export interface ServedApp {
  * socket as in the daemon. `deps` overrides apply to this listener only (a fake peer, for a proxy test).
  */
 export async function serveTestApp(t: TestApp, overrides: Partial<AppDeps> = {}): Promise<ServedApp> {
-  const app = createApp({ ...t.deps, getPeerAddress: (c: Context) => nodePeerAddress(c), ...overrides });
+  const app = createApp({ ...t.deps, getPeerAddress: (c: Context) => nodePeerAddress(c), isLocalUserSocket: nodeLocalUserSocket([]), ...overrides });
   const server: ServerType = await new Promise((resolve) => {
     const s = serve({ fetch: app.fetch, hostname: "127.0.0.1", port: 0 }, () => resolve(s));
   });

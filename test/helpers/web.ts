@@ -34,6 +34,8 @@ export interface PageOptions {
   /** The Origin header of a POST; defaults to the same origin. `null` sends none. */
   origin?: string | null;
   peer?: string;
+  /** The client's socket belongs to another OS user than the daemon's (local sign-in refuses it). */
+  peerIsOtherUser?: boolean;
   headers?: Record<string, string>;
 }
 
@@ -51,7 +53,7 @@ export async function page(t: TestApp, method: string, path: string, o: PageOpti
     body = params.toString();
     headers["content-type"] = "application/x-www-form-urlencoded";
   }
-  const res = await t.app.request(path, { method, headers, body, redirect: "manual" }, { peerAddress: o.peer ?? "127.0.0.1" } satisfies TestEnv);
+  const res = await t.app.request(path, { method, headers, body, redirect: "manual" }, { peerAddress: o.peer ?? "127.0.0.1", peerIsLocalUser: o.peerIsOtherUser !== true } satisfies TestEnv);
   const result = await toCallResult(res);
   o.jar?.store(res.headers.getSetCookie());
   return { ...result, location: res.headers.get("location"), setCookies: res.headers.getSetCookie() };

@@ -147,6 +147,14 @@ describe("POST /v1/auth/local/login", () => {
     }
   });
 
+  it("answers 403 local_login_loopback_required to a loopback socket of another OS user (test/e2e/local-login-owner.test.ts with real users)", async () => {
+    const t = await makeTestApp();
+    await completeLocalSetup(t);
+    const res = await t.call("POST", LOGIN, { body: {}, peerIsOtherUser: true });
+    expect([res.status, res.body.code]).toEqual([403, "local_login_loopback_required"]);
+    expect((await t.call("POST", LOGIN, { body: {} })).status).toBe(200);
+  });
+
   it("stores only the hash of the session token", async () => {
     const t = await makeTestApp();
     await completeLocalSetup(t);

@@ -164,6 +164,36 @@ describe("pending starts per client", () => {
   });
 });
 
+describe("pending starts per client: IPv6 and Workers", () => {
+  it("counts IPv6 clients by their /64", async () => {
+    const { t } = await readyApp();
+    await setInstance(t, { runtimeMode: "remote" });
+    for (let i = 0; i < 20; i++) expect((await t.call("GET", START, { peer: `2001:db8:1:2::${(i + 1).toString(16)}` })).status).toBe(200);
+    // Another address of the same /64, however it is spelled.
+    const over = await t.call("GET", START, { peer: "2001:0db8:0001:0002:ffff:ffff:ffff:ffff" });
+    expect([over.status, over.body.code]).toEqual([429, "too_many_pending"]);
+    // The next /64 is another client.
+    expect((await t.call("GET", START, { peer: "2001:db8:1:3::1" })).status).toBe(200);
+  });
+
+  it("with no peer address (a Worker), counts CF-Connecting-IP, IPv6 by its /64", async () => {
+    const { t } = await readyApp();
+    await setInstance(t, { runtimeMode: "remote" });
+    // No peerAddress in the env: what the Workers entry passes (getPeerAddress answers undefined).
+    const fromEdge = (ip: string) => t.app.request(START, { headers: { "cf-connecting-ip": ip } }, {});
+    for (let i = 0; i < 20; i++) expect((await fromEdge("198.51.100.40")).status).toBe(200);
+    const over = await fromEdge("198.51.100.40");
+    expect(over.status).toBe(429);
+    expect(((await over.json()) as { code: string }).code).toBe("too_many_pending");
+    expect((await fromEdge("198.51.100.41")).status).toBe(200);
+    for (let i = 0; i < 20; i++) expect((await fromEdge(`2001:db8:9:9::${i + 1}`)).status).toBe(200);
+    expect((await fromEdge("2001:db8:9:9:abcd::1")).status).toBe(429);
+    // A Node daemon's client cannot pick its key with the header: the socket decides.
+    for (let i = 0; i < 20; i++) expect((await t.call("GET", START, { peer: "203.0.113.77", headers: { "cf-connecting-ip": `198.51.100.${i}` } })).status).toBe(200);
+    expect((await t.call("GET", START, { peer: "203.0.113.77", headers: { "cf-connecting-ip": "198.51.100.250" } })).status).toBe(429);
+  });
+});
+
 describe("local mode", () => {
   it("answers start and callback only for loopback clients (403 local_login_loopback_required)", async () => {
     const { t } = await readyApp();

@@ -95,6 +95,47 @@ describe("secret variables", () => {
   });
 });
 
+describe("secret variable caps: 100 per project, 1 MiB of values in all", () => {
+  it("refuses the 101st variable with 400 invalid_input, lets one at the cap be replaced, and holds under concurrent PUTs", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const path = (name: string) => `/v1/projects/${w.project.id}/secrets/${name}`;
+    for (let i = 0; i < 90; i++) expect((await t.call("PUT", path(`VAR_${i}`), { token: w.ownerToken, body: { value: `value-${i}` } })).status).toBe(200);
+    // 20 racing PUTs for the last 10 places: exactly 10 land.
+    const racing = await Promise.all(Array.from({ length: 20 }, (_, i) => t.call("PUT", path(`RACE_${i}`), { token: w.ownerToken, body: { value: `race-${i}` } })));
+    expect(racing.filter((r) => r.status === 200)).toHaveLength(10);
+    for (const r of racing.filter((r) => r.status !== 200)) expect([r.status, r.body.code]).toEqual([400, "invalid_input"]);
+    const list = await t.call("GET", `/v1/projects/${w.project.id}/secrets`, { token: w.ownerToken });
+    expect(list.body.secrets ?? list.body).toHaveLength(100);
+    const over = await t.call("PUT", path("ONE_MORE"), { token: w.ownerToken, body: { value: "x" } });
+    expect([over.status, over.body.code]).toEqual([400, "invalid_input"]);
+    expect(over.body.message).toContain("100");
+    // Replacing one at the cap is not a new variable; after a delete there is room again.
+    expect((await t.call("PUT", path("VAR_0"), { token: w.ownerToken, body: { value: "changed" } })).status).toBe(200);
+    expect((await t.call("DELETE", path("VAR_1"), { token: w.ownerToken })).status).toBe(204);
+    expect((await t.call("PUT", path("ONE_MORE"), { token: w.ownerToken, body: { value: "x" } })).status).toBe(200);
+  });
+
+  it("refuses values beyond 1 MiB in all (multi-byte characters counted as bytes); the value replaced does not count", async () => {
+    const t = await makeTestApp();
+    const w = await buildWorld(t);
+    const path = (name: string) => `/v1/projects/${w.project.id}/secrets/${name}`;
+    const full = "k".repeat(64 * 1024);
+    for (let i = 0; i < 15; i++) expect((await t.call("PUT", path(`BIG_${i}`), { token: w.ownerToken, body: { value: full } })).status).toBe(200);
+    // 15 × 64 KiB = 960 KiB; 64 KiB - 2 more leaves room for 2 bytes.
+    expect((await t.call("PUT", path("BIG_15"), { token: w.ownerToken, body: { value: "k".repeat(64 * 1024 - 2) } })).status).toBe(200);
+    // One character but 3 bytes: does not fit; 2 bytes do.
+    const euro = await t.call("PUT", path("EURO"), { token: w.ownerToken, body: { value: "€" } });
+    expect([euro.status, euro.body.code]).toEqual([400, "invalid_input"]);
+    expect((await t.call("PUT", path("E_ACUTE"), { token: w.ownerToken, body: { value: "é" } })).status).toBe(200);
+    const tiny = await t.call("PUT", path("TINY"), { token: w.ownerToken, body: { value: "abcd" } });
+    expect([tiny.status, tiny.body.code]).toEqual([400, "invalid_input"]);
+    // Same name, smaller value: fits, and frees room.
+    expect((await t.call("PUT", path("BIG_0"), { token: w.ownerToken, body: { value: "small" } })).status).toBe(200);
+    expect((await t.call("PUT", path("TINY"), { token: w.ownerToken, body: { value: "abcd" } })).status).toBe(200);
+  });
+});
+
 describe("the runner's secrets call, protection and the hand-out audit", () => {
   let t: TestApp;
   let w: Awaited<ReturnType<typeof buildWorld>>;

@@ -87,8 +87,11 @@ describe("projects and pipelines (CONTRACT §5)", () => {
       created_at: t.clock.now(),
       updated_at: t.clock.now(),
     });
-    const list = await t.call("GET", `/v1/projects/${project.id}/pipelines`, { token: viewer });
+    const list = await t.call("GET", `/v1/projects/${project.id}/pipelines`, { token: developer });
     expect(list.body).toEqual([res.body]);
+    // A qa_viewer reads it without `env` (test/http/hardening-round3.test.ts).
+    const { env: _env, ...withoutEnv } = config;
+    expect((await t.call("GET", `/v1/projects/${project.id}/pipelines`, { token: viewer })).body).toEqual([{ ...res.body, config: withoutEnv }]);
     const denied = await t.call("POST", `/v1/projects/${project.id}/pipelines`, { token: viewer, body: { name: "x", config } });
     expect([denied.status, denied.body.code]).toEqual([403, "forbidden"]);
   });

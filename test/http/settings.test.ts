@@ -11,8 +11,8 @@ import { completeLocalSetup, sessionFor, userWithRole } from "../helpers/factori
 const PREFS = "/v1/settings/preferences";
 const NETWORK = "/v1/settings/external-access/network";
 const PREFLIGHT = "/v1/settings/external-access/preflight";
-// The External Access checks, then the host's free-space check (which does not gate remote mode).
-const CHECK_IDS = ["public_url_set", "public_url_https", "public_url_origin_allowed", "remote_auth_configured", "artifact_delivery_https", "data_dir_free_space"];
+// The External Access checks, the trusted proxy's secret (not required), then the host's free-space check (not required).
+const CHECK_IDS = ["public_url_set", "public_url_https", "public_url_origin_allowed", "remote_auth_configured", "artifact_delivery_https", "trusted_proxy_secret", "data_dir_free_space"];
 const GOOD_NETWORK = { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"], artifact_delivery_url: null };
 
 async function ready(options: { config?: Record<string, string> } = {}) {
@@ -239,11 +239,13 @@ describe("GET /v1/settings/external-access/preflight", () => {
       "external_access_origin_not_allowed",
       "external_access_auth_missing",
       "artifact_delivery_https_required",
+      "trusted_proxy_shared_secret_missing",
       "data_dir_low_space",
     ]);
     // The free-space check depends on this machine's disk (test/http/retention.test.ts drives it).
-    expect(res.body.checks.slice(0, 5).map((c: { ok: boolean }) => c.ok)).toEqual([false, false, false, false, true]);
-    for (const check of res.body.checks) expect(check).toEqual({ id: expect.any(String), label: expect.any(String), ok: expect.any(Boolean), message: expect.any(String), failure_code: expect.any(String) });
+    expect(res.body.checks.slice(0, 6).map((c: { ok: boolean }) => c.ok)).toEqual([false, false, false, false, true, true]);
+    expect(res.body.checks.map((c: { required: boolean }) => c.required)).toEqual([true, true, true, true, true, false, false]);
+    for (const check of res.body.checks) expect(check).toEqual({ id: expect.any(String), label: expect.any(String), ok: expect.any(Boolean), message: expect.any(String), failure_code: expect.any(String), required: expect.any(Boolean) });
   });
 
   it("is ready with HTTPS network settings and either remote sign-in configured", async () => {

@@ -208,6 +208,31 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     expect(deliveries.body[1]).toMatchObject({ event: "push", build_ids: [first.body.builds[0].id], reason: null });
   });
 
+  it("a replayed payload (same webhook, same body) is a duplicate whatever its delivery id, forever; another webhook's copy is not", async () => {
+    const { project, webhook } = await projectWithHook("github");
+    const payload = githubPush("master", SHA_A, "replay me");
+    const first = await deliver(t, webhook, "push", payload, { deliveryId: crypto.randomUUID() });
+    expect(first.body.builds).toHaveLength(1);
+    t.clock.advance(3600);
+    const replayed = await deliver(t, webhook, "push", payload, { deliveryId: crypto.randomUUID() });
+    expect([replayed.status, replayed.body]).toEqual([200, { builds: first.body.builds, duplicate: true }]);
+    const noId = await deliver(t, webhook, "push", payload, { deliveryId: "" });
+    expect(noId.body.duplicate).toBe(true);
+    // Concurrent replays under fresh ids of a payload never seen: one builds, the rest are duplicates.
+    const fresh = githubPush("master", SHA_B, "raced");
+    const raced = await Promise.all(Array.from({ length: 6 }, () => deliver(t, webhook, "push", fresh, { deliveryId: crypto.randomUUID() })));
+    expect(raced.every((a) => a.status === 200)).toBe(true);
+    expect(new Set(raced.flatMap((a) => a.body.builds.map((b: Json) => b.id))).size).toBe(1);
+    expect(raced.filter((a) => a.body.duplicate === true)).toHaveLength(5);
+    const list = await t.call("GET", `/v1/builds?project_id=${project.id}`, { token: owner });
+    expect(list.body).toHaveLength(2);
+    const deliveries = await t.call("GET", `/v1/projects/${project.id}/webhooks/${webhook.id}/deliveries`, { token: owner });
+    expect(deliveries.body.find((d: Json) => d.outcome === "duplicate").reason).toMatch(/payload seen before/);
+    // The same body to another webhook (another project) is its own delivery.
+    const other = await projectWithHook("github");
+    expect((await deliver(t, other.webhook, "push", payload, { deliveryId: crypto.randomUUID() })).body.builds).toHaveLength(1);
+  });
+
   it("concurrent copies of one delivery build once", async () => {
     const { project, webhook } = await projectWithHook("github");
     const deliveryId = crypto.randomUUID();
@@ -221,14 +246,16 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
 
   it("the same pipeline, event, ref and commit within 10 minutes builds nothing new; after 10 minutes it builds again", async () => {
     const { webhook } = await projectWithHook("github");
-    const first = await deliver(t, webhook, "push", githubPush("master", SHA_A));
+    // Another push of the same commit (another pusher): not the same payload, so not a replay.
+    const pushBy = (sha: string, who: string) => ({ ...githubPush("master", sha), pusher: { name: who, email: `${who}@example.com` } });
+    const first = await deliver(t, webhook, "push", pushBy(SHA_A, "ann"));
     expect(first.body.builds).toHaveLength(1);
-    const second = await deliver(t, webhook, "push", githubPush("master", SHA_A));
+    const second = await deliver(t, webhook, "push", pushBy(SHA_A, "bob"));
     expect(second.body).toEqual({ builds: [], ignored: "built within the last 10 minutes" });
-    const other = await deliver(t, webhook, "push", githubPush("master", SHA_B));
+    const other = await deliver(t, webhook, "push", pushBy(SHA_B, "ann"));
     expect(other.body.builds[0].build_number).toBe(2); // no gap from the skipped one
     t.clock.advance(601);
-    const later = await deliver(t, webhook, "push", githubPush("master", SHA_A));
+    const later = await deliver(t, webhook, "push", pushBy(SHA_A, "cid"));
     expect(later.body.builds[0].build_number).toBe(3);
   });
 

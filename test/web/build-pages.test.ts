@@ -116,3 +116,30 @@ describe("build and project pages", () => {
     await expect.poll(() => t.deps.logSignal?.builds).toBe(0);
   });
 });
+
+describe("live-log streams per session", () => {
+  it("holds at most 20 open per session (429 too_many_streams); another session is not affected; a closed one frees its place", async () => {
+    const open = (session: string) => t.app.request(`/builds/${buildId}/events`, { headers: { cookie: `__Host-hangar_session=${session}` } }, { peerAddress: "127.0.0.1" });
+    const readers: ReadableStreamDefaultReader<Uint8Array>[] = [];
+    for (let i = 0; i < 20; i++) {
+      const res = await open(viewer);
+      expect(res.status).toBe(200);
+      const reader = res.body!.getReader();
+      await reader.read();
+      readers.push(reader);
+    }
+    const over = await open(viewer);
+    expect(over.status).toBe(429);
+    expect(((await over.json()) as { code: string }).code).toBe("too_many_streams");
+    const other = await open(w.ownerToken);
+    expect(other.status).toBe(200);
+    await other.body!.cancel();
+    await readers.pop()!.cancel();
+    await expect.poll(async () => {
+      const res = await open(viewer);
+      await res.body?.cancel();
+      return res.status;
+    }).toBe(200);
+    for (const reader of readers) await reader.cancel();
+  });
+});

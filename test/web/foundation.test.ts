@@ -61,6 +61,15 @@ describe("web foundation: redirects, sign-in, sign-out", () => {
     for (const evil of ["//evil.example", "https://evil.example/", "/\\evil.example", "/login"]) {
       expect((await page(t, "POST", `/login/local?next=${encodeURIComponent(evil)}`, { form: {} })).location).toBe("/builds");
     }
+    // One `/` then a path character; no backslash, control or whitespace character anywhere.
+    const refused = ["/\t/evil.example", "/\n/evil.example", "/ /evil.example", "/\u3000/evil.example", "/\u00a0/x", "/", "/?next=x", "/#x", "/builds\\x", "/builds\r\nSet-Cookie: a=b", "/builds\u202e", " /builds"];
+    for (const evil of refused) {
+      const res = await page(t, "POST", `/login/local?next=${encodeURIComponent(evil)}`, { form: {} });
+      expect(res.location, JSON.stringify(evil)).toBe("/builds");
+    }
+    for (const good of ["/projects/abc?tab=hooks#L1", "/builds/%2F%2Fx", "/users"]) {
+      expect((await page(t, "POST", `/login/local?next=${encodeURIComponent(good)}`, { form: {} })).location).toBe(good);
+    }
   });
 
   it("shows local sign-in errors in words, with the API's rules", async () => {

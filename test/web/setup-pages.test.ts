@@ -192,4 +192,39 @@ describe("setup wizard pages (remote modes)", () => {
     const me = await t.call("GET", "/v1/users/me", { token: jar.cookies.get("__Host-hangar_session")! });
     expect(me.body).toMatchObject({ email: "boss@example.com", role: "owner" });
   });
+
+  it("trusted proxy without a secret: the wizard makes one by default; saved empty it is accepted, and Settings and the preflight warn", async () => {
+    const t = await makeTestApp();
+    const jar = await withSetupSession(t);
+    await page(t, "POST", "/setup/mode", { jar, form: { mode: "trusted_proxy" } });
+    const made = (text: string) => /name="shared_secret"[^>]*value="([^"]*)"|value="([^"]*)"[^>]*name="shared_secret"/.exec(text);
+    const first = made((await page(t, "GET", "/setup?step=proxy", { jar })).text);
+    const second = made((await page(t, "GET", "/setup?step=proxy", { jar })).text);
+    const firstSecret = first?.[1] ?? first?.[2];
+    expect(firstSecret).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(second?.[1] ?? second?.[2]).not.toBe(firstSecret);
+
+    // Cleared by the owner: the spec makes both optional, so it is accepted.
+    const saved = await page(t, "POST", "/setup/proxy", { jar, form: { header_preset: "x-hangar-user-email", trusted_proxy_cidrs: "", shared_secret: "" } });
+    expect(saved.status, saved.text).toBe(303);
+    const claimed = await page(t, "POST", "/setup/proxy/claim", { jar, headers: { "x-hangar-user-email": "boss@example.com" } });
+    expect(claimed.location).toBe("/setup?step=complete");
+    expect((await page(t, "POST", "/setup/complete", { jar })).location).toBe("/builds");
+    const session = jar.cookies.get("__Host-hangar_session")!;
+
+    const preflight = await t.call("GET", "/v1/settings/external-access/preflight", { token: session });
+    expect(preflight.status).toBe(200);
+    const flagged = preflight.body.checks.find((c: { id: string }) => c.id === "trusted_proxy_secret");
+    expect(flagged).toMatchObject({ ok: false, required: false, failure_code: "trusted_proxy_shared_secret_missing" });
+    // Not required: the other checks alone decide readiness.
+    const network = await t.call("PUT", "/v1/settings/external-access/network", { token: session, body: { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"], artifact_delivery_url: null } });
+    expect(network.status, network.text).toBe(200);
+    const after = await t.call("GET", "/v1/settings/external-access/preflight", { token: session });
+    expect(after.body.ready, after.text).toBe(true);
+
+    const settings = await page(t, "GET", "/settings", { jar });
+    expect(settings.status).toBe(200);
+    expect(settings.text).toContain('id="trusted-proxy-warning"');
+    expect(settings.text).toMatch(/<li class="warn" data-check="trusted_proxy_secret">/);
+  });
 });

@@ -48,7 +48,13 @@ export const webhookDeliveries = sqliteTable(
     buildIds: text("build_ids", { mode: "json" }).notNull(),
     receivedAt: integer("received_at").notNull(),
   },
-  (t) => [uniqueIndex("webhook_deliveries_dedup").on(t.webhookId, t.dedupKey), index("webhook_deliveries_webhook").on(t.webhookId, t.seq)],
+  // dedup_key: the payload's hash of an accepted delivery (a delivery id before), null otherwise; delivery ids are
+  // looked up through their own index.
+  (t) => [
+    uniqueIndex("webhook_deliveries_dedup").on(t.webhookId, t.dedupKey),
+    index("webhook_deliveries_webhook").on(t.webhookId, t.seq),
+    index("webhook_deliveries_delivery").on(t.webhookId, t.deliveryId),
+  ],
 );
 
 /** Notification targets of a project (CONTRACT §12). URL and signing secret are sealed. */

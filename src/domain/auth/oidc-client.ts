@@ -21,15 +21,32 @@ function canonicalAddress(text: string | undefined): string | null {
 }
 
 /**
+ * The key an address counts under: an IPv4 address itself, an IPv6 address its /64 (one host usually holds a whole
+ * /64, so counting single addresses would give it 2^64 budgets; docs/decisions.md "OIDC starts per client").
+ */
+function clientKeyOf(address: string): string {
+  if (!ipaddr.isValid(address)) return address;
+  const parsed = ipaddr.parse(address);
+  if (parsed.kind() !== "ipv6") return address;
+  const parts = (parsed as ipaddr.IPv6).parts.slice(0, 4);
+  return `${ipaddr.IPv6.parse(`${parts.map((p) => p.toString(16)).join(":")}::`).toString()}/64`;
+}
+
+/**
  * The client of an OIDC start (CONTRACT §3): the TCP peer; or, when the peer is a proxy we trust (loopback, or in
  * `trusted_proxy_cidrs`), the last address its X-Forwarded-For adds: the one that proxy saw, which no client can
- * forge. Everyone behind one proxy that adds nothing counts as that proxy.
+ * forge. Everyone behind one proxy that adds nothing counts as that proxy. Where there is no socket (a Worker),
+ * Cloudflare's `CF-Connecting-IP`, which Cloudflare sets itself. IPv6 clients count by their /64.
  */
 export async function resolveOidcClient(
   deps: Pick<AppDeps, "db">,
-  input: { peerAddress: string | undefined; forwardedFor: string | undefined; isLoopback: boolean },
+  input: { peerAddress: string | undefined; forwardedFor: string | undefined; isLoopback: boolean; cfConnectingIp?: string | undefined },
 ): Promise<OidcClient> {
   const peer = canonicalAddress(input.peerAddress) ?? "unknown";
+  if (input.peerAddress === undefined) {
+    const edge = canonicalAddress(input.cfConnectingIp);
+    return { isLoopback: input.isLoopback, key: edge === null ? "unknown" : clientKeyOf(edge) };
+  }
   let key = peer;
   if (input.forwardedFor !== undefined) {
     const stored = await readSetting<StoredTrustedProxySettings>(deps, TRUSTED_PROXY_SETTING);
@@ -40,5 +57,5 @@ export async function resolveOidcClient(
       key = canonicalAddress(last) ?? peer;
     }
   }
-  return { isLoopback: input.isLoopback, key };
+  return { isLoopback: input.isLoopback, key: clientKeyOf(key) };
 }

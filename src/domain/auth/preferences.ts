@@ -7,7 +7,7 @@ import { auditStatementWhen } from "../common/audit.ts";
 import { isLoopbackHostname, isUnspecifiedAddress } from "../settings/hostnames.ts";
 import { loadInstance, type InstanceRow } from "../setup/instance.ts";
 import { resetRemoteLocalLoginStatement } from "./local-login.ts";
-import { HOST_CHECK_IDS, runPreflight } from "../setup/preflight.ts";
+import { runPreflight } from "../setup/preflight.ts";
 import { revokeAllUserSessionsStatement } from "./sessions.ts";
 import type { UserRow } from "./users.ts";
 
@@ -61,7 +61,7 @@ export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | 
   if (actor.role !== "owner") throw new ApiError(403, "external_access_owner_required", "only the owner can change the runtime mode");
   if (target === "remote") {
     const preflight = await runPreflight(deps);
-    const failed = preflight.checks.find((c) => !c.ok && !HOST_CHECK_IDS.has(c.id));
+    const failed = preflight.checks.find((c) => !c.ok && c.required);
     if (failed) throw new ApiError(400, failed.failure_code, `External Access preflight failed: ${failed.message}`);
   }
   const now = deps.clock.now();

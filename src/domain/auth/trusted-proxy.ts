@@ -282,3 +282,9 @@ export async function trustedProxyLogin(deps: SecretDeps, req: ProxyRequest) {
 export async function isTrustedProxyConfigured(deps: Pick<AppDeps, "db">): Promise<boolean> {
   return (await loadDocument(deps)) !== null;
 }
+
+/** A configured trusted proxy with no shared secret and no CIDRs: any loopback process can pose as the proxy. */
+export async function isTrustedProxyUnguarded(deps: Pick<AppDeps, "db">): Promise<boolean> {
+  const doc = await loadDocument(deps);
+  return doc !== null && !doc.shared_secret_sealed && (doc.trusted_proxy_cidrs ?? []).length === 0;
+}

@@ -13,6 +13,7 @@ import { assertRepoAllowed, resolveBranch } from "../projects/git.ts";
 import { endStepResultsSql } from "./step-results.ts";
 import {
   branchSchema,
+  configForReader,
   getPipeline,
   getProject,
   openSourceCredentials,
@@ -63,7 +64,7 @@ export const stepResultSchema = z.object({
 export type StepResult = z.infer<typeof stepResultSchema>;
 
 /** The full build (GET /v1/builds/{id} and the list). */
-export function toBuildJson(b: BuildRow) {
+export function toBuildJson(b: BuildRow, showEnv = true) {
   return {
     id: b.id,
     project_id: b.projectId,
@@ -77,7 +78,7 @@ export function toBuildJson(b: BuildRow) {
     rerun_of: b.rerunOf,
     commit_sha: b.commitSha,
     branch: b.branch,
-    config_snapshot: b.configSnapshot as PipelineConfig,
+    config_snapshot: configForReader(b.configSnapshot as PipelineConfig, showEnv),
     trust: b.trust,
     runner_id: b.runnerId,
     step_results: (b.stepResults as StepResult[] | null) ?? [],
@@ -485,7 +486,7 @@ export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
 }
 
 /** GET /v1/builds/{id}: the build, with `queue` while it is queued (else null). */
-export async function getBuildWithQueue(deps: Pick<AppDeps, "db">, id: string) {
+export async function getBuildWithQueue(deps: Pick<AppDeps, "db">, id: string, showEnv = true) {
   const build = await getBuild(deps, id);
-  return { ...toBuildJson(build), queue: build.status === "queued" ? await queueInfo(deps, build) : null };
+  return { ...toBuildJson(build, showEnv), queue: build.status === "queued" ? await queueInfo(deps, build) : null };
 }

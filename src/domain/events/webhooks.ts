@@ -1,4 +1,4 @@
-import { and, desc, eq, inArray, sql } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, isNotNull, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { z } from "zod";
 import { FORGE_PROVIDERS, type DeliveryOutcome } from "../../db/schema/constants.ts";
@@ -6,7 +6,7 @@ import { builds, pipelines, projects, webhookDeliveries, webhooks } from "../../
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
-import { prefixedToken, TOKEN_PREFIXES } from "../common/crypto.ts";
+import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 import { FORGE_ADAPTERS, type ForgeRequest, type RepoInfo } from "./forges/index.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
 import { checkDestinationNow, findDestinationNotAllowed } from "../common/outbound.ts";
@@ -195,16 +195,25 @@ async function buildSummaries(deps: Pick<AppDeps, "db">, ids: string[]): Promise
   return rows.sort((a, b) => (order.get(a.id) ?? 0) - (order.get(b.id) ?? 0));
 }
 
-/** A delivery id seen before: the first answer's builds, `duplicate: true`, and a row saying so. */
-async function answerDuplicate(deps: Pick<AppDeps, "db" | "clock">, hook: WebhookRow, deliveryId: string, event: string): Promise<HookAnswer | null> {
-  const first = await deps.db
-    .select()
-    .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.webhookId, hook.id), eq(webhookDeliveries.dedupKey, deliveryId)))
-    .get();
+/**
+ * A delivery seen before: its delivery id, or its payload (same webhook, same body hash: a captured delivery replayed
+ * under a new id), was accepted already. Answers the first answer's builds, `duplicate: true`, and records a row.
+ */
+async function answerDuplicate(
+  deps: Pick<AppDeps, "db" | "clock">,
+  hook: WebhookRow,
+  seen: { deliveryId: string | null; payloadKey: string },
+  event: string,
+): Promise<HookAnswer | null> {
+  const accepted = and(eq(webhookDeliveries.webhookId, hook.id), isNotNull(webhookDeliveries.dedupKey));
+  const byId = seen.deliveryId
+    ? await deps.db.select().from(webhookDeliveries).where(and(accepted, eq(webhookDeliveries.deliveryId, seen.deliveryId))).orderBy(asc(webhookDeliveries.seq)).get()
+    : undefined;
+  const first = byId ?? (await deps.db.select().from(webhookDeliveries).where(and(accepted, eq(webhookDeliveries.dedupKey, seen.payloadKey))).get());
   if (!first) return null;
   const ids = first.buildIds as string[];
-  await deliveryInsert(deps, { hook, deliveryId, dedupKey: null, event, outcome: "duplicate", reason: "delivery id seen before", buildIds: ids });
+  const reason = byId ? "delivery id seen before" : "payload seen before under another delivery id";
+  await deliveryInsert(deps, { hook, deliveryId: seen.deliveryId, dedupKey: null, event, outcome: "duplicate", reason, buildIds: ids });
   return { builds: await buildSummaries(deps, ids), duplicate: true };
 }
 
@@ -229,6 +238,16 @@ function parsePayload(body: Uint8Array, contentType: string | null): unknown {
 }
 
 /**
+ * The webhook a delivery is addressed to, looked up before its body is read: an unknown id is answered 404 at once
+ * and its body never buffered (docs/decisions.md "Webhook deliveries: the id first, the payload once").
+ */
+export async function findWebhookForDelivery(deps: Pick<AppDeps, "db">, webhookId: string): Promise<WebhookRow> {
+  const hook = await deps.db.select().from(webhooks).where(eq(webhooks.id, webhookId)).get();
+  if (!hook) throw new ApiError(404, "not_found", "no such webhook");
+  return hook;
+}
+
+/**
  * POST /v1/hooks/{id} (CONTRACT §11): verify, deduplicate, parse, read the pipeline file at the pushed commit,
  * match pipelines, queue builds. The payload names the commit, so the only git call is the file's read, bounded
  * to keep the answer inside the forges' 10-second limit. The builds and the delivery row land in one batch: a redelivery racing
@@ -236,12 +255,10 @@ function parsePayload(body: Uint8Array, contentType: string | null): unknown {
  */
 export async function receiveWebhook(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "jobSignal" | "git">,
-  webhookId: string,
+  hook: WebhookRow,
   headers: Headers,
   body: Uint8Array,
 ): Promise<HookAnswer> {
-  const hook = await deps.db.select().from(webhooks).where(eq(webhooks.id, webhookId)).get();
-  if (!hook) throw new ApiError(404, "not_found", "no such webhook");
   const adapter = FORGE_ADAPTERS[hook.provider];
   const event = adapter.event(headers) ?? "";
   const deliveryId = adapter.deliveryId(headers)?.slice(0, 200) || null;
@@ -253,15 +270,15 @@ export async function receiveWebhook(
     ]);
     throw new ApiError(401, "invalid_signature", `the ${hook.provider} signature of this delivery is missing or wrong`);
   }
-  if (deliveryId) {
-    const duplicate = await answerDuplicate(deps, hook, deliveryId, event);
-    if (duplicate) return duplicate;
-  }
+  // Accepted deliveries are keyed by their payload's hash (unique per webhook); the delivery id is looked up too.
+  const payloadKey = `sha256:${await sha256Hex(body)}`;
+  const duplicate = await answerDuplicate(deps, hook, { deliveryId, payloadKey }, event);
+  if (duplicate) return duplicate;
 
   const parsed = adapter.parse(event, parsePayload(body, headers.get("content-type")));
   const learn = parsed.kind !== "ping" && parsed.repo ? learnRepo(deps, hook.id, parsed.repo) : null;
   const record = (outcome: DeliveryOutcome, reason: string | null) =>
-    deps.db.batch([deliveryInsert(deps, { hook, deliveryId, dedupKey: deliveryId, event, outcome, reason, buildIds: [] }), ...(learn ? [learn] : [])]);
+    deps.db.batch([deliveryInsert(deps, { hook, deliveryId, dedupKey: payloadKey, event, outcome, reason, buildIds: [] }), ...(learn ? [learn] : [])]);
 
   let ignored: string | null = parsed.kind === "ping" ? "ping" : parsed.kind === "ignored" ? parsed.reason : null;
   const plans: Array<{ request: ForgeRequest; plan: BuildPlan; id: string }> = [];
@@ -314,7 +331,7 @@ export async function receiveWebhook(
       ...(learn ? [learn] : []),
       // The delivery row reads back which builds the batch really queued (the 10-minute rule may skip some).
       deps.db.run(sql`INSERT INTO webhook_deliveries (webhook_id, delivery_id, dedup_key, event, outcome, reason, build_ids, received_at)
-        SELECT ${hook.id}, ${deliveryId}, ${deliveryId}, ${event.slice(0, 100)},
+        SELECT ${hook.id}, ${deliveryId}, ${payloadKey}, ${event.slice(0, 100)},
           CASE WHEN COUNT(b.id) > 0 THEN 'built' ELSE 'ignored' END,
           CASE WHEN COUNT(b.id) > 0 THEN NULL ELSE 'built within the last 10 minutes' END,
           COALESCE((SELECT json_group_array(value) FROM json_each(${idsJson}) WHERE value IN (SELECT id FROM builds)), '[]'),
@@ -326,8 +343,8 @@ export async function receiveWebhook(
     if (queued.length > 0) deps.jobSignal.notify();
     return queued.length > 0 ? { builds: queued } : { builds: [], ignored: "built within the last 10 minutes" };
   } catch (err) {
-    if (deliveryId && isUniqueViolation(err)) {
-      const duplicate = await answerDuplicate(deps, hook, deliveryId, event);
+    if (isUniqueViolation(err)) {
+      const duplicate = await answerDuplicate(deps, hook, { deliveryId, payloadKey }, event);
       if (duplicate) return duplicate;
     }
     throw err;

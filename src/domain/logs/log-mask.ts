@@ -169,12 +169,16 @@ export function maskChunk(matcher: SecretMatcher, data: Uint8Array, final = fals
   return { stored: pieces.length === 1 ? pieces[0]! : concatBytes(pieces), pending: data.subarray(cut) };
 }
 
-/** Matchers of recent secret sets, so a stream of small chunks does not rebuild the automaton for each. */
+/**
+ * Matchers of recent secret sets, by a key that names the set without holding it (a project's fingerprint of its
+ * sealed values): a stream of chunks neither opens the secrets nor rebuilds the automaton for each chunk. Keying by
+ * the secrets' own text cost a full copy and compare of them per chunk (docs/decisions.md "Secret variables: caps
+ * and masking set-up").
+ */
 const cache = new Map<string, SecretMatcher>();
 const CACHE_ENTRIES = 16;
 
-export function matcherFor(secrets: readonly string[]): SecretMatcher {
-  const key = JSON.stringify(secrets);
+export async function matcherFor(key: string, load: () => Promise<readonly string[]>): Promise<SecretMatcher> {
   const hit = cache.get(key);
   if (hit) {
     cache.delete(key);
@@ -182,7 +186,7 @@ export function matcherFor(secrets: readonly string[]): SecretMatcher {
     return hit;
   }
   const encoder = new TextEncoder();
-  const matcher = new SecretMatcher(secrets.map((s) => encoder.encode(s)));
+  const matcher = new SecretMatcher((await load()).map((s) => encoder.encode(s)));
   cache.set(key, matcher);
   if (cache.size > CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
   return matcher;

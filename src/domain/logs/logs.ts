@@ -4,7 +4,7 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { isFinalStatus } from "../builds/build-machine.ts";
 import { getBuild } from "../builds/builds.ts";
-import { getProject, projectLogSecrets } from "../projects/projects.ts";
+import { getProject, projectLogSecrets, projectLogSecretsFingerprint } from "../projects/projects.ts";
 import { getRunnerJob } from "../builds/scheduler.ts";
 import { concatBytes } from "../common/bytes.ts";
 import { matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
@@ -78,7 +78,8 @@ export async function appendLog(
       continue;
     }
 
-    const matcher = matcherFor(await projectLogSecrets(deps, await getProject(deps, build.projectId)));
+    const project = await getProject(deps, build.projectId);
+    const matcher = await matcherFor(await projectLogSecretsFingerprint(deps, project), () => projectLogSecrets(deps, project));
     const pendingRow = await deps.db
       .select({ content: buildLogChunks.content })
       .from(buildLogChunks)

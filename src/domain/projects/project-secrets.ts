@@ -14,6 +14,15 @@ type DbDeps = Pick<AppDeps, "db" | "clock">;
 
 export const SECRET_NAME = /^[A-Z_][A-Z0-9_]{0,63}$/;
 const MAX_SECRET_BYTES = 64 * 1024;
+/** Per project (docs/decisions.md "Secret variables: caps and masking set-up"): every log chunk is masked against them all. */
+export const MAX_SECRETS_PER_PROJECT = 100;
+export const MAX_SECRET_TOTAL_BYTES = 1024 * 1024;
+
+/**
+ * A sealed value's plaintext size in SQL, without opening it: "v1." then base64url (no padding) of a 12-byte IV,
+ * the ciphertext (as long as the plaintext) and a 16-byte tag (src/domain/common/crypto.ts).
+ */
+const plaintextBytes = sql`((length(${projectSecrets.valueSealed}) - 3) * 3 / 4 - 28)`;
 /** What protection means when a project never set it: every branch gets its credentials. */
 export const DEFAULT_PROTECTED_BRANCHES = ["**"];
 
@@ -105,14 +114,28 @@ export async function putSecret(
   await getProject(deps, projectId);
   const sealed = await deps.secrets.seal(value);
   const now = deps.clock.now();
-  await deps.db.batch([
+  const bytes = new TextEncoder().encode(value).length;
+  // The caps are checked by the insert itself, so concurrent PUTs cannot together pass them. The value being
+  // replaced (same name) does not count.
+  const others = and(eq(projectSecrets.projectId, projectId), sql`${projectSecrets.name} <> ${name}`);
+  const [written] = await deps.db.batch([
     deps.db
       .insert(projectSecrets)
-      .values({ projectId, name, valueSealed: sealed, createdAt: now, updatedAt: now })
-      .onConflictDoUpdate({ target: [projectSecrets.projectId, projectSecrets.name], set: { valueSealed: sealed, updatedAt: now } }),
+      .select(
+        sql`select ${projectId}, ${name}, ${sealed}, ${now}, ${now}
+            where (select count(*) from ${projectSecrets} where ${others}) < ${MAX_SECRETS_PER_PROJECT}
+              and (select coalesce(sum(${plaintextBytes}), 0) from ${projectSecrets} where ${others}) + ${bytes} <= ${MAX_SECRET_TOTAL_BYTES}`,
+      )
+      .onConflictDoUpdate({ target: [projectSecrets.projectId, projectSecrets.name], set: { valueSealed: sealed, updatedAt: now } })
+      .returning({ name: projectSecrets.name }),
     // The name is not secret; the value never goes anywhere but the sealed column.
-    auditStatement(deps, { action: "project.secret.set", actor, targetType: "project", targetId: projectId, details: { name } }),
+    auditStatementWhen(deps, { action: "project.secret.set", actor, targetType: "project", targetId: projectId, details: { name } }, sql`changes() = 1`),
   ]);
+  if (written.length === 0) {
+    throw new ApiError(400, "invalid_input", `a project holds at most ${MAX_SECRETS_PER_PROJECT} secret variables and ${MAX_SECRET_TOTAL_BYTES / 1024 / 1024} MiB of values in all`, [
+      { path: "value", message: `at most ${MAX_SECRETS_PER_PROJECT} secret variables and 1 MiB of values per project` },
+    ]);
+  }
   return { name, updated_at: now };
 }
 

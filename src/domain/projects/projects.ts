@@ -2,7 +2,7 @@ import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { Cron } from "croner";
 import { z } from "zod";
 import { PLATFORMS, TRIGGER_EVENTS } from "../../db/schema/constants.ts";
-import { builds, pipelines, projects } from "../../db/schema/index.ts";
+import { builds, pipelines, projects, projectSecrets } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement, auditStatementWhen } from "../common/audit.ts";
@@ -33,7 +33,23 @@ const repoUrlSchema = () =>
     .string()
     .max(2048)
     // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
-    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path");
+    .refine((u) => REPO_URL.test(u) && !/[\x00-\x1f\x7f]/.test(u), "must be an http(s), ssh, git or file URL or an absolute path")
+    .refine((u) => !hasUrlCredentials(u), "must not carry a user name or password: put credentials in the project's source credentials");
+
+/**
+ * Whether a repository URL carries userinfo (`https://user:token@host/…`): a credential there would be stored and
+ * shown in the clear, so it is refused (docs/decisions.md "No userinfo in repo_url"). An ssh URL may name its user
+ * without a password (`ssh://git@host/…`, `git@host:org/repo`): that is an account name, not a secret.
+ */
+function hasUrlCredentials(url: string): boolean {
+  const m = /^([a-z]+):\/\/([^/?#]*)/i.exec(url);
+  if (!m) return false;
+  const authority = m[2]!;
+  const at = authority.lastIndexOf("@");
+  if (at < 0) return false;
+  const userinfo = authority.slice(0, at);
+  return m[1]!.toLowerCase() !== "ssh" || userinfo.includes(":") || userinfo.includes("%");
+}
 
 /** The pipeline file new projects read (docs/pipelines.md). */
 export const DEFAULT_CONFIG_PATH = ".hangar.yml";
@@ -229,19 +245,25 @@ export function toProjectJson(p: ProjectRow) {
 }
 
 /**
- * `file`: where the pipeline file on the default branch last defined this pipeline (path, commit and the parsed
- * definition), null for a pipeline only stored in Hangar. `config` is that definition for a repository pipeline.
+ * A pipeline's config as a reader of this role may see it: `env` (often tokens and internal URLs set inline) only
+ * for builders (docs/decisions.md "A pipeline's env: builders only").
  */
-export function toPipelineJson(p: PipelineRow, configPath: string | null = null) {
+export function configForReader(config: PipelineConfig, showEnv: boolean): PipelineConfig {
+  if (showEnv || config.env === undefined) return config;
+  const { env: _hidden, ...rest } = config;
+  return rest as PipelineConfig;
+}
+
+export function toPipelineJson(p: PipelineRow, configPath: string | null = null, showEnv = true) {
   return {
     id: p.id,
     project_id: p.projectId,
     name: p.name,
-    config: p.config as PipelineConfig,
+    config: configForReader(p.config as PipelineConfig, showEnv),
     source: p.source,
     file:
       configPath !== null && p.fileCommit !== null && p.fileConfig !== null
-        ? { path: configPath, commit_sha: p.fileCommit, config: p.fileConfig as PipelineConfig }
+        ? { path: configPath, commit_sha: p.fileCommit, config: configForReader(p.fileConfig as PipelineConfig, showEnv) }
         : null,
     created_at: p.createdAt,
     updated_at: p.updatedAt,
@@ -500,6 +522,23 @@ export async function openIosSigning(deps: Pick<AppDeps, "secrets">, project: Pr
   if (!doc) return null;
   const profiles = doc.provisioning_profiles_base64 ?? (doc.provisioning_profile_base64 ? [doc.provisioning_profile_base64] : []);
   return { certificate_p12_base64: doc.certificate_p12_base64, certificate_password: doc.certificate_password, provisioning_profiles_base64: profiles };
+}
+
+/**
+ * What identifies the project's log secrets without opening any: every sealed value starts with its own random IV
+ * (src/domain/common/crypto.ts), so the IVs of the sealed columns and secret variables change whenever any secret
+ * does. Costs one small query per log chunk instead of decrypting every secret (docs/decisions.md "Secret variables:
+ * caps and masking set-up").
+ */
+export async function projectLogSecretsFingerprint(deps: Pick<AppDeps, "db">, project: ProjectRow): Promise<string> {
+  // "v1." and 16 base64url characters: the 12-byte IV.
+  const iv = (sealed: string | null | undefined) => (sealed ? sealed.slice(0, 19) : "-");
+  const rows = await deps.db
+    .select({ name: projectSecrets.name, iv: sql<string>`substr(${projectSecrets.valueSealed}, 1, 19)` })
+    .from(projectSecrets)
+    .where(eq(projectSecrets.projectId, project.id))
+    .orderBy(asc(projectSecrets.name));
+  return [project.id, iv(project.sourceCredentialsSealed), iv(project.androidSigningSealed), iv(project.iosSigningSealed), ...rows.map((r) => `${r.name}=${r.iv}`)].join(" ");
 }
 
 /** Every secret of the project that must never appear in a stored log (CONTRACT §6), secret variables included. */

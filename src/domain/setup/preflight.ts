@@ -4,8 +4,9 @@ import { readSetting } from "./instance.ts";
 import { OIDC_SETTING } from "../auth/oidc.ts";
 import { isThisMachineOnlyHostname } from "../settings/hostnames.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
-import { isTrustedProxyConfigured } from "../auth/trusted-proxy.ts";
+import { isTrustedProxyConfigured, isTrustedProxyUnguarded } from "../auth/trusted-proxy.ts";
 import { dataDirSpace, isLowOnSpace, LOW_FREE_SPACE_RATIO } from "../retention/disk.ts";
+import { loadInstance } from "./instance.ts";
 
 export { OIDC_SETTING };
 
@@ -18,21 +19,17 @@ export interface PreflightCheck {
   message: string;
   /** The code this check fails with; present whether or not it passed, so a client can map it ahead. */
   failure_code: ErrorCode;
+  /** Whether remote mode needs it: a check that is not required only warns. */
+  required: boolean;
 }
-
-/**
- * Checks about this host's health rather than about External Access: shown with the others, but they neither make
- * `ready` false nor stop remote mode from being switched on.
- */
-export const HOST_CHECK_IDS: ReadonlySet<string> = new Set(["data_dir_free_space"]);
 
 export interface Preflight {
   ready: boolean;
   checks: PreflightCheck[];
 }
 
-function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, passed: string, failed: string): PreflightCheck {
-  return { id, label, ok, message: ok ? passed : failed, failure_code: failureCode };
+function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, passed: string, failed: string, required = true): PreflightCheck {
+  return { id, label, ok, message: ok ? passed : failed, failure_code: failureCode, required };
 }
 
 /**
@@ -40,6 +37,7 @@ function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, p
  * failing check's code.
  */
 export async function runPreflight(deps: Pick<AppDeps, "db" | "clock" | "config" | "diskSpace">): Promise<Preflight> {
+  const inst = await loadInstance(deps);
   const network = await readNetworkSettings(deps);
   const publicUrl = network.public_url ? parseBaseUrl(network.public_url) : null;
   const publicSet = publicUrl !== null && !isThisMachineOnlyHostname(publicUrl.hostname);
@@ -62,6 +60,11 @@ export async function runPreflight(deps: Pick<AppDeps, "db" | "clock" | "config"
     check("artifact_delivery_https", "Artifact delivery URL uses HTTPS", "artifact_delivery_https_required", deliveryOk,
       network.artifact_delivery_url ? "the artifact delivery URL uses https" : "no artifact delivery URL is set; the public URL is used",
       "the artifact delivery URL must use https"),
+    // Not required (the spec makes both optional), but without either any local process can claim to be the proxy.
+    check("trusted_proxy_secret", "Trusted proxy proves itself", "trusted_proxy_shared_secret_missing",
+      !(inst.remoteAuthMode === "trusted_proxy" && (await isTrustedProxyUnguarded(deps))),
+      "the trusted proxy is checked by a shared secret or its network, or is not in use",
+      "the trusted proxy has neither a shared secret nor trusted_proxy_cidrs: any process on this machine can sign in as anyone; set a shared secret", false),
   ];
   const space = await dataDirSpace(deps);
   const gib = (n: number) => `${(n / 1024 ** 3).toFixed(1)} GiB`;
@@ -69,7 +72,7 @@ export async function runPreflight(deps: Pick<AppDeps, "db" | "clock" | "config"
   checks.push(
     check("data_dir_free_space", "Data directory has free space", "data_dir_low_space", !isLowOnSpace(space),
       space ? `${gib(space.free_bytes)} free (${percent} %)` : "this host does not report free space",
-      `only ${gib(space?.free_bytes ?? 0)} free (${percent} %, under ${LOW_FREE_SPACE_RATIO * 100} %): set a retention policy or free the disk`),
+      `only ${gib(space?.free_bytes ?? 0)} free (${percent} %, under ${LOW_FREE_SPACE_RATIO * 100} %): set a retention policy or free the disk`, false),
   );
-  return { ready: checks.every((c) => c.ok || HOST_CHECK_IDS.has(c.id)), checks };
+  return { ready: checks.every((c) => c.ok || !c.required), checks };
 }

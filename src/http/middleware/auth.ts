@@ -70,6 +70,11 @@ export function requireUser(
 }
 
 /** Role groups of CONTRACT §3's matrix. */
+/** Whether a role may change projects and builds, and so see a pipeline's `env`. */
+export function isBuilder(role: string): boolean {
+  return role === "owner" || role === "admin" || role === "developer";
+}
+
 export const ROLES = {
   managers: ["owner", "admin"],
   builders: ["owner", "admin", "developer"],

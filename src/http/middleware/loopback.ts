@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
-import type { AppEnv } from "../../deps.ts";
+import type { AppDeps, AppEnv } from "../../deps.ts";
 
 /** Headers a proxy adds (CONTRACT §3): their presence, with any value, means the socket peer is a proxy, not the user. */
 const PROXY_HEADERS = new Set([
@@ -59,4 +59,14 @@ export function loopbackDetection(getPeerAddress: (c: Context) => string | undef
     c.set("isLoopback", isLoopbackRequest(getPeerAddress(c), headers, headers.has("host") ? "" : new URL(c.req.url).host));
     return next();
   });
+}
+
+/**
+ * Local sign-in's test (docs/decisions.md "Local login: the socket's owner"): a loopback request whose client end
+ * belongs to the daemon's own OS user or one named in HANGAR_LOCAL_LOGIN_USERS. Any process on the machine can
+ * connect to loopback, a build step run as another user included; without a host that can tell the owner, no one.
+ */
+export async function isLocalUserRequest(deps: Pick<AppDeps, "isLocalUserSocket">, c: Context<AppEnv>): Promise<boolean> {
+  if (!c.get("isLoopback") || !deps.isLocalUserSocket) return false;
+  return deps.isLocalUserSocket(c);
 }

@@ -4,6 +4,7 @@ import type { AppDeps, AppEnv } from "../../deps.ts";
 import { localLogin } from "../../domain/auth/local-login.ts";
 import { revokeSessionStatement } from "../../domain/auth/sessions.ts";
 import { requireUser } from "../middleware/auth.ts";
+import { isLocalUserRequest } from "../middleware/loopback.ts";
 import { jsonBody } from "../validate.ts";
 import { emailSchema } from "./setup.schemas.ts";
 import { apiDoc } from "../route-docs.ts";
@@ -21,7 +22,7 @@ export function authRoutes(deps: AppDeps) {
         errors: { 403: ["local_login_disabled", "mode_restricted", "local_login_loopback_required", "user_not_found"], 409: ["setup_incomplete"] },
         example: { body: { email: "owner@example.com" } },
       }), jsonBody(localLoginSchema), async (c) =>
-      c.json(await localLogin(deps, { email: c.req.valid("json").email, isLoopback: c.get("isLoopback") })),
+      c.json(await localLogin(deps, { email: c.req.valid("json").email, isLoopback: await isLocalUserRequest(deps, c) })),
     )
     .post("/v1/auth/logout", apiDoc({ summary: "Revoke the calling session", responses: { 200: json.OkJson } }), requireUser(deps), async (c) => {
       await revokeSessionStatement(deps, c.get("userSessionId"));

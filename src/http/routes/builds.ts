@@ -13,7 +13,7 @@ import {
   triggerBuildSchema,
 } from "../../domain/builds/builds.ts";
 import { readLog } from "../../domain/logs/logs.ts";
-import { requireUser, ROLES } from "../middleware/auth.ts";
+import { isBuilder, requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
@@ -49,9 +49,10 @@ export function buildsRoutes(deps: AppDeps) {
         next.searchParams.set("cursor", page.nextCursor);
         c.header("Link", `<${next.pathname}${next.search}>; rel="next"`);
       }
-      return c.json(page.builds.map(toBuildJson));
+      const showEnv = isBuilder(c.get("user").role);
+      return c.json(page.builds.map((b) => toBuildJson(b, showEnv)));
     })
-    .get("/v1/builds/:build_id", apiDoc({ summary: "Read a build (a queued one says why it waits)", responses: { 200: json.BuildWithQueueJson } }), readers, async (c) => c.json(await getBuildWithQueue(deps, c.req.param("build_id"))))
+    .get("/v1/builds/:build_id", apiDoc({ summary: "Read a build (a queued one says why it waits)", responses: { 200: json.BuildWithQueueJson } }), readers, async (c) => c.json(await getBuildWithQueue(deps, c.req.param("build_id"), isBuilder(c.get("user").role))))
     .post("/v1/builds/:build_id/rerun", apiDoc({
       summary: "Queue a new build of the same pipeline and commit (a repository pipeline's file is read again at that commit)",
       responses: { 200: json.CreatedBuildJson },

@@ -31,7 +31,7 @@ import {
 } from "../../domain/signing/signing.ts";
 import { runSigningHealthPassAfterUpload, signingHealth } from "../../domain/signing/health.ts";
 import { refreshFromDefaultBranch } from "../../domain/builds/schedules.ts";
-import { requireUser, ROLES } from "../middleware/auth.ts";
+import { isBuilder, requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
@@ -88,11 +88,11 @@ export function projectsRoutes(deps: AppDeps) {
     }), readers, async (c) => {
       const project = await getProject(deps, c.req.param("project_id"));
       await refreshFromDefaultBranch(deps, project);
-      return c.json((await listPipelines(deps, project.id)).map((p) => toPipelineJson(p, project.configPath)));
+      return c.json((await listPipelines(deps, project.id)).map((p) => toPipelineJson(p, project.configPath, isBuilder(c.get("user").role))));
     })
     .get("/v1/projects/:project_id/pipelines/:pipeline_id", apiDoc({ summary: "Read a pipeline", responses: { 200: json.PipelineJson } }), readers, async (c) => {
       const project = await getProject(deps, c.req.param("project_id"));
-      return c.json(toPipelineJson(await getPipeline(deps, project.id, c.req.param("pipeline_id")), project.configPath));
+      return c.json(toPipelineJson(await getPipeline(deps, project.id, c.req.param("pipeline_id")), project.configPath, isBuilder(c.get("user").role)));
     })
     .patch("/v1/projects/:project_id/pipelines/:pipeline_id", apiDoc({
       summary: "Rename a pipeline or replace its config (builds queued later use it)",

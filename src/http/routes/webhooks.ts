@@ -10,6 +10,7 @@ import {
   listWebhooks,
   MAX_WEBHOOK_BODY_BYTES,
   receiveWebhook,
+  findWebhookForDelivery,
   toWebhookJson,
 } from "../../domain/events/webhooks.ts";
 import { readStreamCapped } from "../../domain/common/streams.ts";
@@ -52,13 +53,15 @@ export function webhooksRoutes(deps: AppDeps) {
     .post("/v1/hooks/:webhook_id", apiDoc({
       summary: "Receive a forge's event (verified by the provider's signature; public)",
       responses: { 200: json.HookAnswerJson },
-      errors: { 401: ["invalid_signature"], 413: ["payload_too_large"] },
+      errors: { 401: ["invalid_signature"], 404: ["not_found"], 413: ["payload_too_large"] },
       example: {
         headers: { "X-GitHub-Event": "ping", "X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "X-Hub-Signature-256": "sha256=<hex HMAC-SHA256 of the body with the secret>" },
         body: { zen: "Design for failure.", hook_id: 1 },
       },
     }), async (c) => {
+      // The id first: an unknown one is answered before any of the body is read.
+      const hook = await findWebhookForDelivery(deps, c.req.param("webhook_id"));
       const body = await readBodyCapped(c.req.raw, MAX_WEBHOOK_BODY_BYTES);
-      return c.json(await receiveWebhook(deps, c.req.param("webhook_id"), c.req.raw.headers, body));
+      return c.json(await receiveWebhook(deps, hook, c.req.raw.headers, body));
     });
 }

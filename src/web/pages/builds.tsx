@@ -1,5 +1,8 @@
 import { Hono, type Context } from "hono";
 import { streamSSE } from "hono/streaming";
+
+/** Live-log streams one session may hold open at once (429 too_many_streams beyond). */
+export const MAX_STREAMS_PER_SESSION = 20;
 import { z } from "zod";
 import { BUILD_STATUSES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
@@ -494,6 +497,8 @@ const logQuery = z.lazy(() =>
  */
 export function buildPages(deps: AppDeps) {
   const readers = requireBrowserUser(deps, { roles: ROLES.everyone });
+  // Live-log streams open per browser session in this process: each holds a connection and a polling loop.
+  const openStreams = new Map<string, number>();
   const builders = requireBrowserUser(deps, { roles: ROLES.builders });
   const canAct = (c: Context<AppEnv>) => (ROLES.builders as readonly string[]).includes(c.get("user").role);
 
@@ -626,11 +631,27 @@ export function buildPages(deps: AppDeps) {
     .get("/builds/:build_id/events", readers, async (c) => {
       const buildId = c.req.param("build_id");
       await getBuild(deps, buildId);
+      // At most MAX_STREAMS_PER_SESSION open at once per session in this process (docs/decisions.md).
+      const sessionId = c.get("userSessionId");
+      const open = openStreams.get(sessionId) ?? 0;
+      if (open >= MAX_STREAMS_PER_SESSION) {
+        return c.json({ code: "too_many_streams", message: `at most ${MAX_STREAMS_PER_SESSION} live logs may be open at once per session; close some tabs` }, 429);
+      }
+      openStreams.set(sessionId, open + 1);
+      let released = false;
+      const release = () => {
+        if (released) return;
+        released = true;
+        const left = (openStreams.get(sessionId) ?? 1) - 1;
+        if (left <= 0) openStreams.delete(sessionId);
+        else openStreams.set(sessionId, left);
+      };
       let offset = streamStart(c);
       const signal = c.req.raw.signal;
       // Wall time, not deps.clock: how long one stream stays open is a real duration.
       const closeAt = Date.now() + deps.config.logStreamMaxS * 1000;
       return streamSSE(c, async (stream) => {
+        stream.onAbort(release);
         const stop = new AbortController();
         stream.onAbort(() => stop.abort());
         signal.addEventListener("abort", () => stop.abort());
@@ -682,6 +703,7 @@ export function buildPages(deps: AppDeps) {
           }
         } finally {
           wake?.close();
+          release();
         }
       });
     });

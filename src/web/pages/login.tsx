@@ -9,6 +9,7 @@ import { completeOidcSignIn, readOidcSettings, startOidcSignIn, verifySetupOwner
 import { revokeSessionStatement, touchSetupSession } from "../../domain/auth/sessions.ts";
 import { trustedProxyLogin } from "../../domain/auth/trusted-proxy.ts";
 import { oidcClientOf } from "../../http/oidc-client.ts";
+import { isLocalUserRequest } from "../../http/middleware/loopback.ts";
 import { Button, Field, PostForm } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
@@ -41,17 +42,18 @@ interface LoginChoices {
 }
 
 /** Which sign-in ways this request may use: the same rules the API applies (CONTRACT §3). */
-async function loginChoices(deps: AppDeps, isLoopback: boolean): Promise<LoginChoices> {
+async function loginChoices(deps: AppDeps, isLoopback: boolean, isLocalUser: boolean): Promise<LoginChoices> {
   const inst = await loadInstance(deps);
   const localMode = inst.runtimeMode === "local";
   const cliOnly = (await readLocalLoginSetting(deps)).mode === "cli_only";
-  const local = localMode && isLoopback && !cliOnly;
+  // Loopback from another OS user (a build step, another account) does not get the button (docs/decisions.md).
+  const local = localMode && isLocalUser && !cliOnly;
   const localHint = local
     ? null
     : localMode && cliOnly
       ? "Signing in on this machine is switched off: run npx hangar login on the machine for a one-time sign-in link."
       : localMode
-        ? "Hangar runs in local mode: open it on the machine it runs on, or run npx hangar login there for a one-time sign-in link."
+        ? "Hangar runs in local mode: open it on the machine it runs on, from the account that runs it, or run npx hangar login there for a one-time sign-in link."
         : null;
   const oidc = await readOidcSettings(deps);
   // In local mode OIDC, too, answers loopback clients only.
@@ -116,7 +118,7 @@ function LoginPage(props: { ctx: PageCtx; choices: LoginChoices; next: string | 
 }
 
 async function renderLogin(deps: AppDeps, c: Context<AppEnv>, error: string | null, status: 200 | 400 | 403 | 409 | 410 | 500 | 502 = 200, email?: string) {
-  const choices = await loginChoices(deps, c.get("isLoopback"));
+  const choices = await loginChoices(deps, c.get("isLoopback"), await isLocalUserRequest(deps, c));
   return renderPage(c, <LoginPage ctx={pageContext(c, deps)} choices={choices} next={safeNext(c.req.query("next"))} email={email} error={error} />, status);
 }
 
@@ -148,7 +150,7 @@ export function loginPages(deps: AppDeps) {
       const form = await c.req.parseBody();
       const email = typeof form.email === "string" && form.email.trim() !== "" ? form.email.trim() : undefined;
       try {
-        return signedIn(deps, c, await localLogin(deps, { email, isLoopback: c.get("isLoopback") }), safeNext(c.req.query("next")));
+        return signedIn(deps, c, await localLogin(deps, { email, isLoopback: await isLocalUserRequest(deps, c) }), safeNext(c.req.query("next")));
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         return renderLogin(deps, c, loginError(err), errorStatus(err), email);
@@ -159,6 +161,10 @@ export function loginPages(deps: AppDeps) {
       // The code is in the URL: never send it on as a Referer.
       c.header("Referrer-Policy", "no-referrer");
       try {
+        // Checked before the code is spent: a refused connection leaves the link usable from the right account.
+        if (!(await isLocalUserRequest(deps, c))) {
+          throw new ApiError(403, "local_login_loopback_required", "sign-in links work only from this machine's own account");
+        }
         return signedIn(deps, c, await redeemLocalLoginCode(deps, c.req.param("code")), null);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
@@ -256,7 +262,7 @@ export function loginError(err: ApiError): string {
     case "user_not_found":
       return "No active user has this email. Ask the owner or an admin to invite you.";
     case "local_login_loopback_required":
-      return "Signing in without a password works only on the machine Hangar runs on.";
+      return "Signing in without a password works only on the machine Hangar runs on, from the account that runs it (or one named in HANGAR_LOCAL_LOGIN_USERS).";
     case "mode_restricted":
       return "This sign-in method is not available in Hangar's current mode.";
     case "setup_incomplete":

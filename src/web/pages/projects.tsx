@@ -7,6 +7,7 @@ import { refreshFromDefaultBranch, schedulesWithNextRun } from "../../domain/bui
 import { validatePipelineContent } from "../../domain/projects/pipeline-validate.ts";
 import { MAX_PIPELINE_FILE_BYTES } from "../../domain/projects/pipeline-file.ts";
 import {
+  configForReader,
   createPipeline,
   createPipelineSchema,
   createProject,
@@ -33,6 +34,7 @@ import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+import { jsonForDisplay } from "../text.ts";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 import { projectSigningPages, projectSigningSlot, type SigningState } from "./project-signing.tsx";
 import { projectRunnersView, type ProjectRunnersView, type RunnerByTrust } from "../../domain/runners/trust-view.ts";
@@ -329,13 +331,14 @@ function ProjectPage(props: {
               ) : props.canWrite ? (
                 <details open={forms[`pipeline-${pl.id}`] ? true : undefined}>
                   <summary>Edit</summary>
-                  <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={JSON.stringify(pl.config, null, 2)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
+                  <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={jsonForDisplay(pl.config)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
                   <form method="post" action={`/projects/${p.id}/pipelines/${pl.id}/delete`} class="inline-form" data-confirm="Delete this pipeline? Its finished builds stay readable.">
                     <Button variant="danger">Delete pipeline</Button>
                   </form>
                 </details>
               ) : (
-                <pre>{JSON.stringify(pl.config, null, 2)}</pre>
+                // Readers who are not builders never see the pipeline's env (docs/decisions.md).
+                <pre>{jsonForDisplay(configForReader(config, false))}</pre>
               )}
             </article>
           );

@@ -85,13 +85,13 @@ function Checklist(props: { preflight: Preflight }) {
   return (
     <ul class="checklist" id="preflight">
       {props.preflight.checks.map((check) => (
-        <li class={check.ok ? "pass" : "fail"} data-check={check.id}>
+        <li class={check.ok ? "pass" : check.required ? "fail" : "warn"} data-check={check.id}>
           <span class="mark" aria-hidden="true">
-            {check.ok ? "✓" : "✗"}
+            {check.ok ? "✓" : check.required ? "✗" : "!"}
           </span>
           <span>
             <strong>{check.label}</strong>
-            <span class="visually-hidden">{check.ok ? " (passed)" : " (failed)"}</span>
+            <span class="visually-hidden">{check.ok ? " (passed)" : check.required ? " (failed)" : " (warning)"}</span>
             <span class="hint">{sentence(check.message)}</span>
           </span>
         </li>
@@ -114,6 +114,13 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
 
       <Section title="External Access" id="mode" description="Let your team reach Hangar from other machines, through your HTTPS proxy.">
         <Problem problem={problem} section="mode" />
+        {data.preflight.checks.some((c) => c.id === "trusted_proxy_secret" && !c.ok) ? (
+          <div class="flash flash-error" role="alert" id="trusted-proxy-warning">
+            The trusted proxy has neither a shared secret nor proxy addresses: any program on this machine can sign in as anyone
+            by sending the identity header. A proxy configured with a shared secret (the setup wizard makes one by default)
+            sends it as X-Hangar-Trusted-Proxy-Secret, and Hangar then refuses every request without it.
+          </div>
+        ) : null}
         <p>
           Hangar is in <strong id="runtime-mode">{remote ? "remote mode (External Access on)" : "local mode (this machine only)"}</strong>.
           {data.preferences.restart_required ? " Restart the daemon with HANGAR_HOST=0.0.0.0 (or the proxy-facing address): it still listens on loopback only." : ""}

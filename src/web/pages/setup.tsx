@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { RemoteAuthMode, RuntimeMode } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
+import { randomToken } from "../../domain/common/crypto.ts";
 import { loadInstance, type InstanceRow } from "../../domain/setup/instance.ts";
 import { configureSetupOidc, readOidcSettings, standardCallbackUri, startSetupOwnerOidc } from "../../domain/auth/oidc.ts";
 import { touchSetupSession } from "../../domain/auth/sessions.ts";
@@ -224,19 +225,37 @@ function ProxyStep(props: {
           error={e.trusted_proxy_cidrs}
           hint="One per line, e.g. 10.0.0.5/32. Empty: only a proxy on this machine (127.0.0.1, ::1) is trusted."
         />
-        <Field
-          label="Shared secret"
-          name="shared_secret"
-          type="password"
-          autocomplete="off"
-          error={e.shared_secret}
-          hint={
-            <>
-              Optional, at least 16 characters. The proxy sends it as <code>X-Hangar-Trusted-Proxy-Secret</code>.
-              {props.configured?.hasSecret ? " A secret is stored; leave empty to keep it." : ""}
-            </>
-          }
-        />
+        {props.configured?.hasSecret ? (
+          <Field
+            label="Shared secret"
+            name="shared_secret"
+            type="password"
+            autocomplete="off"
+            error={e.shared_secret}
+            hint={
+              <>
+                At least 16 characters. The proxy sends it as <code>X-Hangar-Trusted-Proxy-Secret</code>. A secret is stored; leave empty to keep it.
+              </>
+            }
+          />
+        ) : (
+          // Made by default (docs/decisions.md "Trusted proxy without a secret"): with neither a secret nor proxy
+          // addresses, any process on this machine could pose as the proxy.
+          <Field
+            label="Shared secret"
+            name="shared_secret"
+            value={v.shared_secret ?? randomToken()}
+            autocomplete="off"
+            spellcheck={false}
+            error={e.shared_secret}
+            hint={
+              <>
+                Made for you: configure your proxy to send it as <code>X-Hangar-Trusted-Proxy-Secret</code> before you save. Clearing it leaves
+                the proxy unproven (not recommended: with no proxy addresses either, any program on this machine can sign in as anyone).
+              </>
+            }
+          />
+        )}
         <Field label="Expected owner email" name="setup_owner_email" type="email" value={v.setup_owner_email ?? props.configured?.ownerEmail} error={e.setup_owner_email} hint="Optional: only this person can claim ownership." />
         <Field label="Gateway access ticket" name="gateway_access_ticket" type="password" autocomplete="off" error={e.gateway_access_ticket} hint="Optional, access gateway only: lets iPhones fetch installs through the gateway." />
         <div class="actions">
@@ -406,6 +425,8 @@ async function renderStep(deps: AppDeps, c: Context<AppEnv>, step: Step, form?: 
       const stored = inst.state === "idp_configured" ? await readOidcSettings(deps) : null;
       const callback = await standardCallbackUri(deps, new URL(c.req.url).origin);
       const configured = stored ? { issuer: stored.issuer_url, clientId: stored.client_id } : null;
+      // The owner's sign-in form posts here and is redirected to the provider: CSP form-action must allow it.
+      if (stored) c.set("cspFormActions", [...new Set([new URL(stored.issuer_url).origin, new URL(stored.discovered_issuer).origin])]);
       return renderPage(c, <OidcStep ctx={ctx} inst={inst} callback={callback} configured={configured} form={form} />, status as 200);
     }
     case "proxy": {
@@ -528,7 +549,7 @@ export function setupPages(deps: AppDeps) {
         if (ticket !== "" && !gatewayTicketSchema.safeParse(ticket).success) errors.gateway_access_ticket = "The ticket must be visible characters without spaces.";
         if (ownerEmail !== "" && !emailSchema.safeParse(ownerEmail).success) errors.setup_owner_email = "Enter a valid email address, or leave it empty.";
         if (Object.keys(errors).length > 0 || !header.success) {
-          return renderStep(deps, c, "proxy", { values: { header_preset: preset, custom_header: formString(form, "custom_header"), trusted_proxy_cidrs: formString(form, "trusted_proxy_cidrs"), setup_owner_email: ownerEmail }, errors }, 400);
+          return renderStep(deps, c, "proxy", { values: { header_preset: preset, custom_header: formString(form, "custom_header"), trusted_proxy_cidrs: formString(form, "trusted_proxy_cidrs"), setup_owner_email: ownerEmail, shared_secret: secret }, errors }, 400);
         }
         await configureTrustedProxy(deps, {
           user_email_header: header.data,

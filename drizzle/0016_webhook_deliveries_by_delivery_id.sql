@@ -1,0 +1,1 @@
+CREATE INDEX `webhook_deliveries_delivery` ON `webhook_deliveries` (`webhook_id`,`delivery_id`);
