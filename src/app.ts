@@ -33,6 +33,7 @@ import { apiPages } from "./web/pages/api.tsx";
 import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 import { webhooksRoutes } from "./http/routes/webhooks.ts";
 import { notificationsRoutes } from "./http/routes/notifications.ts";
+import { channelsRoutes } from "./http/routes/channels.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -72,6 +73,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     installRoutes,
     webhooksRoutes,
     notificationsRoutes,
+    channelsRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

@@ -3,6 +3,7 @@ import type { AppDeps, AppEnv } from "../deps.ts";
 import { assetRoutes } from "./assets.ts";
 import { renderErrorPage } from "./errors.tsx";
 import { installPages } from "./pages/install.tsx";
+import { testerPages } from "./pages/tester.tsx";
 import { loginPages } from "./pages/login.tsx";
 import { auditPages } from "./pages/audit.tsx";
 import { runnersPages } from "./pages/runners.tsx";
@@ -24,6 +25,7 @@ export function webRoutes(deps: AppDeps) {
     loginPages,
     setupPages,
     installPages,
+    testerPages,
     usersPages,
     runnersPages,
     settingsPages,

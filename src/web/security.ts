@@ -61,7 +61,7 @@ export function htmlSecurityHeaders() {
     c.header("X-Content-Type-Options", "nosniff");
     c.header("X-Frame-Options", "DENY");
     // A handler may ask for no-referrer (a page whose URL holds a token, e.g. /login/local/{code}).
-    if (c.req.path.startsWith("/install/")) c.header("Referrer-Policy", "no-referrer");
+    if (c.req.path.startsWith("/install/") || c.req.path.startsWith("/apps/")) c.header("Referrer-Policy", "no-referrer");
     else if (!c.res.headers.has("referrer-policy")) c.header("Referrer-Policy", "same-origin");
     // Pages show per-user data; no shared cache may keep them.
     if (!c.res.headers.has("cache-control")) c.header("Cache-Control", "no-store");

@@ -32,6 +32,10 @@ export const builds = sqliteTable(
     /** A pull request from a fork (CONTRACT §11): no signing material and no secret variables are released. */
     fromFork: integer("from_fork", { mode: "boolean" }).notNull().default(false),
     logBytes: integer("log_bytes").notNull().default(0),
+    /** Release notes the runner read from the pipeline's `release_notes` file (at most 64 KiB), else null. */
+    releaseNotes: text("release_notes"),
+    /** The commits the runner reported with the final status, newest first: `[{sha, subject, author}]`, at most 50. */
+    commits: text("commits", { mode: "json" }).$type<Array<{ sha: string; subject: string; author: string }>>(),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),
