@@ -174,6 +174,8 @@ describe("tester channels", () => {
     expect(foreign.status).toBe(404);
     const noOrigin = await page(t, "POST", `${path}/install`, { form: { artifact_id: releases[0].artifact_id }, origin: null });
     expect(noOrigin.status).toBe(403);
+    const foreignOrigin = await page(t, "POST", `${path}/install`, { form: { artifact_id: releases[0].artifact_id }, origin: "https://evil.example" });
+    expect(foreignOrigin.status).toBe(403);
 
     expect((await t.call("DELETE", `${base}/${ch.id}/testers/${added.body.id}`, { token: dev })).status).toBe(204);
     const revoked = await page(t, "GET", path);

@@ -5,6 +5,7 @@ import { Hono } from "hono";
 import { raw } from "hono/html";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
+import { deliveryBase, testerPageUrl } from "../../domain/channels/channels.ts";
 import { testerIcon, testerInstall, testerPage, type TesterPageData } from "../../domain/channels/tester-page.ts";
 import { Name, PostForm } from "../components.tsx";
 import { Layout, type PageCtx } from "../layout.tsx";
@@ -172,8 +173,8 @@ export function testerPages(deps: AppDeps) {
       }
       const { device, inAppOrOtherBrowser } = deviceOf(c.req.header("user-agent") ?? "");
       c.header("vary", "User-Agent");
-      // The QR code opens this same page on the phone: the URL the visitor reached it by.
-      const pageUrl = new URL(`/apps/${token}`, c.req.url).toString();
+      // The QR code opens this same page on the phone, at the address tester links are given out with.
+      const pageUrl = testerPageUrl(await deliveryBase(deps, new URL(c.req.url).origin), token);
       return renderPage(c, <TesterPage ctx={ctx} data={data} token={token} pageUrl={pageUrl} device={device} otherBrowser={inAppOrOtherBrowser} />);
     })
     .get("/apps/:token/icon/:artifact_id", async (c) => {
