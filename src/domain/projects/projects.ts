@@ -77,6 +77,8 @@ export const pipelineConfigSchema = z.lazy(() =>
       .optional(),
     timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
     triggers: z.array(pipelineTriggerSchema).max(50).optional(),
+    /** A file in the checkout whose text becomes the build's release notes for tester channels. */
+    release_notes: z.string().min(1).max(1024).optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
