@@ -4,6 +4,7 @@ import { assetRoutes } from "./assets.ts";
 import { renderErrorPage } from "./errors.tsx";
 import { installPages } from "./pages/install.tsx";
 import { testerPages } from "./pages/tester.tsx";
+import { channelPages } from "./pages/channels.tsx";
 import { loginPages } from "./pages/login.tsx";
 import { auditPages } from "./pages/audit.tsx";
 import { runnersPages } from "./pages/runners.tsx";
@@ -26,6 +27,7 @@ export function webRoutes(deps: AppDeps) {
     setupPages,
     installPages,
     testerPages,
+    channelPages,
     usersPages,
     runnersPages,
     settingsPages,

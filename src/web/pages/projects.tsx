@@ -30,6 +30,7 @@ import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
+import { projectChannelsSlot } from "./channels.tsx";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 
 const NEW_CONFIG = `{
@@ -162,7 +163,7 @@ function PipelineForm(props: { action: string; idPrefix: string; name: string; c
   );
 }
 
-function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child }) {
+function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child; channels?: Child }) {
   const p = props.project;
   const forms = props.forms;
   const edit = forms.project;
@@ -244,6 +245,8 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
       {/* The "runners" helper adds the secret variables section here. */}
       {/* Webhooks, notifications and their deliveries (src/web/pages/project-events.tsx), builders only. */}
       {props.events}
+      {/* Tester channels (src/web/pages/channels.tsx), every role. */}
+      {props.channels}
 
       {props.canWrite ? (
         <Section title="Project settings" id="project-settings">
@@ -278,7 +281,8 @@ export function projectPages(deps: AppDeps) {
     const pipelines = await listPipelines(deps, id);
     const ctx = pageContext(c, deps);
     const eventSections = await projectEventsSlot(deps, ctx, project, events);
-    return renderPage(c, <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} />, status);
+    const channelSection = await projectChannelsSlot(deps, ctx, project, pipelines);
+    return renderPage(c, <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} channels={channelSection} />, status);
   };
   const errorStatus = (err: ApiError) => (err.status === 409 ? 409 : 400);
 
