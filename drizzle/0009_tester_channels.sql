@@ -35,4 +35,5 @@ CREATE TABLE `testers` (
 CREATE UNIQUE INDEX `testers_token_hash_unique` ON `testers` (`token_hash`);--> statement-breakpoint
 CREATE UNIQUE INDEX `testers_channel_email_unique` ON `testers` (`channel_id`,`email`);--> statement-breakpoint
 ALTER TABLE `builds` ADD `release_notes` text;--> statement-breakpoint
-ALTER TABLE `builds` ADD `commits` text;
+ALTER TABLE `builds` ADD `commits` text;--> statement-breakpoint
+CREATE INDEX `builds_pipeline_status_created` ON `builds` (`pipeline_id`,`status`,`created_at`);

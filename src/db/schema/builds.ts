@@ -46,6 +46,8 @@ export const builds = sqliteTable(
     index("builds_status_queued_at").on(t.status, t.queuedAt),
     index("builds_runner_id").on(t.runnerId),
     index("builds_created_at").on(t.createdAt),
+    // A channel's releases: the newest succeeded builds of one pipeline.
+    index("builds_pipeline_status_created").on(t.pipelineId, t.status, t.createdAt),
   ],
 );
 
