@@ -34,6 +34,7 @@ import { htmlSecurityHeaders, sameOriginPosts } from "./web/security.ts";
 import { webhooksRoutes } from "./http/routes/webhooks.ts";
 import { notificationsRoutes } from "./http/routes/notifications.ts";
 import { channelsRoutes } from "./http/routes/channels.ts";
+import { smtpSettingsRoutes } from "./http/routes/smtp-settings.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -74,6 +75,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     webhooksRoutes,
     notificationsRoutes,
     channelsRoutes,
+    smtpSettingsRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

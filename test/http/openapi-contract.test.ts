@@ -274,6 +274,8 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/projects/{project_id}/channels/{channel_id}/testers", inChannel);
     await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}/testers/{tester_id}", { ...as, params: { project_id: project, channel_id: channel, tester_id: tester } });
     await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}", inChannel);
+    await callOp(t, "GET /v1/settings/smtp", as);
+    await callOp(t, "PUT /v1/settings/smtp", as);
 
     // A runner takes a build through its whole life.
     const runner = (await callOp(t, "POST /v1/runners/register", as)).body;
