@@ -36,6 +36,8 @@ import { webhooksRoutes } from "./http/routes/webhooks.ts";
 import { notificationsRoutes } from "./http/routes/notifications.ts";
 import { testsRoutes } from "./http/routes/tests.ts";
 import { retentionRoutes } from "./http/routes/retention.ts";
+import { channelsRoutes } from "./http/routes/channels.ts";
+import { smtpSettingsRoutes } from "./http/routes/smtp-settings.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -78,6 +80,8 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     notificationsRoutes,
     pipelineFilesRoutes,
     retentionRoutes,
+    channelsRoutes,
+    smtpSettingsRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

@@ -3,6 +3,8 @@ import type { AppDeps, AppEnv } from "../deps.ts";
 import { assetRoutes } from "./assets.ts";
 import { renderErrorPage } from "./errors.tsx";
 import { installPages } from "./pages/install.tsx";
+import { testerPages } from "./pages/tester.tsx";
+import { channelPages } from "./pages/channels.tsx";
 import { loginPages } from "./pages/login.tsx";
 import { auditPages } from "./pages/audit.tsx";
 import { runnersPages } from "./pages/runners.tsx";
@@ -25,6 +27,8 @@ export function webRoutes(deps: AppDeps) {
     loginPages,
     setupPages,
     installPages,
+    testerPages,
+    channelPages,
     usersPages,
     runnersPages,
     settingsPages,

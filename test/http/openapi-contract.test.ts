@@ -270,6 +270,20 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "POST /v1/projects/{project_id}/notifications/{notification_id}/test", inNotification);
     await callOp(t, "GET /v1/projects/{project_id}/notifications/{notification_id}/deliveries", inNotification);
 
+    // Tester channels and their testers.
+    const channel = (await callOp(t, "POST /v1/projects/{project_id}/channels", { ...inProject, body: { pipeline_id: pipeline } })).body.id as string;
+    const inChannel = { ...as, params: { project_id: project, channel_id: channel } };
+    await callOp(t, "GET /v1/projects/{project_id}/channels", inProject);
+    await callOp(t, "GET /v1/projects/{project_id}/channels/{channel_id}", inChannel);
+    await callOp(t, "PATCH /v1/projects/{project_id}/channels/{channel_id}", inChannel);
+    await callOp(t, "GET /v1/projects/{project_id}/channels/{channel_id}/releases", inChannel);
+    const tester = (await callOp(t, "POST /v1/projects/{project_id}/channels/{channel_id}/testers", inChannel)).body.id as string;
+    await callOp(t, "GET /v1/projects/{project_id}/channels/{channel_id}/testers", inChannel);
+    await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}/testers/{tester_id}", { ...as, params: { project_id: project, channel_id: channel, tester_id: tester } });
+    await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}", inChannel);
+    await callOp(t, "GET /v1/settings/smtp", as);
+    await callOp(t, "PUT /v1/settings/smtp", as);
+
     // A runner takes a build through its whole life.
     const runner = (await callOp(t, "POST /v1/runners/register", as)).body;
     const asRunner = { token: runner.token as string, params: { runner_id: runner.id as string } };

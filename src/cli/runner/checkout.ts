@@ -2,6 +2,7 @@
 // variables of the git processes (GIT_CONFIG_COUNT/KEY/VALUE: an `http.<origin>/.extraHeader`), never through
 // the command line (visible in `ps`), the remote URL (stored in .git/config, which steps can read) or a log.
 import { execFile } from "node:child_process";
+import { CLONE_DEPTH } from "./release-notes.ts";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import type { OutboundAllowList } from "../../domain/common/outbound.ts";
@@ -99,7 +100,8 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
       // A full SHA can be fetched alone (shallow); an abbreviated one, or a server refusing fetch-by-SHA, needs
       // the branches.
       if (/^[0-9a-f]{40}$/i.test(commitSha)) {
-        const shallow = await git(["fetch", "-q", "--depth=1", "--no-tags", "origin", commitSha]);
+        // 50 commits deep: release notes list the commits since the previous release (release-notes.ts).
+        const shallow = await git(["fetch", "-q", `--depth=${CLONE_DEPTH}`, "--no-tags", "origin", commitSha]);
         if (shallow.exitCode === 0 || shallow.stopped) return shallow;
         options.onOutput(Buffer.from("hangar: fetching the single commit failed; fetching all branches\n"));
       }

@@ -45,6 +45,8 @@ export interface StatusReport {
   status: "running" | "succeeded" | "failed" | "canceled" | "timed_out";
   exit_code?: number;
   step_results?: StepResult[];
+  release_notes?: string;
+  commits?: Array<{ sha: string; subject: string; author: string }>;
 }
 
 /** A definite answer from the daemon that the caller has to decide about (a 4xx, or a 5xx once retries ran out). */

@@ -19,6 +19,7 @@ import { chownTree, type RunAsUser } from "./run-as.ts";
 import { parseAllow } from "./clone-guard.ts";
 import { endUserProcesses, JobCgroup, removeUserTempFiles, type CgroupSupport } from "./isolation.ts";
 import { uploadArtifacts } from "./upload.ts";
+import { readReleaseNotes, recentCommits } from "./release-notes.ts";
 
 const PipelineConfig = z.object({
   platform: z._default(z.string(), "any"),
@@ -29,6 +30,7 @@ const PipelineConfig = z.object({
   timeout_s: z.optional(z.number().check(z.int(), z.positive())),
   // Test reports: uploaded as `junit` artifacts after the last step, whether it passed or failed.
   reports: z.optional(z.object({ junit: z.optional(z.array(z.string())) })),
+  release_notes: z.optional(z.string()),
 });
 type PipelineConfig = z.infer<typeof PipelineConfig>;
 
@@ -190,9 +192,12 @@ export class Job {
     const delivered = await logs.close(serverFinal ? 10_000 : Number.POSITIVE_INFINITY);
     if (!delivered) this.log.warn(`build ${job.build_id}: ${logs.deliveredBytes} log bytes delivered, the rest was refused`);
     if (!serverFinal) {
+      // Tester channels' release notes: the pipeline's file, and the commits up to this one (docs/decisions.md).
+      const notes = outcome === "succeeded" ? await readReleaseNotes(srcDir, config.release_notes) : null;
+      const commits = outcome === "succeeded" ? await recentCommits(srcDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: jobDir }) : [];
       const final: StatusReport =
         outcome === "succeeded"
-          ? { status: "succeeded", exit_code: 0, step_results: snapshot() }
+          ? { status: "succeeded", exit_code: 0, step_results: snapshot(), ...(notes !== null ? { release_notes: notes } : {}), ...(commits.length ? { commits } : {}) }
           : { status: outcome === "timed_out" ? "timed_out" : "failed", exit_code: exitCode || 1, step_results: snapshot() };
       const answer = await reporter.final(final);
       this.log.info(`build ${job.build_id}: ${final.status} (${answer === "delivered" ? "reported" : `not reported: ${reporter.refusedWith ?? "stopped"}`})`);

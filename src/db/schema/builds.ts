@@ -42,6 +42,10 @@ export const builds = sqliteTable(
     pinned: integer("pinned", { mode: "boolean" }).notNull().default(false),
     /** When a retention pass deleted the log: it then answers 410 log_expired; step results stay. */
     logExpiredAt: integer("log_expired_at"),
+    /** Release notes the runner read from the pipeline's `release_notes` file (at most 64 KiB), else null. */
+    releaseNotes: text("release_notes"),
+    /** The commits the runner reported with the final status, newest first: `[{sha, subject, author}]`, at most 50. */
+    commits: text("commits", { mode: "json" }).$type<Array<{ sha: string; subject: string; author: string }>>(),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),
@@ -53,6 +57,8 @@ export const builds = sqliteTable(
     index("builds_runner_id").on(t.runnerId),
     index("builds_job_token_hash").on(t.jobTokenHash),
     index("builds_created_at").on(t.createdAt),
+    // A channel's releases: the newest succeeded builds of one pipeline.
+    index("builds_pipeline_status_created").on(t.pipelineId, t.status, t.createdAt),
   ],
 );
 

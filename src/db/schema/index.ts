@@ -8,3 +8,4 @@ export * from "./artifacts.ts";
 export * from "./hooks.ts";
 export * from "./tests.ts";
 export * from "./retention.ts";
+export * from "./channels.ts";

@@ -2,7 +2,7 @@
 // manifest and the IPA for an hour and stays reusable until then, because the installer fetches them
 // separately (rule 2). Every installer URL is under the public /install/ prefix (rule 3).
 import { eq } from "drizzle-orm";
-import { builds } from "../../db/schema/index.ts";
+import { builds, installs } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { StorageLocation } from "../../storage/types.ts";
@@ -36,6 +36,8 @@ interface InstallDetails {
   platform: Platform;
   base_url: string;
   gateway_ticket_sealed: string | null;
+  /** Set when the session was made from a tester's page, so its install counts for that tester. */
+  tester_id?: string;
 }
 
 function platformOf(artifact: ArtifactRow): Platform {
@@ -65,7 +67,7 @@ async function gatewayTicket(deps: Deps): Promise<string | null> {
 const ticketQuery = (ticket: string | null): string => (ticket ? `?${TICKET_PARAM}=${encodeURIComponent(ticket)}` : "");
 
 /** POST /v1/artifacts/{id}/install-link. */
-export async function createInstallLink(deps: Deps, input: { artifactId: string }) {
+export async function createInstallLink(deps: Deps, input: { artifactId: string; testerId?: string }) {
   const artifact = await loadAvailableArtifact(deps, input.artifactId);
   const platform = platformOf(artifact);
   // Rule 1: the delivery URL when set, else the public URL.
@@ -86,6 +88,7 @@ export async function createInstallLink(deps: Deps, input: { artifactId: string 
     platform,
     base_url: base,
     gateway_ticket_sealed: ticket ? await deps.secrets.seal(ticket) : null,
+    ...(input.testerId ? { tester_id: input.testerId } : {}),
   };
   const { token, expiresAt, statement } = await newUrlToken(deps, { kind: "install", artifactId: artifact.id, ttlS: INSTALL_TTL_S, details });
   await statement;
@@ -163,6 +166,8 @@ export async function installArtifactRedirect(deps: Deps, input: { token: string
   const { row, artifact, details, ticket } = await resolveInstall(deps, input.token);
   const location = artifact.storageLocation as StorageLocation;
   if (location.provider === "local") return `${details.base_url}/install/download/${input.token}${ticketQuery(ticket)}`;
+  // The bytes come from the bucket: handing out the presigned GET is the download this session counts for.
+  await countInstall(deps, row, details);
   return presignedInstallUrl(deps, artifact, location, row.expiresAt);
 }
 
@@ -182,10 +187,23 @@ export async function installDownload(
   deps: Deps,
   input: { token: string; range: string | undefined },
 ): Promise<ByteResponse | { redirect: string }> {
-  const { row, artifact } = await resolveInstall(deps, input.token);
+  const { row, artifact, details } = await resolveInstall(deps, input.token);
+  await countInstall(deps, row, details);
   const location = artifact.storageLocation as StorageLocation;
   if (location.provider !== "local") return { redirect: await presignedInstallUrl(deps, artifact, location, row.expiresAt) };
   return serveArtifactBytes(deps, artifact, input.range);
+}
+
+/**
+ * Install counts (docs/decisions.md "Tester distribution"): an install session and its downloads count once
+ * together, per artifact and tester: the session's token hash is the key, so a resumed or repeated download of
+ * the same session (the installer retries, byte ranges) adds nothing.
+ */
+async function countInstall(deps: Deps, row: { tokenHash: string; artifactId: string }, details: InstallDetails): Promise<void> {
+  await deps.db
+    .insert(installs)
+    .values({ sessionTokenHash: row.tokenHash, artifactId: row.artifactId, testerId: details.tester_id ?? null, createdAt: deps.clock.now() })
+    .onConflictDoNothing();
 }
 
 export interface InstallPageData {

@@ -36,6 +36,13 @@ export const jobStatusSchema = z.object({
   status: z.enum(REPORTABLE_STATUSES),
   exit_code: z.number().int().min(-255).max(255).optional(),
   step_results: z.array(stepResultSchema).max(100).optional(),
+  /** Tester channels (docs/decisions.md "Tester distribution"): the pipeline's release_notes file, read after the last step. */
+  release_notes: z.string().max(64 * 1024).optional(),
+  /** The commits up to this build's, newest first, for release notes made of commit subjects. */
+  commits: z
+    .array(z.object({ sha: z.string().regex(/^[0-9a-f]{7,64}$/), subject: z.string().max(1000), author: z.string().max(320) }))
+    .max(50)
+    .optional(),
 });
 
 /** The claimed job (SPEC "Claimed job" plus CONTRACT §6's repo_url and pipeline_name). */
@@ -262,6 +269,8 @@ export async function reportJobStatus(
       jobId,
       runnerId,
       JSON.stringify(reportableFrom(status)),
+      final ? (input.release_notes ?? null) : null,
+      final && input.commits ? JSON.stringify(input.commits) : null,
     ],
   };
   const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
@@ -284,7 +293,8 @@ export async function reportJobStatus(
  * The report as fixed SQL. Arguments: ?1 status, ?2 final (0/1), ?3 renewed lease expiry, ?4 now, ?5 exit code or
  * null (kept), ?6 failure reason (set when final), ?7 reported step results as JSON or null, ?8 close the stored
  * steps (0/1: final and not succeeded, nothing reported), ?9 build id, ?10 runner id, ?11 the allowed previous
- * states as a JSON array. A final report keeps the lease as it was.
+ * states as a JSON array, ?12 release notes and ?13 commits as JSON (final reports only, else null: kept). A final
+ * report keeps the lease as it was.
  */
 const REPORT_SQL = `UPDATE builds SET status = ?1,
   lease_expires_at = CASE WHEN ?2 THEN lease_expires_at ELSE ?3 END,
@@ -293,7 +303,8 @@ const REPORT_SQL = `UPDATE builds SET status = ?1,
   finished_at = CASE WHEN ?2 THEN ?4 ELSE finished_at END,
   failure_reason = CASE WHEN ?2 THEN ?6 ELSE failure_reason END,
   step_results = CASE WHEN ?7 IS NOT NULL THEN ?7 WHEN ?8 THEN (${endStepResultsExpression("?4")})
-    ELSE step_results END
+    ELSE step_results END,
+  release_notes = COALESCE(?12, release_notes), commits = COALESCE(?13, commits)
 WHERE id = ?9 AND runner_id = ?10 AND status IN (SELECT value FROM json_each(?11))
 RETURNING id, status, cancel_requested, lease_expires_at`;
 

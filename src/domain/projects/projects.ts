@@ -171,6 +171,8 @@ export const pipelineConfigSchema = z.lazy(() =>
     /** Stored pipelines' schedules (the pipeline file has its own top-level list). */
     schedules: z.array(pipelineScheduleSchema).max(20).optional(),
     reports: pipelineReportsSchema.optional(),
+    /** A file in the checkout whose text becomes the build's release notes for tester channels. */
+    release_notes: z.string().min(1).max(1024).optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;

@@ -10,6 +10,18 @@ const ALLOW_HEADERS = "Authorization, Content-Type, X-Request-Id";
 const EXPOSE_HEADERS = "Content-Disposition, Content-Length, X-Request-Id";
 const PREFLIGHT_MAX_AGE_S = "600";
 
+const TESTER_LINK_POST = /^\/apps\/[A-Za-z0-9_-]{1,100}\/install$/;
+
+/**
+ * The tester page's Install form (docs/decisions.md "Tester distribution"). The page is served with
+ * `Referrer-Policy: no-referrer`, under which browsers send `Origin: null` on every POST it makes, so the Origin
+ * check cannot tell it apart; it needs none: the credential is the token in the path, not a cookie, so another
+ * site cannot forge the request without already holding the link.
+ */
+export function isTesterLinkPost(method: string, path: string): boolean {
+  return method === "POST" && TESTER_LINK_POST.test(path);
+}
+
 /** The origin the request was addressed to, as the browser would write it. */
 function ownOrigin(url: string, host: string | undefined): string {
   const parsed = new URL(url);
@@ -28,6 +40,8 @@ export function corsFromSettings(deps: AppDeps) {
   return createMiddleware<AppEnv>((c, next) => {
     const origin = c.req.header("origin");
     if (origin === undefined || origin === ownOrigin(c.req.url, c.req.header("host"))) return next();
+    // The tester page's Install form posts with `Origin: null` (its no-referrer policy); see isTesterLinkPost.
+    if (origin === "null" && isTesterLinkPost(c.req.method, c.req.path)) return next();
     return crossOrigin(c, next, origin);
   });
 

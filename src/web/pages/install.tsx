@@ -16,10 +16,10 @@ import { Layout, type PageCtx } from "../layout.tsx";
 import { formatBytes, isoTime, neutralise } from "../text.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 
-type Device = "ios" | "android" | "desktop";
+export type Device = "ios" | "android" | "desktop";
 
 /** Which kind of device asks: enough to order the page (a wrong guess still shows every part). */
-function deviceOf(userAgent: string): { device: Device; inAppOrOtherBrowser: boolean } {
+export function deviceOf(userAgent: string): { device: Device; inAppOrOtherBrowser: boolean } {
   if (/iPhone|iPad|iPod/.test(userAgent)) {
     // Safari's UA names Safari and none of the other iOS browsers' or in-app browsers' markers.
     const safari = /Safari\//.test(userAgent) && !/CriOS|FxiOS|EdgiOS|OPiOS|GSA\/|FBAN|FBAV|Instagram|Line\/|Twitter|Slack/.test(userAgent);
@@ -48,7 +48,7 @@ export function qrSvg(text: string): string {
 
 const date = (epochSeconds: number) => isoTime(epochSeconds).slice(0, 10);
 
-const STYLE = `
+export const INSTALL_STYLE = `
 .install{text-align:center}
 .install .app-icon{width:96px;height:96px;border-radius:22px;display:block;margin:0 auto .75rem;border:1px solid var(--border)}
 .install .app-icon-placeholder{display:flex;align-items:center;justify-content:center;font-size:2.5rem;font-weight:700;background:var(--border);color:var(--fg)}
@@ -70,12 +70,12 @@ function Head(props: { ctx: PageCtx }) {
   return (
     <>
       <meta name="robots" content="noindex" />
-      <style nonce={props.ctx.nonce}>{raw(STYLE)}</style>
+      <style nonce={props.ctx.nonce}>{raw(INSTALL_STYLE)}</style>
     </>
   );
 }
 
-function Qr(props: { url: string; caption: string }) {
+export function Qr(props: { url: string; caption: string }) {
   return (
     <figure class="qr" id="qr">
       {raw(qrSvg(props.url))}
@@ -84,7 +84,7 @@ function Qr(props: { url: string; caption: string }) {
   );
 }
 
-function signingHints(signing: AppSigning | null, device: Device, now: number) {
+export function signingHints(signing: AppSigning | null, device: Device, now: number) {
   if (!signing) return [];
   const hints = [];
   if (signing.kind === "ad_hoc" || signing.kind === "development") {
@@ -225,7 +225,7 @@ function InstallPage(props: { ctx: PageCtx; data: InstallPageData; token: string
 }
 
 /** One letter for the icon placeholder; anything that is not a letter or digit shows as a box. */
-function neutralInitial(title: string): string {
+export function neutralInitial(title: string): string {
   const first = [...title.trim()][0] ?? "?";
   return /[\p{L}\p{N}]/u.test(first) ? first.toUpperCase() : "?";
 }

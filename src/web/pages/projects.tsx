@@ -35,6 +35,7 @@ import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { jsonForDisplay } from "../text.ts";
+import { projectChannelsSlot } from "./channels.tsx";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 import { projectSigningPages, projectSigningSlot, type SigningState } from "./project-signing.tsx";
 import { projectRunnersView, type ProjectRunnersView, type RunnerByTrust } from "../../domain/runners/trust-view.ts";
@@ -276,6 +277,7 @@ function ProjectPage(props: {
   events?: Child;
   signing?: Child;
   runners: ProjectRunnersView;
+  channels?: Child;
 }) {
   const p = props.project;
   const forms = props.forms;
@@ -410,6 +412,8 @@ function ProjectPage(props: {
       <ProjectRunners view={props.runners} />
       {/* Webhooks, notifications and their deliveries (src/web/pages/project-events.tsx), builders only. */}
       {props.events}
+      {/* Tester channels (src/web/pages/channels.tsx), every role. */}
+      {props.channels}
 
       {props.canWrite ? (
         <Section title="Project settings" id="project-settings">
@@ -463,10 +467,11 @@ export function projectPages(deps: AppDeps) {
     const ctx = pageContext(c, deps);
     const eventSections = await projectEventsSlot(deps, ctx, project, events);
     const runners = await projectRunnersView(deps, id);
+    const channelSection = await projectChannelsSlot(deps, ctx, project, pipelines);
     const signingSection = await projectSigningSlot(deps, ctx, project, signing);
     return renderPage(
       c,
-      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} schedules={schedules} validation={validation} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} runners={runners} />,
+      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} schedules={schedules} validation={validation} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} runners={runners} channels={channelSection} />,
       status,
     );
   };
