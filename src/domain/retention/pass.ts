@@ -2,7 +2,8 @@
 // run deleting it in bounded batches, claimed in the database so that one daemon among several runs it.
 import { and, desc, eq, inArray, isNotNull, isNull, lte, or, sql, type SQL } from "drizzle-orm";
 import { dropLogSearchEntriesStatements } from "../logs/log-search.ts";
-import { artifacts, builds, retentionPasses } from "../../db/schema/index.ts";
+import { artifacts, builds, channels, retentionPasses } from "../../db/schema/index.ts";
+import { channelReleases } from "../channels/channels.ts";
 import { FINAL_BUILD_STATUSES } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError, describeError } from "../../errors.ts";
@@ -54,10 +55,15 @@ interface Plan {
 
 /**
  * Builds whose artifacts no pass may delete beyond the pinned and the not-final ones: the latest release of each
- * channel (tester distribution). Channels are not built yet; their rule goes here, answering build ids.
+ * tester channel, so a tester's link always has something to install (docs/decisions.md, "Retention").
  */
-async function protectedReleaseBuildIds(_deps: Pick<AppDeps, "db">): Promise<Set<string>> {
-  return new Set();
+async function protectedReleaseBuildIds(deps: Pick<AppDeps, "db">): Promise<Set<string>> {
+  const kept = new Set<string>();
+  for (const channel of await deps.db.select().from(channels)) {
+    const [latest] = await channelReleases(deps, channel);
+    if (latest) kept.add(latest.build_id);
+  }
+  return kept;
 }
 
 /** The cutoff (epoch seconds) of a max-age rule: builds finished at or before it are selected. */
