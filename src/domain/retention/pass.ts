@@ -108,7 +108,7 @@ async function computePlan(deps: Pick<AppDeps, "db" | "config">, now: number): P
           ROW_NUMBER() OVER (PARTITION BY b.pipeline_id, b.branch ORDER BY COALESCE(b.finished_at, b.updated_at) DESC, b.build_number DESC, b.id DESC) AS rank
         FROM builds b
         WHERE b.status IN (${FINAL_LIST})
-          -- "+status": look artifacts up by build_id; the (status, …) index made this a scan of every available one per build.
+          -- "+status": look artifacts up by build_id; the (status, ...) index made this a scan of every available one per build.
           AND EXISTS (SELECT 1 FROM artifacts a WHERE a.build_id = b.id AND +a.status = 'available')
       ) h
       WHERE h.pinned = 0 AND (${loosest})
