@@ -31,7 +31,7 @@ export const ERROR_CODES = [
   "already_exists", "invalid_email", "user_not_active",
   // projects, runners, builds
   "branch_not_found", "source_unreachable", "invalid_transition", "build_canceled", "log_offset_mismatch",
-  "no_credentials", "job_not_active", "invalid_runner_token", "runner_mismatch", "project_busy",
+  "no_credentials", "job_not_active", "invalid_runner_token", "invalid_job_token", "runner_mismatch", "project_busy",
   "runner_bundle_missing",
   // outbound guard (CONTRACT §12)
   "destination_not_allowed", "source_not_allowed",

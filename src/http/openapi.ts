@@ -198,6 +198,7 @@ export function buildOpenApiDocument(app: Hono<AppEnv>, info: { version: string 
         userSession: { type: "http", scheme: "bearer", description: "A user session token (hgu_…)" },
         setupSession: { type: "http", scheme: "bearer", description: "A setup session token (hgs_…)" },
         runnerToken: { type: "http", scheme: "bearer", description: "A runner token (hgr_…)" },
+        jobToken: { type: "http", scheme: "bearer", description: "A job token (hgj_…), handed out with the claimed job, for that job's calls only" },
       },
       schemas: { Error: toJsonSchema(ErrorJson, "output") },
       responses: {

@@ -2,11 +2,13 @@ import { z } from "zod";
 import {
   ARTIFACT_STATUSES,
   BUILD_STATUSES,
+  BUILD_TRUSTS,
   DELIVERY_OUTCOMES,
   FORGE_PROVIDERS,
   NOTIFICATION_KINDS,
   REMOTE_AUTH_MODES,
   RUNNER_STATUSES,
+  RUNNER_TRUSTS,
   RUNTIME_MODES,
   SETUP_STATES,
   STORAGE_PROVIDERS,
@@ -191,7 +193,7 @@ function buildAnswerSchemas() {
 
   const PipelineJson = z.object({ id, project_id: id, name: z.string(), config: pipelineConfigSchema, created_at: time, updated_at: time });
   const SecretJson = z.object({ name: z.string(), updated_at: time });
-  const ProtectionJson = z.object({ branches: z.array(z.string()) });
+  const ProtectionJson = z.object({ branches: z.array(z.string()), tags: z.array(z.string()) });
 
   // ---------------------------------------------------------------- builds
 
@@ -209,6 +211,7 @@ function buildAnswerSchemas() {
     commit_sha: z.string(),
     branch: z.string(),
     config_snapshot: pipelineConfigSchema,
+    trust: z.enum(BUILD_TRUSTS),
     runner_id: z.string().nullable(),
     step_results: z.array(stepResultSchema),
     exit_code: z.number().int().nullable(),
@@ -250,7 +253,12 @@ function buildAnswerSchemas() {
     name: z.string().nullable(),
     status: z.enum(RUNNER_STATUSES),
     // Capabilities are the runner's own report: `platforms` drives the claim, other keys are kept as given.
-    capabilities: z.looseObject({ platforms: z.array(z.enum(RUNNER_PLATFORMS)) }),
+    capabilities: z.looseObject({
+      platforms: z.array(z.enum(RUNNER_PLATFORMS)),
+      max_jobs: z.number().int().nullable().optional(),
+      isolation: z.enum(["user", "none"]).optional(),
+    }),
+    trust: z.enum(RUNNER_TRUSTS),
     last_heartbeat_at: time.nullable(),
     registered_by: z.string(),
     created_at: time,
@@ -272,6 +280,9 @@ function buildAnswerSchemas() {
     repo_url: z.string(),
     trigger_event: z.string().nullable(),
     lease_expires_at: time,
+    job_token: z.string(),
+    trust: z.enum(BUILD_TRUSTS),
+    outbound_allow: z.array(z.string()),
   });
   const JobJson = z.object({ build_id: id, status: z.enum(BUILD_STATUSES), cancel_requested: z.boolean(), lease_expires_at: time.nullable() });
   const LogAppendedJson = z.object({ log_bytes: z.number().int() });

@@ -37,7 +37,7 @@ export function apiDoc(doc: RouteDoc): MiddlewareHandler {
   return middleware;
 }
 
-export type AuthScheme = "userSession" | "setupSession" | "runnerToken";
+export type AuthScheme = "userSession" | "setupSession" | "runnerToken" | "jobToken";
 
 export interface AuthDoc {
   schemes: AuthScheme[];

@@ -70,6 +70,7 @@ tbody tr:last-child td{border-bottom:0}
 .flash-ok{background:var(--ok-bg);color:var(--ok);border-color:var(--ok)}
 .flash-error{background:var(--bad-bg);color:var(--bad);border-color:var(--bad)}
 .flash-info{background:var(--info-bg);color:var(--info);border-color:var(--info)}
+.flash-warn{background:var(--wait-bg);color:var(--wait);border-color:var(--wait)}
 .empty{text-align:center;padding:2rem 1rem;color:var(--muted)}
 .empty-title{font-weight:600;color:var(--fg);margin:0 0 .5rem}
 .name{overflow-wrap:anywhere}

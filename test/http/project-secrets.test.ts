@@ -105,6 +105,11 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
   const jobPath = (id: string) => `/v1/runners/${w.runner.id}/jobs/${id}`;
 
   it("answers {} without secrets, then every secret while the job is active, then 409 job_not_active", async () => {
+    // Signing material alone makes the project's builds protected: the secrets call answers, with nothing in it.
+    await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
+      token: w.ownerToken,
+      body: { keystore_base64: "AAAA", keystore_password: "store-pass", key_alias: "k", key_password: "key-pass" },
+    });
     const first = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     await claim(t, w.runner);
     const empty = await t.call("GET", `${jobPath(first.id)}/secrets`, { token: w.runner.token });
@@ -159,9 +164,9 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
 
   it("withholds signing and secrets from an unprotected branch (403 secrets_withheld), not checkout", async () => {
     const get = await t.call("GET", `/v1/projects/${w.project.id}/protection`, { token: w.ownerToken });
-    expect(get.body).toEqual({ branches: ["**"] });
+    expect(get.body).toEqual({ branches: ["**"], tags: ["**"] });
     const put = await t.call("PUT", `/v1/projects/${w.project.id}/protection`, { token: w.ownerToken, body: { branches: ["main", "release/**"] } });
-    expect([put.status, put.body]).toEqual([200, { branches: ["main", "release/**"] }]);
+    expect([put.status, put.body]).toEqual([200, { branches: ["main", "release/**"], tags: ["**"] }]);
     expect((await auditEvents(t, w.ownerToken)).map((e: Json) => e.action)).toContain("project.protection.set");
 
     const cases: Array<[string, boolean]> = [

@@ -151,7 +151,16 @@ describe("claim", () => {
       repo_url: w.project.repo_url,
       trigger_event: null,
       lease_expires_at: t.clock.now() + t.deps.config.jobLeaseS,
+      job_token: expect.stringMatching(/^hgj_[A-Za-z0-9_-]{43}$/),
+      // The project holds no signing material or secret: an open build.
+      trust: "open",
+      outbound_allow: [...t.deps.config.outboundAllow.cidrs],
     });
+    // Only the job token's SHA-256 is stored.
+    const stored = await t.deps.db.select().from(builds).where(eq(builds.id, first.id)).get();
+    expect(stored?.jobTokenHash).toBe(await sha256Hex(job.job_token));
+    expect(JSON.stringify(stored)).not.toContain(job.job_token.slice(4));
+    expect(t.deps.config.outboundAllow.cidrs).toEqual(["127.0.0.1/32", "::1/128"]);
     const row = await t.deps.db.select().from(runners).where(eq(runners.id, iosRunner.id)).get();
     expect(row?.lastHeartbeatAt).toBe(t.clock.now());
     expect(row?.status).toBe("busy");
@@ -384,12 +393,14 @@ describe("job credentials", () => {
     w = await buildWorld(t);
   });
 
-  it("answers 404 no_credentials while the project has none", async () => {
+  it("answers 404 no_credentials while the project has none (its builds are open: signing is withheld first)", async () => {
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
-    await claim(t, w.runner);
-    for (const kind of ["checkout-auth", "android-signing", "ios-signing"]) {
+    expect((await claim(t, w.runner)).trust).toBe("open");
+    const checkout = await t.call("GET", `/v1/runners/${w.runner.id}/jobs/${b.id}/checkout-auth`, { token: w.runner.token });
+    expect([checkout.status, checkout.body.code]).toEqual([404, "no_credentials"]);
+    for (const kind of ["android-signing", "ios-signing"]) {
       const res = await t.call("GET", `/v1/runners/${w.runner.id}/jobs/${b.id}/${kind}`, { token: w.runner.token });
-      expect([kind, res.status, res.body.code]).toEqual([kind, 404, "no_credentials"]);
+      expect([kind, res.status, res.body.code]).toEqual([kind, 403, "secrets_withheld"]);
     }
     await reportStatus(t, w.runner, b.id, { status: "running" });
     await reportStatus(t, w.runner, b.id, { status: "succeeded" });

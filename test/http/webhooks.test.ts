@@ -260,11 +260,17 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     const forkBuild = (await deliver(t, webhook, "pull_request", fork)).body.builds[0];
     const build = (await t.call("GET", `/v1/builds/${forkBuild.id}`, { token: owner })).body;
     expect(build).toMatchObject({ trigger_event: "pull_request", trigger_ref: `refs/pull/${fork.number}/head`, branch: "changes", commit_sha: fork.pull_request.head.sha });
-    const job2 = await claim(t, runner);
+    expect([sameBuild.id, build.trust]).toEqual([sameBuild.id, "fork"]);
+    expect((await t.call("GET", `/v1/builds/${sameBuild.id}`, { token: owner })).body.trust).toBe("protected");
+    // A fork's pull request never reaches a protected runner: only an open one takes it.
+    expect(await claim(t, runner)).toBeNull();
+    const open = (await t.call("POST", "/v1/runners/register", { token: owner, body: { trust: "open", capabilities: { platforms: ["ios", "android", "macos"] } } })).body;
+    expect(open.trust).toBe("open");
+    const job2 = await claim(t, open);
     expect(job2.build_id).toBe(forkBuild.id);
     // Secret variables are withheld from a fork's pull request like the signing material (CONTRACT §5).
     for (const kind of ["android-signing", "ios-signing", "secrets"]) {
-      const withheld = await t.call("GET", `/v1/runners/${runner.id}/jobs/${job2.build_id}/${kind}`, { token: runner.token });
+      const withheld = await t.call("GET", `/v1/runners/${open.id}/jobs/${job2.build_id}/${kind}`, { token: open.token });
       expect([withheld.status, withheld.body.code]).toEqual([403, "secrets_withheld"]);
     }
     const closed = github("pull_request", (e) => e.action === "closed");

@@ -1,6 +1,6 @@
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import { bytes, lifecycleDates } from "./_columns.ts";
-import { BUILD_STATUSES, TRIGGER_TYPES } from "./constants.ts";
+import { BUILD_STATUSES, BUILD_TRUSTS, TRIGGER_TYPES } from "./constants.ts";
 
 export const builds = sqliteTable(
   "builds",
@@ -31,6 +31,10 @@ export const builds = sqliteTable(
     cancelRequested: integer("cancel_requested", { mode: "boolean" }).notNull().default(false),
     /** A pull request from a fork (CONTRACT §11): no signing material and no secret variables are released. */
     fromFork: integer("from_fork", { mode: "boolean" }).notNull().default(false),
+    /** Decided at queue time: which runners may take the build and whether it may receive credentials. */
+    trust: text("trust", { enum: BUILD_TRUSTS }).notNull().default("protected"),
+    /** SHA-256 of the job token handed out with the latest claim; the token itself is never stored. */
+    jobTokenHash: text("job_token_hash"),
     logBytes: integer("log_bytes").notNull().default(0),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
@@ -41,6 +45,7 @@ export const builds = sqliteTable(
     uniqueIndex("builds_project_number_unique").on(t.projectId, t.buildNumber),
     index("builds_status_queued_at").on(t.status, t.queuedAt),
     index("builds_runner_id").on(t.runnerId),
+    index("builds_job_token_hash").on(t.jobTokenHash),
     index("builds_created_at").on(t.createdAt),
   ],
 );

@@ -31,6 +31,13 @@ export type Platform = (typeof PLATFORMS)[number];
 export const RUNNER_STATUSES = ["online", "offline", "busy", "draining"] as const;
 export type RunnerStatus = (typeof RUNNER_STATUSES)[number];
 
+/** A runner's trust (docs/runner-isolation.md): `protected` may receive credentials, `open` never does. */
+export const RUNNER_TRUSTS = ["protected", "open"] as const;
+export type RunnerTrust = (typeof RUNNER_TRUSTS)[number];
+/** A build's trust, decided at queue time: which runners may take it and whether it may receive credentials. */
+export const BUILD_TRUSTS = ["protected", "open", "fork"] as const;
+export type BuildTrust = (typeof BUILD_TRUSTS)[number];
+
 export const BUILD_STATUSES = [
   "queued", "scheduled", "assigned", "running", "succeeded", "failed", "canceled", "timed_out", "expired",
 ] as const;

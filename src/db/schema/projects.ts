@@ -45,6 +45,8 @@ export const projects = sqliteTable("projects", {
    * `["**"]` (every branch).
    */
   protectedBranches: text("protected_branches", { mode: "json" }).$type<string[]>(),
+  /** Tag globs, the same for tag builds (a tag never matches a branch rule); null means `["**"]`. */
+  protectedTags: text("protected_tags", { mode: "json" }).$type<string[]>(),
   /** Last build number handed out; incremented by the same statement that inserts the build. */
   lastBuildNumber: integer("last_build_number").notNull().default(0),
   createdBy: text("created_by"),

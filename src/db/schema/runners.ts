@@ -1,6 +1,6 @@
 import { integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import { lifecycleDates } from "./_columns.ts";
-import { RUNNER_STATUSES } from "./constants.ts";
+import { RUNNER_STATUSES, RUNNER_TRUSTS } from "./constants.ts";
 
 export const runners = sqliteTable(
   "runners",
@@ -10,6 +10,8 @@ export const runners = sqliteTable(
     tokenHash: text("token_hash").notNull(),
     status: text("status", { enum: RUNNER_STATUSES }).notNull(),
     capabilities: text("capabilities", { mode: "json" }).notNull(),
+    /** `protected` (may receive credentials) or `open` (takes outside code, never credentials); set by owners and admins. */
+    trust: text("trust", { enum: RUNNER_TRUSTS }).notNull().default("protected"),
     lastHeartbeatAt: integer("last_heartbeat_at"),
     registeredBy: text("registered_by").notNull(),
     ...lifecycleDates,

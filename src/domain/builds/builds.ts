@@ -1,6 +1,6 @@
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
-import { BUILD_STATUSES } from "../../db/schema/constants.ts";
+import { BUILD_STATUSES, type BuildTrust, type RunnerTrust } from "../../db/schema/constants.ts";
 import { builds, projects, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -9,7 +9,8 @@ import { NON_FINAL_STATUSES } from "./build-machine.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "../common/crypto.ts";
 import { assertRepoAllowed, resolveBranch } from "../projects/git.ts";
 import { endStepResultsSql } from "./step-results.ts";
-import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow } from "../projects/projects.ts";
+import { branchSchema, getPipeline, getProject, openSourceCredentials, type PipelineConfig, type PipelineRow, type ProjectRow } from "../projects/projects.ts";
+import { queuedTrustSql } from "../projects/credential-release.ts";
 import { refreshRunnerStatement } from "../runners/runners.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -66,6 +67,7 @@ export function toBuildJson(b: BuildRow) {
     commit_sha: b.commitSha,
     branch: b.branch,
     config_snapshot: b.configSnapshot as PipelineConfig,
+    trust: b.trust,
     runner_id: b.runnerId,
     step_results: (b.stepResults as StepResult[] | null) ?? [],
     exit_code: b.exitCode,
@@ -116,7 +118,7 @@ export async function triggerBuild(
   await assertRepoAllowed(deps, project.repoUrl);
   const commitSha =
     input.commit_sha ?? (await resolveBranch(deps, project.repoUrl, branch, (await openSourceCredentials(deps, project)) ?? undefined));
-  return insertBuild(deps, actor, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null, fromFork: false });
+  return insertBuild(deps, actor, project, pipeline, { commitSha, branch, triggerRef: input.trigger_ref ?? null, rerunOf: null, fromFork: false });
 }
 
 /**
@@ -130,9 +132,10 @@ export async function rerunBuild(
 ): Promise<BuildRow> {
   const original = await getBuild(deps, buildId);
   // The repository rules may have changed since the original ran (remote mode, local paths).
-  await assertRepoAllowed(deps, (await getProject(deps, original.projectId)).repoUrl);
+  const project = await getProject(deps, original.projectId);
+  await assertRepoAllowed(deps, project.repoUrl);
   const pipeline = await getPipeline(deps, original.projectId, original.pipelineId);
-  return insertBuild(deps, actor, pipeline, {
+  return insertBuild(deps, actor, project, pipeline, {
     commitSha: original.commitSha,
     branch: original.branch,
     triggerRef: original.triggerRef,
@@ -145,6 +148,7 @@ export async function rerunBuild(
 async function insertBuild(
   deps: Pick<AppDeps, "db" | "clock" | "config" | "jobSignal">,
   actor: UserRow,
+  project: ProjectRow,
   pipeline: PipelineRow,
   what: { commitSha: string; branch: string; triggerRef: string | null; rerunOf: string | null; fromFork: boolean },
 ): Promise<BuildRow> {
@@ -164,6 +168,8 @@ async function insertBuild(
     configSnapshot: JSON.stringify(config),
     timeoutS,
   };
+  // A manual build carries no trigger event: a tag build is one whose trigger_ref names a tag.
+  const trust = queuedTrustSql(project, { branch: what.branch, triggerEvent: null, triggerRef: what.triggerRef, fork: what.fromFork });
   // The project and pipeline must still be live when the row goes in: a concurrent delete wins or loses whole.
   const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL)`;
   const [, inserted] = await deps.db.batch([
@@ -172,9 +178,9 @@ async function insertBuild(
       .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
       .where(and(eq(projects.id, projectId), live)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_ref, rerun_of, from_fork, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
+        trigger_ref, rerun_of, from_fork, trust, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
       SELECT ${values.id}, ${values.projectId}, ${values.pipelineId}, last_build_number, ${values.status}, ${values.platform},
-        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.fromFork ? 1 : 0}, ${what.commitSha}, ${what.branch},
+        ${values.triggerType}, ${values.triggerActor}, ${what.triggerRef}, ${what.rerunOf}, ${what.fromFork ? 1 : 0}, ${trust}, ${what.commitSha}, ${what.branch},
         ${values.configSnapshot}, ${values.timeoutS}, ${now}, ${now}, ${now}
       FROM projects WHERE id = ${projectId} AND ${live}`),
     auditStatementWhen(
@@ -266,14 +272,19 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   return canceled ?? getBuild(deps, buildId);
 }
 
-export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner"] as const;
+export const QUEUE_REASONS = ["waiting_for_runner", "no_runner_online", "no_matching_runner", "no_runner_of_trust"] as const;
+
+/** Whether a runner of this trust takes builds of that trust (the claim's rule, docs/runner-isolation.md). */
+export function runnerTakesTrust(runner: RunnerTrust, build: BuildTrust): boolean {
+  return runner === "open" ? build === "open" || build === "fork" : build === "protected" || build === "open";
+}
 
 /**
  * "Why queued" (CONTRACT §13) for a queued build: the registered runners that offer its platform, by status, and
  * its 1-based place among the queued builds those runners could take (oldest first, as the claim orders them).
  */
 export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
-  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities }).from(runners);
+  const all = await deps.db.select({ status: runners.status, capabilities: runners.capabilities, trust: runners.trust }).from(runners);
   const offered = (r: (typeof all)[number]) => {
     const platforms = (r.capabilities as { platforms?: unknown } | null)?.platforms;
     return Array.isArray(platforms) ? platforms.filter((p): p is string => typeof p === "string") : [];
@@ -281,8 +292,17 @@ export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {
   const matching = build.platform === "any" ? all : all.filter((r) => offered(r).includes(build.platform));
   const counts = { online: 0, busy: 0, draining: 0, offline: 0 };
   for (const r of matching) counts[r.status] += 1;
+  // Runners that offer the platform but not a fitting trust can never take it either (a fork's pull request and
+  // only protected runners): that is said apart, and "online" counts only the runners that could take it.
+  const fitting = matching.filter((r) => runnerTakesTrust(r.trust, build.trust));
   const reason: (typeof QUEUE_REASONS)[number] =
-    matching.length === 0 ? "no_matching_runner" : counts.online + counts.busy === 0 ? "no_runner_online" : "waiting_for_runner";
+    matching.length === 0
+      ? "no_matching_runner"
+      : fitting.length === 0
+        ? "no_runner_of_trust"
+        : fitting.every((r) => r.status === "offline" || r.status === "draining")
+          ? "no_runner_online"
+          : "waiting_for_runner";
   let position: number | null = null;
   if (matching.length > 0) {
     const platforms = [...new Set(["any", ...matching.flatMap(offered)])];

@@ -13,6 +13,8 @@ import { iosSigningForRunner } from "../signing/signing.ts";
 import { recordAudit } from "../common/audit.ts";
 import { assertCredentialsReleasable } from "../projects/credential-release.ts";
 import { openSecrets } from "../projects/project-secrets.ts";
+import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
+import type { BuildTrust } from "../../db/schema/constants.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
@@ -50,6 +52,12 @@ export interface ClaimedJob {
   /** What started the build (`push`, `pull_request`, … for webhooks; null for a manual build). */
   trigger_event: string | null;
   lease_expires_at: number;
+  /** This job's own credential for its /v1/runners/{rid}/jobs/{jid}/… calls (docs/runner-isolation.md). */
+  job_token: string;
+  /** The build's trust, decided at queue time. */
+  trust: BuildTrust;
+  /** HANGAR_OUTBOUND_ALLOW's CIDRs: the runner's clone refuses what the daemon's outbound guard refuses. */
+  outbound_allow: string[];
 }
 
 /**
@@ -60,7 +68,10 @@ export interface ClaimedJob {
  */
 export async function claimOnce(deps: SchedDeps, runnerId: string, options: { heartbeat?: boolean } = {}): Promise<ClaimedJob | null> {
   const now = deps.clock.now();
-  const claim = { sql: CLAIM_SQL, args: [runnerId, now + deps.config.jobLeaseS, now, runnerId, runnerId] };
+  // The job token is made before the claim so that its hash lands in the same statement: a claimed build never
+  // exists without the token its runner was handed. Only the hash is stored.
+  const jobToken = prefixedToken(TOKEN_PREFIXES.job);
+  const claim = { sql: CLAIM_SQL, args: [runnerId, now + deps.config.jobLeaseS, now, await sha256Hex(jobToken)] };
   const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
   const client = clientOf(deps.db);
   let row: Row | undefined;
@@ -87,20 +98,32 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
     repo_url: b.repo_url ?? "",
     trigger_event: b.trigger_event ?? null,
     lease_expires_at: b.lease_expires_at === null ? 0 : Number(b.lease_expires_at),
+    job_token: jobToken,
+    trust: b.trust,
+    outbound_allow: [...deps.config.outboundAllow.cidrs],
   };
 }
 
 /**
  * The claim as fixed SQL (issue 16): drizzle built this statement afresh on every claim, which cost more than
- * running it. Same statement as the builder made: the runner's platforms are read inside it, so a concurrent
- * PATCH or drain is honoured too; it returns only what the claimed job needs, with the two names the runner needs
- * beside the build row. Arguments: runner id, lease expiry, now, runner id, runner id.
+ * running it. The runner row is read inside it (platforms, trust, max_jobs, draining), so a concurrent PATCH or
+ * drain is honoured too, and the trust rules hold under the write lock (docs/runner-isolation.md): a protected
+ * runner takes protected and open builds, an open one open and fork builds, and a protected build is not handed
+ * to a runner while it holds an open or fork job. A runner at its `max_jobs` matches no row. It returns only what
+ * the claimed job needs, with the two names the runner needs beside the build row.
+ * Arguments: ?1 runner id, ?2 lease expiry, ?3 now, ?4 the job token's SHA-256.
  */
-const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?, attempt_count = attempt_count + 1, lease_expires_at = ?, updated_at = ?
-WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELECT value FROM json_each((SELECT capabilities FROM runners
-  WHERE id = ? AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any') ORDER BY queued_at, rowid LIMIT 1)
-  AND status = 'queued' AND EXISTS (SELECT 1 FROM runners WHERE runners.id = ? AND runners.status != 'draining')
-RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at,
+const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?1, attempt_count = attempt_count + 1, lease_expires_at = ?2,
+  updated_at = ?3, job_token_hash = ?4
+WHERE id = (SELECT b.id FROM builds b, (SELECT capabilities, trust FROM runners WHERE id = ?1 AND status != 'draining'
+    AND (json_extract(capabilities, '$.max_jobs') IS NULL OR (SELECT count(*) FROM builds h WHERE h.runner_id = ?1
+      AND h.status IN ('assigned', 'running')) < json_extract(capabilities, '$.max_jobs'))) r
+  WHERE b.status = 'queued' AND b.platform IN (SELECT value FROM json_each(r.capabilities, '$.platforms') UNION ALL SELECT 'any')
+    AND CASE WHEN r.trust = 'open' THEN b.trust IN ('open', 'fork') ELSE b.trust = 'open' OR (b.trust = 'protected'
+      AND NOT EXISTS (SELECT 1 FROM builds h WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running') AND h.trust != 'protected')) END
+  ORDER BY b.queued_at, b.rowid LIMIT 1)
+  AND status = 'queued'
+RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at, trust,
   (SELECT repo_url FROM projects WHERE projects.id = builds.project_id) AS repo_url,
   (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id) AS pipeline_name`;
 
@@ -116,6 +139,7 @@ interface ClaimRow {
   trigger_event: string | null;
   lease_expires_at: number | null;
   queued_at: number;
+  trust: BuildTrust;
   repo_url: string | null;
   pipeline_name: string | null;
 }
@@ -283,7 +307,12 @@ async function activeJobProject(deps: Pick<AppDeps, "db">, runnerId: string, job
   if (!(ACTIVE_STATUSES as readonly string[]).includes(build.status)) {
     throw new ApiError(409, "job_not_active", "the job is not assigned or running");
   }
-  return { build, project: await getProject(deps, build.projectId) };
+  const [project, runner] = await Promise.all([
+    getProject(deps, build.projectId),
+    deps.db.select({ trust: runners.trust }).from(runners).where(eq(runners.id, runnerId)).get(),
+  ]);
+  // Read at each hand-out, not at claim: a runner demoted while it holds the job gets nothing more.
+  return { build, project, runnerTrust: runner?.trust ?? "open" };
 }
 
 type CredentialKind = "checkout" | "android_signing" | "ios_signing" | "secrets";
@@ -313,8 +342,8 @@ export async function checkoutAuth(deps: CredDeps, runnerId: string, jobId: stri
 }
 
 export async function androidSigning(deps: CredDeps, runnerId: string, jobId: string) {
-  const { build, project } = await activeJobProject(deps, runnerId, jobId);
-  assertCredentialsReleasable(build, project);
+  const { build, project, runnerTrust } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project, runnerTrust);
   const signing = await openAndroidSigning(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no Android signing credentials");
   await recordHandOut(deps, runnerId, build, "android_signing");
@@ -322,8 +351,8 @@ export async function androidSigning(deps: CredDeps, runnerId: string, jobId: st
 }
 
 export async function iosSigning(deps: CredDeps, runnerId: string, jobId: string) {
-  const { build, project } = await activeJobProject(deps, runnerId, jobId);
-  assertCredentialsReleasable(build, project);
+  const { build, project, runnerTrust } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project, runnerTrust);
   // Every profile with its UUID and bundle id pattern; the first one also in the old single field.
   const signing = await iosSigningForRunner(deps, project);
   if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
@@ -333,8 +362,8 @@ export async function iosSigning(deps: CredDeps, runnerId: string, jobId: string
 
 /** The project's secret variables for a job, `{}` when it has none; same rules as the signing calls. */
 export async function jobSecrets(deps: CredDeps, runnerId: string, jobId: string): Promise<Record<string, string>> {
-  const { build, project } = await activeJobProject(deps, runnerId, jobId);
-  assertCredentialsReleasable(build, project);
+  const { build, project, runnerTrust } = await activeJobProject(deps, runnerId, jobId);
+  assertCredentialsReleasable(build, project, runnerTrust);
   const secrets = await openSecrets(deps, project.id);
   await recordHandOut(deps, runnerId, build, "secrets");
   return secrets;

@@ -39,7 +39,7 @@ export function randomToken(): string {
  * Bearer-token prefixes (CONTRACT §3): a leaked token says what it is, and no token starts with `-` (which
  * command-line parsers take for an option). URL-path tokens (download, upload, install, login links) have none.
  */
-export const TOKEN_PREFIXES = { userSession: "hgu_", setupSession: "hgs_", runner: "hgr_", webhookSecret: "hgw_" } as const;
+export const TOKEN_PREFIXES = { userSession: "hgu_", setupSession: "hgs_", runner: "hgr_", webhookSecret: "hgw_", job: "hgj_" } as const;
 export type TokenPrefix = (typeof TOKEN_PREFIXES)[keyof typeof TOKEN_PREFIXES];
 
 /** A bearer token: its prefix, then 32 random bytes base64url. It is hashed whole, prefix included. */

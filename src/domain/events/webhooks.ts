@@ -10,7 +10,8 @@ import { prefixedToken, TOKEN_PREFIXES } from "../common/crypto.ts";
 import { FORGE_ADAPTERS, type ForgeRequest, type RepoInfo } from "./forges/index.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
 import { checkDestinationNow, findDestinationNotAllowed } from "../common/outbound.ts";
-import { getProject, type PipelineConfig } from "../projects/projects.ts";
+import { getProject, type PipelineConfig, type ProjectRow } from "../projects/projects.ts";
+import { queuedTrustSql } from "../projects/credential-release.ts";
 import { pipelineWantsBuild, skipReason } from "./triggers.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -256,8 +257,9 @@ export async function receiveWebhook(
 
   let ignored: string | null = parsed.kind === "ping" ? "ping" : parsed.kind === "ignored" ? parsed.reason : null;
   const plans: Array<{ request: ForgeRequest; pipeline: typeof pipelines.$inferSelect; id: string }> = [];
+  let project: ProjectRow | null = null;
   if (parsed.kind === "requests") {
-    const project = await getProject(deps, hook.projectId);
+    project = await getProject(deps, hook.projectId);
     const projectPipelines = await deps.db.select().from(pipelines).where(eq(pipelines.projectId, hook.projectId)).orderBy(pipelines.createdAt);
     const reasons: string[] = [];
     for (const request of parsed.requests) {
@@ -273,13 +275,14 @@ export async function receiveWebhook(
     if (plans.length === 0) ignored = reasons[0] ?? "no pipeline's triggers match";
   }
   try {
-    if (plans.length === 0) {
+    if (plans.length === 0 || project === null) {
       await record("ignored", ignored);
       return { builds: [], ignored: ignored ?? "nothing to build" };
     }
     const actor = parsed.kind === "requests" ? parsed.actor : null;
     const now = deps.clock.now();
-    const statements: BatchItem<"sqlite">[] = plans.flatMap((p) => queueWebhookBuild(deps, hook.projectId, p.pipeline, p.request, p.id, actor, now));
+    const owner = project;
+    const statements: BatchItem<"sqlite">[] = plans.flatMap((p) => queueWebhookBuild(deps, owner, p.pipeline, p.request, p.id, actor, now));
     const ids = plans.map((p) => p.id);
     const idsJson = JSON.stringify(ids);
     const first = statements.shift()!;
@@ -321,7 +324,7 @@ function learnRepo(deps: Pick<AppDeps, "db" | "clock">, webhookId: string, repo:
  */
 function queueWebhookBuild(
   deps: Pick<AppDeps, "db" | "config">,
-  projectId: string,
+  project: ProjectRow,
   pipeline: typeof pipelines.$inferSelect,
   request: ForgeRequest,
   id: string,
@@ -329,6 +332,8 @@ function queueWebhookBuild(
   now: number,
 ) {
   const config = pipeline.config as PipelineConfig;
+  const projectId = project.id;
+  const trust = queuedTrustSql(project, { branch: request.branch, triggerEvent: request.event, triggerRef: request.ref, fork: request.fork });
   const fresh = sql`NOT EXISTS (SELECT 1 FROM builds WHERE pipeline_id = ${pipeline.id} AND trigger_type = 'webhook'
     AND trigger_event = ${request.event} AND trigger_ref = ${request.ref} AND commit_sha = ${request.commitSha}
     AND created_at > ${now - REBUILD_WINDOW_S})`;
@@ -338,10 +343,10 @@ function queueWebhookBuild(
       .set({ lastBuildNumber: sql`${projects.lastBuildNumber} + 1` })
       .where(and(eq(projects.id, projectId), fresh)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
-        trigger_event, trigger_ref, commit_sha, branch, config_snapshot, timeout_s, from_fork, queued_at, created_at, updated_at)
+        trigger_event, trigger_ref, commit_sha, branch, config_snapshot, timeout_s, from_fork, trust, queued_at, created_at, updated_at)
       SELECT ${id}, ${projectId}, ${pipeline.id}, last_build_number, 'queued', ${config.platform}, 'webhook', ${actor?.slice(0, 200) ?? null},
         ${request.event}, ${request.ref}, ${request.commitSha}, ${request.branch}, ${JSON.stringify(config)},
-        ${config.timeout_s ?? deps.config.buildTimeoutS}, ${request.fork ? 1 : 0}, ${now}, ${now}, ${now}
+        ${config.timeout_s ?? deps.config.buildTimeoutS}, ${request.fork ? 1 : 0}, ${trust}, ${now}, ${now}, ${now}
       FROM projects WHERE id = ${projectId} AND ${fresh}`),
   ];
 }

@@ -43,28 +43,54 @@ const branchGlob = z
     }
   }, "the glob expands to too many alternatives");
 
-export const protectionSchema = z.strictObject({ branches: z.array(branchGlob).max(100) });
+/** Either list may be left out: it keeps its value (a body of only `branches` leaves the tag rules as they were). */
+export const protectionSchema = z
+  .strictObject({ branches: z.array(branchGlob).max(100).optional(), tags: z.array(branchGlob).max(100).optional() })
+  .refine((p) => p.branches !== undefined || p.tags !== undefined, "give branches, tags or both");
 
 export function protectedBranches(project: ProjectRow): string[] {
   return project.protectedBranches ?? DEFAULT_PROTECTED_BRANCHES;
 }
 
-export function toProtectionJson(project: ProjectRow) {
-  return { branches: protectedBranches(project) };
+export function protectedTags(project: ProjectRow): string[] {
+  return project.protectedTags ?? DEFAULT_PROTECTED_BRANCHES;
 }
 
-/** True when builds of `branch` may receive the project's signing material and secret variables. */
-export function branchIsProtected(project: ProjectRow, branch: string): boolean {
-  return protectedBranches(project).some((g) => compileGlob(g).test(branch));
+export function toProtectionJson(project: ProjectRow) {
+  return { branches: protectedBranches(project), tags: protectedTags(project) };
+}
+
+/** The ref a build is of: a tag (a `tag` event, or a `refs/tags/` trigger ref) or a branch, and its short name. */
+export function buildRef(build: { branch: string; triggerEvent: string | null; triggerRef: string | null }): { kind: "tag" | "branch"; name: string } {
+  if (build.triggerRef?.startsWith("refs/tags/")) return { kind: "tag", name: build.triggerRef.slice("refs/tags/".length) };
+  if (build.triggerEvent === "tag") return { kind: "tag", name: build.branch };
+  return { kind: "branch", name: build.branch };
+}
+
+/**
+ * True when builds of this ref may receive the project's signing material and secret variables. A tag matches
+ * only the tag rules and a branch only the branch rules: a tag named `main` is not branch `main`.
+ */
+export function refIsProtected(project: ProjectRow, ref: { kind: "tag" | "branch"; name: string }): boolean {
+  const globs = ref.kind === "tag" ? protectedTags(project) : protectedBranches(project);
+  return globs.some((g) => compileGlob(g).test(ref.name));
 }
 
 export async function setProtection(deps: DbDeps, actor: UserRow, projectId: string, input: z.infer<typeof protectionSchema>): Promise<ProjectRow> {
   await getProject(deps, projectId);
   const now = deps.clock.now();
-  const branches = [...new Set(input.branches)];
+  const fields: Partial<ProjectRow> = { updatedAt: now };
+  if (input.branches !== undefined) fields.protectedBranches = [...new Set(input.branches)];
+  if (input.tags !== undefined) fields.protectedTags = [...new Set(input.tags)];
   await deps.db.batch([
-    deps.db.update(projects).set({ protectedBranches: branches, updatedAt: now }).where(eq(projects.id, projectId)),
-    auditStatement(deps, { action: "project.protection.set", actor, targetType: "project", targetId: projectId, details: { branches } }),
+    deps.db.update(projects).set(fields).where(eq(projects.id, projectId)),
+    auditStatement(deps, {
+      action: "project.protection.set",
+      actor,
+      targetType: "project",
+      targetId: projectId,
+      details: { branches: fields.protectedBranches, tags: fields.protectedTags },
+    }),
   ]);
   return getProject(deps, projectId);
 }

@@ -1,6 +1,7 @@
 import { and, asc, eq, gte, inArray, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
 import { builds, runners } from "../../db/schema/index.ts";
+import { RUNNER_TRUSTS } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
@@ -15,7 +16,13 @@ type DbDeps = Pick<AppDeps, "db" | "clock">;
 /** Platforms a runner can build for (CONTRACT §6): `any` is a pipeline's wildcard, never a capability. */
 export const RUNNER_PLATFORMS = ["ios", "android", "macos"] as const;
 
-/** `platforms` drives the claim; other capability keys are kept as given (SPEC: not shown). */
+/** How a runner isolates its steps from itself, as it reports it (docs/runner-isolation.md). */
+export const RUNNER_ISOLATIONS = ["user", "none"] as const;
+
+/**
+ * `platforms` and `max_jobs` drive the claim; `isolation` is the runner's own report; other keys are kept as
+ * given (SPEC: not shown). `max_jobs: null` lifts a cap (owners and admins only).
+ */
 export const capabilitiesSchema = z.looseObject({
   platforms: z
     .array(z.enum(RUNNER_PLATFORMS, { error: "a platform is one of ios, android, macos" }))
@@ -23,19 +30,29 @@ export const capabilitiesSchema = z.looseObject({
     .default([])
     // A repeated platform means nothing more; keep the list a set so narrowing compares cleanly.
     .transform((list) => [...new Set(list)]),
+  max_jobs: z.number().int().min(1).max(1000).nullable().optional(),
+  isolation: z.enum(RUNNER_ISOLATIONS).optional(),
 });
 export type RunnerCapabilities = z.infer<typeof capabilitiesSchema>;
 
 export const registerRunnerSchema = z.object({
   name: z.string().trim().min(1).max(100).optional(),
   capabilities: capabilitiesSchema.optional(),
+  trust: z.enum(RUNNER_TRUSTS).optional(),
 });
 
 export const patchRunnerSchema = z.object({
   name: z.string().trim().min(1).max(100).optional(),
   capabilities: capabilitiesSchema.optional(),
   status: z.enum(["online", "draining"]).optional(),
+  trust: z.enum(RUNNER_TRUSTS).optional(),
 });
+
+/** Stored capabilities: a cap of null is no cap, so the key goes rather than being kept as null. */
+function storedCapabilities(caps: RunnerCapabilities): RunnerCapabilities {
+  const { max_jobs, ...rest } = caps;
+  return max_jobs === null || max_jobs === undefined ? rest : { ...rest, max_jobs };
+}
 
 /** A runner may report `busy` too; the daemon derives online/busy from its active jobs either way. */
 export const heartbeatSchema = z.object({ status: z.enum(["online", "busy", "draining"]).optional() });
@@ -46,6 +63,7 @@ export function toRunnerJson(r: RunnerRow) {
     name: r.name,
     status: r.status,
     capabilities: r.capabilities as RunnerCapabilities,
+    trust: r.trust,
     last_heartbeat_at: r.lastHeartbeatAt,
     registered_by: r.registeredBy,
     created_at: r.createdAt,
@@ -65,7 +83,8 @@ export async function registerRunner(
     name: input.name ?? null,
     tokenHash: await sha256Hex(token),
     status: "online",
-    capabilities: input.capabilities ?? { platforms: [] },
+    capabilities: storedCapabilities(input.capabilities ?? { platforms: [] }),
+    trust: input.trust ?? "protected",
     // Registration starts the offline clock, so a runner that never calls in goes offline like any other.
     lastHeartbeatAt: now,
     registeredBy: actor.id,
@@ -74,7 +93,7 @@ export async function registerRunner(
   };
   await deps.db.batch([
     deps.db.insert(runners).values(runner),
-    auditStatement(deps, { action: "runner.register", actor, targetType: "runner", targetId: runner.id }),
+    auditStatement(deps, { action: "runner.register", actor, targetType: "runner", targetId: runner.id, details: { trust: runner.trust } }),
   ]);
   return { runner, token };
 }
@@ -117,8 +136,9 @@ export function refreshRunnerStatement(
 }
 
 /**
- * Who is changing a runner: the runner itself (its token) may only narrow its platforms, so a stolen token cannot
- * widen a runner to claim another platform's jobs and their signing keys; an owner or admin may set any.
+ * Who is changing a runner: the runner itself (its token) may only narrow its platforms and report its isolation,
+ * so a stolen token cannot widen a runner to claim another platform's jobs and their signing keys, lift its cap or
+ * raise its trust (docs/runner-isolation.md); an owner or admin may set any.
  */
 export type RunnerEditor = { kind: "runner" } | { kind: "user"; user: UserRow };
 
@@ -132,20 +152,33 @@ export async function updateRunner(
   const now = deps.clock.now();
   const fields: Partial<RunnerRow> = { updatedAt: now };
   if (input.name !== undefined) fields.name = input.name;
+  if (input.trust !== undefined) {
+    if (editor.kind === "runner") throw new ApiError(403, "forbidden", "only an owner or admin changes a runner's trust");
+    fields.trust = input.trust;
+  }
   let guard: SQL | undefined;
+  const had = current.capabilities as RunnerCapabilities;
   if (input.capabilities !== undefined) {
-    const had = (current.capabilities as RunnerCapabilities).platforms ?? [];
-    const wanted = input.capabilities.platforms;
+    const wanted = input.capabilities;
     if (editor.kind === "runner") {
-      const widened = wanted.filter((p) => !had.includes(p));
+      const widened = wanted.platforms.filter((p) => !(had.platforms ?? []).includes(p));
       if (widened.length > 0) {
         throw new ApiError(403, "forbidden", `a runner may only narrow its platforms; ${widened.join(", ")} needs an owner or admin`);
+      }
+      if (wanted.max_jobs !== undefined && (wanted.max_jobs ?? undefined) !== had.max_jobs) {
+        throw new ApiError(403, "forbidden", "only an owner or admin sets a runner's max_jobs");
       }
       // The check above read the row; the UPDATE only lands while the capabilities are still what was read, so a
       // concurrent narrowing by an admin cannot be undone by a stale runner write.
       guard = sql`${runners.capabilities} = ${JSON.stringify(current.capabilities)}`;
     }
-    fields.capabilities = input.capabilities;
+    // Keys left out keep their value: the cap is not lifted by a runner's report of its platforms, and the
+    // isolation the runner reported is not erased by an admin's edit of the platforms.
+    fields.capabilities = storedCapabilities({
+      ...wanted,
+      max_jobs: wanted.max_jobs === undefined ? had.max_jobs : wanted.max_jobs,
+      isolation: wanted.isolation ?? had.isolation,
+    });
   }
   const [updated] = await deps.db.batch([
     deps.db
@@ -163,7 +196,9 @@ export async function updateRunner(
       details: {
         by: editor.kind,
         ...(input.capabilities ? { platforms: input.capabilities.platforms } : {}),
+        ...(input.capabilities?.max_jobs !== undefined ? { max_jobs: input.capabilities.max_jobs } : {}),
         ...(input.status ? { status: input.status } : {}),
+        ...(input.trust ? { trust: input.trust } : {}),
       },
     }),
   ]);

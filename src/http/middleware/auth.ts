@@ -4,7 +4,7 @@ import { AUTH_DOCS, type AuthDoc } from "../route-docs.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { loadInstance } from "../../domain/setup/instance.ts";
-import { authenticateRunnerId, findRunnerByToken } from "../../domain/runners/runner-auth.ts";
+import { authenticateJobToken, authenticateRunnerId, findRunnerByToken, isJobToken } from "../../domain/runners/runner-auth.ts";
 import { touchSetupSession, validateUserSession } from "../../domain/auth/sessions.ts";
 import type { UserRole } from "../../db/schema/constants.ts";
 
@@ -86,6 +86,33 @@ export function requireRunner(deps: AppDeps) {
     const pathRunnerId = c.req.param("runner_id");
     if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
       throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+    }
+    c.set("runnerId", runnerId);
+    await next();
+  }));
+}
+
+/**
+ * The calls of one job (`/v1/runners/{rid}/jobs/{jid}/…`): the job's own token (its path only) or the runner's
+ * token (docs/runner-isolation.md). Either way `runnerId` is the runner holding the job.
+ */
+export function requireJobCaller(deps: AppDeps) {
+  const doc: AuthDoc = {
+    schemes: ["jobToken", "runnerToken"],
+    unauthorizedCodes: ["missing_auth", "invalid_runner_token", "invalid_job_token"],
+    forbiddenCodes: ["runner_mismatch"],
+  };
+  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
+    const token = bearerToken(c, "invalid_runner_token");
+    const pathRunnerId = c.req.param("runner_id");
+    let runnerId: string;
+    if (isJobToken(token)) {
+      runnerId = await authenticateJobToken(deps, token, { runnerId: pathRunnerId, jobId: c.req.param("job_id") });
+    } else {
+      runnerId = await authenticateRunnerId(deps, token);
+      if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
+        throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+      }
     }
     c.set("runnerId", runnerId);
     await next();

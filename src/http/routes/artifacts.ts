@@ -15,7 +15,7 @@ import {
 } from "../../domain/artifacts/artifacts.ts";
 import { createInstallLink } from "../../domain/artifacts/install.ts";
 import type { MetricsRegistry } from "../../domain/common/metrics.ts";
-import { ROLES, requireRunner, requireUser } from "../middleware/auth.ts";
+import { ROLES, requireJobCaller, requireUser } from "../middleware/auth.ts";
 import { jsonBody } from "../validate.ts";
 import { createArtifactSchema } from "./artifacts.schemas.ts";
 import { apiDoc } from "../route-docs.ts";
@@ -58,7 +58,7 @@ export function artifactsRoutes(deps: AppDeps) {
         responses: { 200: json.ArtifactCreatedJson },
         errors: { 409: ["job_not_active"], 413: ["upload_too_large"] },
         example: { body: { filename: "app-release.apk", size_bytes: 1048576, content_type: "application/vnd.android.package-archive" } },
-      }), requireRunner(deps), jsonBody(createArtifactSchema), async (c) =>
+      }), requireJobCaller(deps), jsonBody(createArtifactSchema), async (c) =>
       c.json(
         await createArtifact(deps, {
           ...c.req.valid("json"),
@@ -72,12 +72,12 @@ export function artifactsRoutes(deps: AppDeps) {
         summary: "Mark an uploaded artifact available (reads the app's metadata and icon)",
         responses: { 200: json.ArtifactAnswerJson },
         errors: { 409: ["upload_incomplete", "invalid_state"] },
-      }), requireRunner(deps), async (c) =>
+      }), requireJobCaller(deps), async (c) =>
       c.json({
         artifact: await completeArtifact(deps, { runnerId: c.get("runnerId"), jobId: c.req.param("job_id"), artifactId: c.req.param("artifact_id") }),
       }),
     )
-    .post(`${jobArtifacts}/:artifact_id/abort`, apiDoc({ summary: "Give up an artifact upload", responses: { 200: json.ArtifactAnswerJson }, errors: { 409: ["invalid_state"] } }), requireRunner(deps), async (c) =>
+    .post(`${jobArtifacts}/:artifact_id/abort`, apiDoc({ summary: "Give up an artifact upload", responses: { 200: json.ArtifactAnswerJson }, errors: { 409: ["invalid_state"] } }), requireJobCaller(deps), async (c) =>
       c.json({
         artifact: await abortArtifact(deps, { runnerId: c.get("runnerId"), jobId: c.req.param("job_id"), artifactId: c.req.param("artifact_id") }),
       }),

@@ -27,7 +27,7 @@ import {
   reportJobStatus,
   toJobJson,
 } from "../../domain/builds/scheduler.ts";
-import { requireRunner, requireRunnerOrUser, requireUser, ROLES } from "../middleware/auth.ts";
+import { requireJobCaller, requireRunner, requireRunnerOrUser, requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 import type { UserRow } from "../../domain/auth/users.ts";
 import { apiDoc } from "../route-docs.ts";
@@ -40,6 +40,7 @@ const JOB = "/v1/runners/:runner_id/jobs/:job_id";
 export function runnersRoutes(deps: AppDeps) {
   const managers = requireUser(deps, { roles: ROLES.managers });
   const runner = requireRunner(deps);
+  const jobCaller = requireJobCaller(deps);
   return new Hono<AppEnv>()
     .post("/v1/runners/register", apiDoc({
       summary: "Register a runner; its token is in this answer only",
@@ -86,13 +87,13 @@ export function runnersRoutes(deps: AppDeps) {
       // 204 carries no body at all (SPEC).
       return job ? c.json(job) : c.body(null, 204);
     })
-    .get(JOB, apiDoc({ summary: "Read a job of this runner (status, cancel request, lease)", responses: { 200: json.JobJson } }), runner, async (c) => c.json(toJobJson(await getRunnerJob(deps, c.get("runnerId"), c.req.param("job_id")))))
+    .get(JOB, apiDoc({ summary: "Read a job of this runner (status, cancel request, lease)", responses: { 200: json.JobJson } }), jobCaller, async (c) => c.json(toJobJson(await getRunnerJob(deps, c.get("runnerId"), c.req.param("job_id")))))
     .post(`${JOB}/status`, apiDoc({
       summary: "Report a job's status (running, then a final one); renews the lease",
       responses: { 200: json.JobJson },
       errors: { 409: ["invalid_transition", "build_canceled", "job_not_active"] },
       example: { body: { status: "running", step_results: [{ name: "build", status: "running", started_at: 1764000000 }] } },
-    }), runner, jsonBody(jobStatusSchema), async (c) => {
+    }), jobCaller, jsonBody(jobStatusSchema), async (c) => {
       const job = await reportJobStatus(deps, c.get("runnerId"), c.req.param("job_id"), c.req.valid("json"));
       // Live build pages served by this process show the new status and steps now, not at their next poll.
       deps.logSignal?.notify(job.id);
@@ -103,7 +104,7 @@ export function runnersRoutes(deps: AppDeps) {
       responses: { 200: json.LogAppendedJson },
       errors: { 409: ["log_offset_mismatch", "job_not_active"] },
       example: { query: { offset: "0" }, contentType: "text/plain", rawBody: "> Task :app:assembleRelease\n" },
-    }), runner, queryParams(logQuerySchema), async (c) => {
+    }), jobCaller, queryParams(logQuerySchema), async (c) => {
       const type = c.req.header("content-type") ?? "";
       if (!/^text\/plain\b/i.test(type) && !/^application\/octet-stream\b/i.test(type)) {
         throw new ApiError(400, "invalid_input", "log chunks are sent as text/plain");
@@ -113,8 +114,8 @@ export function runnersRoutes(deps: AppDeps) {
       deps.logSignal?.notify(c.req.param("job_id"));
       return c.json(appended);
     })
-    .get(`${JOB}/checkout-auth`, apiDoc({ summary: "Credentials to clone the repository, for the job's lease", responses: { 200: json.CheckoutAuthJson }, errors: { 404: ["no_credentials"], 409: ["job_not_active"] } }), runner, async (c) => c.json(await checkoutAuth(deps, c.get("runnerId"), c.req.param("job_id"))))
-    .get(`${JOB}/android-signing`, apiDoc({ summary: "The Android keystore (protected branches, not fork builds)", responses: { 200: json.AndroidSigningJson }, errors: { 403: ["secrets_withheld"], 404: ["no_credentials"], 409: ["job_not_active"] } }), runner, async (c) => c.json(await androidSigning(deps, c.get("runnerId"), c.req.param("job_id"))))
-    .get(`${JOB}/ios-signing`, apiDoc({ summary: "The iOS certificate and profile (protected branches, not fork builds)", responses: { 200: json.IosSigningJson }, errors: { 403: ["secrets_withheld"], 404: ["no_credentials"], 409: ["job_not_active"] } }), runner, async (c) => c.json(await iosSigning(deps, c.get("runnerId"), c.req.param("job_id"))))
-    .get(`${JOB}/secrets`, apiDoc({ summary: "The project's secret variables (protected branches, not fork builds)", responses: { 200: json.JobSecretsJson }, errors: { 403: ["secrets_withheld"], 409: ["job_not_active"] } }), runner, async (c) => c.json(await jobSecrets(deps, c.get("runnerId"), c.req.param("job_id"))));
+    .get(`${JOB}/checkout-auth`, apiDoc({ summary: "Credentials to clone the repository, for the job's lease", responses: { 200: json.CheckoutAuthJson }, errors: { 404: ["no_credentials"], 409: ["job_not_active"] } }), jobCaller, async (c) => c.json(await checkoutAuth(deps, c.get("runnerId"), c.req.param("job_id"))))
+    .get(`${JOB}/android-signing`, apiDoc({ summary: "The Android keystore (protected branches, not fork builds)", responses: { 200: json.AndroidSigningJson }, errors: { 403: ["secrets_withheld"], 404: ["no_credentials"], 409: ["job_not_active"] } }), jobCaller, async (c) => c.json(await androidSigning(deps, c.get("runnerId"), c.req.param("job_id"))))
+    .get(`${JOB}/ios-signing`, apiDoc({ summary: "The iOS certificate and profile (protected branches, not fork builds)", responses: { 200: json.IosSigningJson }, errors: { 403: ["secrets_withheld"], 404: ["no_credentials"], 409: ["job_not_active"] } }), jobCaller, async (c) => c.json(await iosSigning(deps, c.get("runnerId"), c.req.param("job_id"))))
+    .get(`${JOB}/secrets`, apiDoc({ summary: "The project's secret variables (protected branches, not fork builds)", responses: { 200: json.JobSecretsJson }, errors: { 403: ["secrets_withheld"], 409: ["job_not_active"] } }), jobCaller, async (c) => c.json(await jobSecrets(deps, c.get("runnerId"), c.req.param("job_id"))));
 }

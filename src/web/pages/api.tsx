@@ -63,7 +63,7 @@ function shape(schema: Json, required = false, depth = 0): string {
 function access(op: Json): string {
   const schemes = ((op.security ?? []) as Json[]).flatMap((s) => Object.keys(s));
   if (schemes.length === 0) return "public";
-  const who = schemes.map((s) => ({ userSession: "user session", setupSession: "setup session", runnerToken: "runner token" })[s] ?? s).join(" or ");
+  const who = schemes.map((s) => ({ userSession: "user session", setupSession: "setup session", runnerToken: "runner token", jobToken: "job token" })[s] ?? s).join(" or ");
   const roles = op["x-roles"] as string[] | undefined;
   return roles ? `${who}: ${roles.join(", ")}` : who;
 }

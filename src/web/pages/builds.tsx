@@ -196,6 +196,8 @@ const REASON_TEXT = {
   waiting_for_runner: "Waiting for a runner that offers this platform to take it.",
   no_runner_online: "No online runner offers this platform: the build starts once one comes back online.",
   no_matching_runner: "No registered runner offers this platform: the build can never start until one does.",
+  no_runner_of_trust:
+    "Runners offer this platform, but none of a fitting trust: a fork's pull request needs an open runner, a build that gets credentials a protected one.",
 } as const;
 
 function QueueNote(props: { platform: string; queue: Awaited<ReturnType<typeof queueInfo>> }) {

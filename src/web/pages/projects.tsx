@@ -32,6 +32,7 @@ import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { projectEventPages, projectEventsSlot, type EventsState } from "./project-events.tsx";
 import { projectSigningPages, projectSigningSlot, type SigningState } from "./project-signing.tsx";
+import { projectRunnersView, type ProjectRunnersView, type RunnerByTrust } from "../../domain/runners/trust-view.ts";
 
 const NEW_CONFIG = `{
   "platform": "android",
@@ -163,7 +164,68 @@ function PipelineForm(props: { action: string; idPrefix: string; name: string; c
   );
 }
 
-function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child; signing?: Child }) {
+/** Runner names as a list; every name is the runner's own string, escaped by Name. */
+function RunnerNames(props: { runners: RunnerByTrust[] }) {
+  if (props.runners.length === 0) return <span class="muted">none</span>;
+  return (
+    <>
+      {props.runners.map((r, i) => (
+        <>
+          {i > 0 ? ", " : ""}
+          <Name value={r.name} fallback={r.id.slice(0, 8)} />
+        </>
+      ))}
+    </>
+  );
+}
+
+/**
+ * Which runners take this project's builds (docs/runner-isolation.md): protected builds (credentials, protected
+ * refs) only protected runners, a fork's pull request only open runners; and a warning when fork pull requests
+ * arrive through a webhook but no runner is open, since they would wait forever.
+ */
+function ProjectRunners(props: { view: ProjectRunnersView }) {
+  const v = props.view;
+  return (
+    <Section title="Runners for these builds" id="project-runners">
+      {v.receivesPullRequests && v.openRunners.length === 0 ? (
+        <div class="flash flash-warn" role="alert" id="no-open-runner">
+          This project receives pull requests through its webhook, and no runner is open: a pull request from a fork
+          is built only on an open runner, so those builds stay queued until an owner or admin registers one (or makes
+          one open on the Runners page).
+        </div>
+      ) : null}
+      <dl class="kv">
+        <dt>{v.holdsCredentials ? "Builds of protected branches and tags (they get signing material and secrets)" : "Every build (the project holds no signing material or secret)"}</dt>
+        <dd>
+          {v.holdsCredentials ? (
+            <>
+              protected runners only: <RunnerNames runners={v.protectedRunners} />
+            </>
+          ) : (
+            <>
+              any runner: <RunnerNames runners={[...v.protectedRunners, ...v.openRunners]} />
+            </>
+          )}
+        </dd>
+        {v.holdsCredentials ? (
+          <>
+            <dt>Other builds (no credentials)</dt>
+            <dd>
+              any runner: <RunnerNames runners={[...v.protectedRunners, ...v.openRunners]} />
+            </dd>
+          </>
+        ) : null}
+        <dt>Pull requests from forks (never credentials)</dt>
+        <dd>
+          open runners only: <RunnerNames runners={v.openRunners} />
+        </dd>
+      </dl>
+    </Section>
+  );
+}
+
+function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: PipelineRow[]; canWrite: boolean; forms: Forms; events?: Child; signing?: Child; runners: ProjectRunnersView }) {
   const p = props.project;
   const forms = props.forms;
   const edit = forms.project;
@@ -234,6 +296,7 @@ function ProjectPage(props: { ctx: PageCtx; project: ProjectRow; pipelines: Pipe
 
       {/* Credentials, signing material, secret variables, protection and signing health (project-signing.tsx). */}
       {props.signing}
+      <ProjectRunners view={props.runners} />
       {/* Webhooks, notifications and their deliveries (src/web/pages/project-events.tsx), builders only. */}
       {props.events}
 
@@ -271,9 +334,10 @@ export function projectPages(deps: AppDeps) {
     const ctx = pageContext(c, deps);
     const eventSections = await projectEventsSlot(deps, ctx, project, events);
     const signingSection = await projectSigningSlot(deps, ctx, project, signing);
+    const runners = await projectRunnersView(deps, id);
     return renderPage(
       c,
-      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} />,
+      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} runners={runners} />,
       status,
     );
   };

@@ -3,10 +3,12 @@ import type { Child } from "hono/jsx";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { readNetworkSettings } from "../../domain/settings/network-settings.ts";
-import { getRunner, listRunners, registerRunner, removeRunner, rotateRunnerToken, type RunnerCapabilities } from "../../domain/runners/runners.ts";
+import { getRunner, listRunners, registerRunner, removeRunner, rotateRunnerToken, updateRunner, type RunnerCapabilities } from "../../domain/runners/runners.ts";
+import { TAKES } from "../../domain/runners/trust-view.ts";
+import { RUNNER_TRUSTS, type RunnerTrust } from "../../db/schema/constants.ts";
 import type { RunnerRow } from "../../domain/runners/runner-auth.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
-import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section, StatusBadge, Table, Time } from "../components.tsx";
+import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
@@ -62,6 +64,33 @@ export function runnerActions(runner: RunnerRow): Child {
   );
 }
 
+/** The build user the --run-as commands name; any dedicated account without a password will do. */
+const BUILD_USER = "hangar-build";
+
+/**
+ * The start for a protected runner (docs/runner-isolation.md): as root, with the token in a root-only file and the
+ * steps run as a build user of their own, so that no step can read the runner's token nor a job token.
+ */
+export function runAsCommands(registered: Registered): Child {
+  const base = registered.daemonUrl.replace(/\/+$/, "");
+  const tokenFile = "/etc/hangar/runner.token";
+  const save = `sudo install -d -m 700 /etc/hangar\nprintf '%s\\n' ${shellQuote(registered.token)} | sudo tee ${tokenFile} >/dev/null\nsudo chmod 600 ${tokenFile}`;
+  const run = `sudo npx hangar runner --url ${shellQuote(base)} --id ${shellQuote(registered.runner.id)} --token-file ${tokenFile} --run-as ${BUILD_USER}`;
+  return (
+    <div class="run-as-runner" id="run-as">
+      <h3>For a protected runner: steps as a build user of their own</h3>
+      <p class="hint">
+        Started as above, steps run as the runner's own user and any build can read its token. A protected runner
+        (one that receives signing keys and secrets) should run as root with <code>--run-as</code>: steps then run as
+        the build user <code>{BUILD_USER}</code> (create it first, without a password), and nothing of either token is
+        readable to them. The runner reports its isolation as <code>user</code>.
+      </p>
+      <CopyField id="runner-runas-token" label="1. Save the token in a file only root can read" value={save} multiline />
+      <CopyField id="runner-runas-start" label="2. Start it as root, steps as the build user" value={run} />
+    </div>
+  );
+}
+
 function shellQuote(s: string): string {
   return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
@@ -81,6 +110,7 @@ function RegisteredPanel(props: { registered: Registered }) {
       <CopyField id="runner-token" label="Runner token" value={token} />
       <CopyField id="runner-env" label="Environment file (keep it private)" value={env} multiline />
       <CopyField id="runner-start" label="Start it from a clone of Hangar" value={start} multiline />
+      {runAsCommands(props.registered)}
       {standaloneRunnerCommands(props.registered)}
     </section>
   );
@@ -91,13 +121,72 @@ function platformsOf(r: RunnerRow): string[] {
   return Array.isArray(caps?.platforms) ? caps.platforms.map(String) : [];
 }
 
+function isolationOf(r: RunnerRow): "user" | "none" | null {
+  const isolation = (r.capabilities as RunnerCapabilities | null)?.isolation;
+  return isolation === "user" || isolation === "none" ? isolation : null;
+}
+
+function maxJobsOf(r: RunnerRow): number | null {
+  const max = (r.capabilities as RunnerCapabilities | null)?.max_jobs;
+  return typeof max === "number" ? max : null;
+}
+
+const TRUST_TEXT: Record<RunnerTrust, string> = {
+  protected: "protected",
+  open: "open",
+};
+
+const BUILD_TRUST_TEXT = { protected: "protected builds", open: "open builds", fork: "fork pull requests" } as const;
+
+/** A protected runner whose steps run as its own user: any build on it can read its token and act as it. */
+function exposesToken(r: RunnerRow): boolean {
+  return r.trust === "protected" && isolationOf(r) === "none";
+}
+
+/** Trust and max_jobs forms of one runner: owners and admins only (this page is theirs). */
+function runnerSettings(r: RunnerRow): Child {
+  return (
+    <div class="actions runner-settings">
+      <form method="post" action={`/runners/${r.id}/trust`} class="inline-form">
+        <Select
+          label="Trust"
+          name="trust"
+          id={`trust-${r.id}`}
+          compact
+          value={r.trust}
+          options={RUNNER_TRUSTS.map((t) => ({ value: t, label: TRUST_TEXT[t] }))}
+        />
+        <Button variant="secondary">Set trust</Button>
+      </form>
+      <form method="post" action={`/runners/${r.id}/max-jobs`} class="inline-form">
+        <Field label="Max jobs" name="max_jobs" id={`max-jobs-${r.id}`} inputmode="numeric" value={maxJobsOf(r)?.toString() ?? ""} placeholder="no cap" />
+        <Button variant="secondary">Set cap</Button>
+      </form>
+    </div>
+  );
+}
+
 function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: Registered; error?: string | null; name?: string }) {
   const slotted = props.runners.map((r) => runnerActions(r));
   const hasActions = slotted.some((a) => a !== null);
+  const exposed = props.runners.filter(exposesToken);
   return (
     <Layout ctx={props.ctx} title="Runners">
       <h1>Runners</h1>
       {props.registered ? <RegisteredPanel registered={props.registered} /> : null}
+      {exposed.length > 0 ? (
+        <div class="flash flash-warn" role="alert" id="isolation-warning">
+          {exposed.length === 1 ? "A protected runner runs" : `${exposed.length} protected runners run`} its steps without isolation (
+          {exposed.map((r, i) => (
+            <>
+              {i > 0 ? ", " : ""}
+              <Name value={r.name} fallback={r.id.slice(0, 8)} />
+            </>
+          ))}
+          ): any build on it can read its token, and with it the signing keys and secrets of every protected build. Restart
+          it as root with <code>--run-as BUILD_USER --token-file FILE</code> (docs/runner-isolation.md), or make it open.
+        </div>
+      ) : null}
       <Section title="Register a runner" id="register" description="A runner is a machine that builds: a Mac for iOS and macOS, any machine with the Android SDK for Android.">
         <PostForm action="/runners/register">
           <Field label="Name" name="name" value={props.name} error={props.error} placeholder="mac-mini-1" hint="Optional; shown in lists and build pages." />
@@ -107,6 +196,17 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
               <Checkbox label={p.label} name="platforms" value={p.value} />
             ))}
           </fieldset>
+          <Select
+            label="Trust"
+            name="trust"
+            id="register-trust"
+            value="protected"
+            options={[
+              { value: "protected", label: "protected: receives signing keys and secrets; takes protected and open builds" },
+              { value: "open", label: "open: never receives credentials; takes open builds and pull requests from forks" },
+            ]}
+            hint="A protected runner should run its steps as a build user of their own (--run-as), or any build can read its token."
+          />
           <Button>Register</Button>
         </PostForm>
       </Section>
@@ -114,7 +214,7 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
         {props.runners.length === 0 ? (
           <EmptyState title="No runners yet">Register one above, then start it on the build machine.</EmptyState>
         ) : (
-          <Table headers={["Runner", "Status", "Platforms", "Last heartbeat", "Registered", ...(hasActions ? ["Actions"] : [])]} id="runners-table">
+          <Table headers={["Runner", "Status", "Platforms", "Trust", "Takes", "Isolation", "Max jobs", "Last heartbeat", "Registered", ...(hasActions ? ["Actions"] : [])]} id="runners-table">
             {props.runners.map((r, i) => (
               <tr data-runner={r.id}>
                 <td>
@@ -125,13 +225,27 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
                   <StatusBadge status={r.status} />
                 </td>
                 <td>{platformsOf(r).length > 0 ? platformsOf(r).map((p, j) => <>{j > 0 ? ", " : ""}<Name value={p} /></>) : <span class="muted">none</span>}</td>
+                <td class="runner-trust">
+                  <StatusBadge status={r.trust === "protected" ? "neutral" : "queued"} label={TRUST_TEXT[r.trust]} />
+                </td>
+                <td class="runner-takes">{TAKES[r.trust].map((t) => BUILD_TRUST_TEXT[t]).join(" and ")}</td>
+                <td class="runner-isolation">
+                  {isolationOf(r) ?? <span class="muted">not reported</span>}
+                  {exposesToken(r) ? <div class="error">any build on it can read its token</div> : null}
+                </td>
+                <td class="runner-max-jobs">{maxJobsOf(r) ?? <span class="muted">no cap</span>}</td>
                 <td>
                   <Time at={r.lastHeartbeatAt} now={props.ctx.now} />
                 </td>
                 <td>
                   <Time at={r.createdAt} now={props.ctx.now} />
                 </td>
-                {hasActions ? <td>{slotted[i]}</td> : null}
+                {hasActions ? (
+                  <td>
+                    {runnerSettings(r)}
+                    {slotted[i]}
+                  </td>
+                ) : null}
               </tr>
             ))}
           </Table>
@@ -157,11 +271,12 @@ export function runnersPages(deps: AppDeps) {
       const raw = form.platforms;
       const chosen = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).filter((p): p is string => typeof p === "string");
       const platforms = PLATFORM_CHOICES.map((p) => p.value).filter((p) => chosen.includes(p));
+      const trust: RunnerTrust = form.trust === "open" ? "open" : "protected";
       if (name.length > 100) {
         return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error="A name has at most 100 characters." name={name} />, 400);
       }
       try {
-        const { runner, token } = await registerRunner(deps, c.get("user"), { ...(name ? { name } : {}), capabilities: { platforms } });
+        const { runner, token } = await registerRunner(deps, c.get("user"), { ...(name ? { name } : {}), capabilities: { platforms }, trust });
         const registered = { runner, token, daemonUrl: await daemonUrlFor(deps, c.req.url) };
         // Rendered, not redirected: the token exists only in this answer (no-store, like every page).
         return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} registered={registered} />);
@@ -176,6 +291,32 @@ export function runnersPages(deps: AppDeps) {
       const registered = { runner: await getRunner(deps, runnerId), token, daemonUrl: await daemonUrlFor(deps, c.req.url) };
       // The new token is shown once, with the commands that use it, as after a registration.
       return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} registered={registered} />);
+    })
+    .post("/runners/:runner_id/trust", managers, async (c) => {
+      const runner = await getRunner(deps, c.req.param("runner_id"));
+      const form = await c.req.parseBody();
+      const trust = RUNNER_TRUSTS.find((t) => t === form.trust);
+      if (!trust) {
+        setFlash(c, "error", "Trust is protected or open.");
+        return c.redirect("/runners", 303);
+      }
+      await updateRunner(deps, runner.id, { trust }, { kind: "user", user: c.get("user") });
+      setFlash(c, "ok", `Runner ${runner.name ?? runner.id} is now ${trust}: it takes ${TAKES[trust].map((t) => BUILD_TRUST_TEXT[t]).join(" and ")}.`);
+      return c.redirect("/runners", 303);
+    })
+    .post("/runners/:runner_id/max-jobs", managers, async (c) => {
+      const runner = await getRunner(deps, c.req.param("runner_id"));
+      const form = await c.req.parseBody();
+      const raw = typeof form.max_jobs === "string" ? form.max_jobs.trim() : "";
+      const max = raw === "" ? null : /^\d{1,4}$/.test(raw) ? Number(raw) : NaN;
+      if (max !== null && (!Number.isInteger(max) || max < 1 || max > 1000)) {
+        setFlash(c, "error", "Max jobs is a whole number from 1 to 1000, or empty for no cap.");
+        return c.redirect("/runners", 303);
+      }
+      const caps = runner.capabilities as RunnerCapabilities;
+      await updateRunner(deps, runner.id, { capabilities: { ...caps, platforms: caps.platforms ?? [], max_jobs: max } }, { kind: "user", user: c.get("user") });
+      setFlash(c, "ok", max === null ? `Runner ${runner.name ?? runner.id} has no cap on its jobs.` : `Runner ${runner.name ?? runner.id} holds at most ${max} job${max === 1 ? "" : "s"} at once.`);
+      return c.redirect("/runners", 303);
     })
     .post("/runners/:runner_id/remove", managers, async (c) => {
       const runner = await getRunner(deps, c.req.param("runner_id"));
