@@ -43,6 +43,8 @@ export const ERROR_CODES = [
   "invalid_signature", "secrets_withheld", "destination_not_allowed",
   // signing material checked on upload (docs/signing.md)
   "invalid_certificate", "invalid_profile", "certificate_not_in_profile", "invalid_keystore",
+  // store keys and publishing (docs/publishing.md)
+  "invalid_store_credentials",
   // several daemons on a libSQL server (CONTRACT §8)
   "database_busy",
 ] as const;

@@ -6,3 +6,4 @@ export * from "./runners.ts";
 export * from "./builds.ts";
 export * from "./artifacts.ts";
 export * from "./hooks.ts";
+export * from "./publishing.ts";
