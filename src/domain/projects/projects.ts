@@ -1,4 +1,5 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
+import { publishListSchema } from "../publishing/config.ts";
 import { z } from "zod";
 import { PLATFORMS, TRIGGER_EVENTS } from "../../db/schema/constants.ts";
 import { builds, pipelines, projects } from "../../db/schema/index.ts";
@@ -77,6 +78,7 @@ export const pipelineConfigSchema = z.lazy(() =>
       .optional(),
     timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
     triggers: z.array(pipelineTriggerSchema).max(50).optional(),
+    publish: publishListSchema.optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
