@@ -13,6 +13,7 @@ import { artifactWorld, insertBuild, uploadArtifact, type ArtifactWorld } from "
 import { reportStatus } from "../helpers/builds.ts";
 import { startFakeStores, type FakeStores } from "../helpers/fake-stores.ts";
 import { makeAscKey, makeServiceAccount } from "../helpers/store-keys.ts";
+import { page } from "../helpers/web.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON
 type Json = any;
@@ -127,7 +128,7 @@ describe("publishing", () => {
     stores.failures.push({
       match: "POST /v1/buildUploads",
       status: 409,
-      body: { errors: [{ status: "409", code: "ENTITY_ERROR.ATTRIBUTE.INVALID.DUPLICATE", title: "The build already exists", detail: "Build 45 of version 2.3 was uploaded before." }] },
+      body: { errors: [{ status: "409", code: "ENTITY_ERROR.ATTRIBUTE.INVALID.DUPLICATE", title: "The build already exists", detail: "Build 45 of version 2.3 was <b>uploaded</b> before." }] },
     });
     stores.failures.push({ match: "PUT /androidpublisher/", status: 403, body: { error: { code: 403, status: "PERMISSION_DENIED", message: "The caller does not have permission" } } });
     const { w } = await succeededBuild();
@@ -136,11 +137,19 @@ describe("publishing", () => {
     const tf = list.find((p: Json) => p.to === "testflight");
     expect(tf).toMatchObject({ state: "failed", attempts: 1 });
     expect(tf.detail).toContain("ENTITY_ERROR.ATTRIBUTE.INVALID.DUPLICATE");
-    expect(tf.detail).toContain("Build 45 of version 2.3 was uploaded before.");
+    expect(tf.detail).toContain("Build 45 of version 2.3 was <b>uploaded</b> before.");
     const gp = list.find((p: Json) => p.to === "google_play");
     expect(gp).toMatchObject({ state: "failed", attempts: 1 });
     expect(gp.detail).toContain("PERMISSION_DENIED");
     expect(gp.detail).toContain("The caller does not have permission");
+    // The build page shows each publish with the store's words, escaped.
+    const html = (await page(t, "GET", `/builds/${w.buildId}`, { session: w.ownerToken })).text;
+    expect(html).toContain('id="publishes"');
+    expect(html).toContain("ENTITY_ERROR.ATTRIBUTE.INVALID.DUPLICATE");
+    expect(html).toContain("was &lt;b&gt;uploaded&lt;/b&gt; before.");
+    expect(html).not.toContain("<b>uploaded</b>");
+    expect(html).toContain("PERMISSION_DENIED");
+    expect(html).toContain("Google Play");
   });
 
   it("never publishes an open or fork build, and refuses a manual publish of one (403 forbidden)", async () => {

@@ -5,6 +5,7 @@ import { BUILD_STATUSES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { createDownloadLink, listBuildArtifacts } from "../../domain/artifacts/artifacts.ts";
 import { isFinalStatus } from "../../domain/builds/build-machine.ts";
+import { listPublishes } from "../../domain/publishing/publisher.ts";
 import { cancelBuild, getBuild, listBuilds, queueInfo, rerunBuild, type BuildRow, type StepResult } from "../../domain/builds/builds.ts";
 import { readLogBefore, readLogTail, utf8Boundary } from "../../domain/logs/log-view.ts";
 import { readLog } from "../../domain/logs/logs.ts";
@@ -230,7 +231,10 @@ interface BuildPageData {
   artifacts: Awaited<ReturnType<typeof listBuildArtifacts>>;
   queue: Awaited<ReturnType<typeof queueInfo>> | null;
   canAct: boolean;
+  publishes: Awaited<ReturnType<typeof listPublishes>>;
 }
+
+const STORE_NAMES = { testflight: "TestFlight", google_play: "Google Play" } as const;
 
 function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
   const { build: b, ctx } = props;
@@ -379,6 +383,25 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           </Table>
         )}
       </Section>
+      {props.publishes.length > 0 ? (
+        <Section title="Publishing" id="publishes" description="Uploads of this build to the stores; a store's refusal is shown in its own words.">
+          <Table headers={["Store", "State", "Attempts", "Detail", "Updated"]}>
+            {props.publishes.map((p) => (
+              <tr data-publish={p.to}>
+                <td>{STORE_NAMES[p.to]}</td>
+                <td>
+                  <span class={`publish-state publish-${p.state}`}>{p.state}</span>
+                </td>
+                <td>{p.attempts}</td>
+                <td class="publish-detail">{p.detail ?? ""}</td>
+                <td>
+                  <Time at={p.updated_at} now={now} />
+                </td>
+              </tr>
+            ))}
+          </Table>
+        </Section>
+      ) : null}
       <script type="module" src={logViewerUrl()}></script>
     </Layout>
   );
@@ -463,14 +486,15 @@ export function buildPages(deps: AppDeps) {
     })
     .get("/builds/:build_id", readers, async (c) => {
       const build = await getBuild(deps, c.req.param("build_id"));
-      const [names, artifacts, queue, runners] = await Promise.all([
+      const [names, artifacts, queue, runners, publishList] = await Promise.all([
         nameDirectory(deps),
         listBuildArtifacts(deps, build.id),
         build.status === "queued" ? queueInfo(deps, build) : Promise.resolve(null),
         build.runnerId ? listRunners(deps) : Promise.resolve([]),
+        listPublishes(deps, build.id),
       ]);
       const runnerName = runners.find((r) => r.id === build.runnerId)?.name ?? null;
-      return renderPage(c, <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} />);
+      return renderPage(c, <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} publishes={publishList} />);
     })
     .post("/builds/:build_id/cancel", builders, async (c) => {
       const build = await cancelBuild(deps, c.get("user"), c.req.param("build_id"));
