@@ -20,6 +20,7 @@ export const ConfigSchema = z.object({
   HANGAR_ASC_API_URL: z.string().url().default("https://api.appstoreconnect.apple.com"),
   HANGAR_GOOGLE_API_URL: z.string().url().default("https://androidpublisher.googleapis.com"),
   HANGAR_PUBLISH_POLL_MS: z.coerce.number().int().min(10).default(10_000),
+  HANGAR_PUBLISH_LEASE_MS: z.coerce.number().int().min(1_000).default(90_000),
   HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
   HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
   HANGAR_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
@@ -61,6 +62,8 @@ export interface HangarConfig {
   googleApiUrl: string;
   /** How often a store's processing of an upload is polled. */
   publishPollMs: number;
+  /** How long a daemon holds a publish without renewing (it renews every third): a crashed one's is taken after. */
+  publishLeaseMs: number;
   maxUploadBytes: number;
   /** Largest JSON body accepted (CONTRACT §1). */
   maxJsonBytes: number;
@@ -127,6 +130,7 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     ascApiUrl: e.HANGAR_ASC_API_URL.replace(/\/+$/, ""),
     googleApiUrl: e.HANGAR_GOOGLE_API_URL.replace(/\/+$/, ""),
     publishPollMs: e.HANGAR_PUBLISH_POLL_MS,
+    publishLeaseMs: e.HANGAR_PUBLISH_LEASE_MS,
     maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,
     maxJsonBytes: 1024 * 1024,
     logRequests: e.HANGAR_LOG_REQUESTS === "1",

@@ -81,7 +81,13 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
     const method = req.method ?? "GET";
     const isUpload = path.startsWith("/asc-upload/") || path.includes("/upload/androidpublisher/");
     if (isUpload && path.startsWith("/asc-upload/")) await state.onUploadRange?.();
-    const raw = await readBody(req);
+    let raw: Buffer;
+    try {
+      raw = await readBody(req);
+    } catch {
+      // The client went away mid-body (a killed daemon): nothing was received.
+      return res.destroy();
+    }
     const body = isUpload ? `<${raw.length} bytes>` : raw.toString("utf8");
     state.requests.push({ method, path: path + url.search, auth: req.headers.authorization ?? null, body });
     const failure = state.failures.find((f) => `${method} ${path}`.startsWith(f.match));

@@ -18,8 +18,6 @@ import { publishToGooglePlay, publishToTestflight, StillProcessing, type Artifac
 export type PublishRow = typeof publishes.$inferSelect;
 type PublisherDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "log" | "openArtifactStore">;
 
-/** A lease well past a store call's time-out; renewed every third of it while an attempt runs. */
-export const PUBLISH_LEASE_MS = 90_000;
 /** How long processing may take before the publish fails. */
 export const PUBLISH_PROCESSING_LIMIT_MS = 60 * 60 * 1000;
 
@@ -59,11 +57,11 @@ export async function publishByHand(deps: Pick<AppDeps, "db" | "clock">, buildId
 }
 
 /** Leases due publishes to `owner` in one conditional UPDATE. */
-export async function claimPublishes(deps: Pick<AppDeps, "db">, owner: string, limit: number): Promise<PublishRow[]> {
+export async function claimPublishes(deps: Pick<AppDeps, "db" | "config">, owner: string, limit: number): Promise<PublishRow[]> {
   const now = Date.now();
   return deps.db
     .update(publishes)
-    .set({ leaseOwner: owner, leaseUntilMs: now + PUBLISH_LEASE_MS })
+    .set({ leaseOwner: owner, leaseUntilMs: now + deps.config.publishLeaseMs })
     .where(
       and(
         inArray(publishes.state, ["pending", "uploading", "processing"]),
@@ -125,8 +123,8 @@ export async function workPublish(deps: PublisherDeps, row: PublishRow, owner: s
   let progress: Progress = (row.progress as Progress | null) ?? {};
   let state = row.state;
   const renew = setInterval(() => {
-    deps.db.update(publishes).set({ leaseUntilMs: Date.now() + PUBLISH_LEASE_MS }).where(ours).catch(() => undefined);
-  }, PUBLISH_LEASE_MS / 3);
+    deps.db.update(publishes).set({ leaseUntilMs: Date.now() + deps.config.publishLeaseMs }).where(ours).catch(() => undefined);
+  }, deps.config.publishLeaseMs / 3);
   (renew as { unref?: () => void }).unref?.();
   const attempt = row.attempts + 1;
   const finish = async (set: Partial<typeof publishes.$inferInsert>, event?: "published" | "publish_failed") => {
