@@ -14,6 +14,8 @@ import { reportStatus } from "../helpers/builds.ts";
 import { startFakeStores, type FakeStores } from "../helpers/fake-stores.ts";
 import { makeAscKey, makeServiceAccount } from "../helpers/store-keys.ts";
 import { page } from "../helpers/web.ts";
+import { startReceiver } from "../helpers/receiver.ts";
+import { runOutboxOnce } from "../../src/domain/events/outbox.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON
 type Json = any;
@@ -198,5 +200,21 @@ describe("publishing", () => {
     await t.deps.db.update(publishes).set({ leaseUntilMs: 0 }).where(eq(publishes.buildId, w.buildId));
     await drain();
   });
-});
 
+  it("sends published and publish_failed notifications (webhook types build.published, build.publish_failed)", async () => {
+    const receiver = await startReceiver();
+    const created = await t.call("POST", `/v1/projects/${world.projectId}/notifications`, { token: world.ownerToken, body: { kind: "webhook", url: `${receiver.url}/hook`, on: ["published", "publish_failed"] } });
+    expect(created.status).toBe(200);
+    stores.failures.push({ match: "POST /androidpublisher/", status: 400, body: { error: { code: 400, status: "INVALID_ARGUMENT", message: "Package not found: com.example.demo." } } });
+    const { w } = await succeededBuild();
+    await drain();
+    for (let i = 0; i < 50 && receiver.requests.length < 2; i++) {
+      await runOutboxOnce(t.deps, "test-outbox");
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const messages = receiver.requests.map((r) => JSON.parse(r.body));
+    expect(messages.map((m) => m.type).sort()).toEqual(["build.publish_failed", "build.published"]);
+    for (const m of messages) expect(m.data.build.id).toBe(w.buildId);
+    await t.call("DELETE", `/v1/projects/${world.projectId}/notifications/${created.body.id}`, { token: world.ownerToken });
+  });
+});
