@@ -1,6 +1,7 @@
 // Local stand-ins for App Store Connect (Build Uploads, beta groups, beta build localizations) and Google Play
 // (OAuth token endpoint, edits), written from the documented request shapes. They verify every JWT with the
 // public key of the key the test made, record each request and the uploaded bytes, and fail on demand.
+import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { importSPKI, jwtVerify } from "jose";
@@ -35,6 +36,9 @@ export interface FakeStores {
   /** Polls that answer PROCESSING before COMPLETE. */
   processingPolls: number;
   failures: Failure[];
+  /** Uploads are hashed and counted instead of kept (a benchmark's gigabyte): see `sunk`. */
+  sinkUploads?: boolean;
+  sunk: Array<{ bytes: number; sha256: string; ms: number }>;
   /** Called when an upload range arrives, before it is read (a test can crash the daemon here). */
   onUploadRange?: () => void | Promise<void>;
   close(): Promise<void>;
@@ -58,6 +62,7 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
     commits: 0,
     processingPolls: 1,
     failures: [],
+    sunk: [],
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
   const send = (res: ServerResponse, status: number, body: unknown) => {
@@ -81,6 +86,22 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
     const method = req.method ?? "GET";
     const isUpload = path.startsWith("/asc-upload/") || path.includes("/upload/androidpublisher/");
     if (isUpload && path.startsWith("/asc-upload/")) await state.onUploadRange?.();
+    if (state.sinkUploads && isUpload) {
+      const started = performance.now();
+      const hash = createHash("sha256");
+      let bytes = 0;
+      for await (const chunk of req) {
+        hash.update(chunk as Buffer);
+        bytes += (chunk as Buffer).length;
+      }
+      state.sunk.push({ bytes, sha256: hash.digest("hex"), ms: performance.now() - started });
+      state.requests.push({ method, path, auth: null, body: `<${bytes} bytes>` });
+      if (path.startsWith("/asc-upload/")) {
+        res.writeHead(200);
+        return res.end();
+      }
+      return send(res, 200, { versionCode: 45 });
+    }
     let raw: Buffer;
     try {
       raw = await readBody(req);

@@ -16,7 +16,7 @@ import { StoreError } from "./store-http.ts";
 import { publishToGooglePlay, publishToTestflight, StillProcessing, type ArtifactSource, type Progress } from "./stores.ts";
 
 export type PublishRow = typeof publishes.$inferSelect;
-type PublisherDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "log" | "openArtifactStore">;
+type PublisherDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "uploadFetch" | "log" | "openArtifactStore">;
 
 /** How long processing may take before the publish fails. */
 export const PUBLISH_PROCESSING_LIMIT_MS = 60 * 60 * 1000;

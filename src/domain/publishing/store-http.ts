@@ -52,7 +52,7 @@ export interface StoreRequest {
 }
 
 /** One store call; answers the parsed JSON body (or null when empty), throws StoreError otherwise. */
-export async function storeCall(deps: Pick<AppDeps, "fetch">, request: StoreRequest): Promise<unknown> {
+export async function storeCall(deps: Pick<AppDeps, "fetch" | "uploadFetch">, request: StoreRequest): Promise<unknown> {
   let res: Response;
   try {
     const init: RequestInit & { duplex?: "half" } = {
@@ -64,7 +64,9 @@ export async function storeCall(deps: Pick<AppDeps, "fetch">, request: StoreRequ
     };
     // A streamed body (an upload from storage) needs half duplex on Node's fetch.
     if (request.body instanceof ReadableStream) init.duplex = "half";
-    res = await deps.fetch(request.url, init);
+    // An upload outlives the guard's 10 s deadline: it has its own time-out above, on the guard without one.
+    const send = request.timeoutMs !== undefined && deps.uploadFetch ? deps.uploadFetch : deps.fetch;
+    res = await send(request.url, init);
   } catch (err) {
     if (findDestinationNotAllowed(err)) return Promise.reject(new StoreError(null, "destination_not_allowed", `${new URL(request.url).host} is refused by the outbound guard: add it to HANGAR_OUTBOUND_ALLOW`));
     const timeout = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");

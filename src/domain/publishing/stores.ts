@@ -9,7 +9,7 @@ import { StoreError, storeCall } from "./store-http.ts";
 import type { AppStoreConnectKey, GooglePlayKey } from "./store-credentials.ts";
 import type { GooglePlayPublish, TestflightPublish } from "./config.ts";
 
-type StoreDeps = Pick<AppDeps, "fetch" | "config">;
+type StoreDeps = Pick<AppDeps, "fetch" | "uploadFetch" | "config">;
 
 /** The artifact a publish sends, read from storage as the request pulls it. */
 export interface ArtifactSource {
