@@ -10,6 +10,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { BENCH_ROOT, COMPARE_ROOT, cpuMs, runCli, startDaemon, stopProcess, type Daemon } from "./daemon.ts";
 import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
+import { createHash, randomBytes } from "node:crypto";
+import { CLAIM_SQL as TRUST_CLAIM_SQL } from "../src/domain/builds/scheduler.ts";
 import { join } from "node:path";
 
 const BUILDS = 2000;
@@ -33,7 +35,7 @@ const { call, json } = http;
  * `running` + heartbeat; report `succeeded` + heartbeat), each BEGIN … COMMIT, through prepared statements of the
  * `libsql` package on one connection, with nothing else around them: no HTTP, no auth, no JSON, no ORM.
  */
-function rawLoop(path: string, synchronous: "normal" | "full", runnerIds: string[], leaseS: number): number {
+function rawLoop(path: string, synchronous: "normal" | "full", runnerIds: string[], leaseS: number, claimKind: "today" | "trust" = "today"): number {
   const db = new Database(path, { timeout: 10_000 });
   db.exec(`PRAGMA synchronous = ${synchronous}`);
   const heartbeat = db.prepare(
@@ -49,6 +51,9 @@ function rawLoop(path: string, synchronous: "normal" | "full", runnerIds: string
      id = ?1 AND status != 'draining') RETURNING *, (SELECT repo_url FROM projects WHERE projects.id = builds.project_id),
      (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id)`,
   );
+  // The daemon's own claim statement with the trust match (runner trust, held open jobs, max_jobs) and the job
+  // token's hash, which the daemon makes for every claim: BENCH_ONLY=raw-trust sets it beside today's.
+  const trustClaim = claimKind === "trust" ? db.prepare(TRUST_CLAIM_SQL) : null;
   const running = db.prepare(
     `UPDATE builds SET status = 'running', lease_expires_at = ?3, started_at = COALESCE(started_at, ?4), updated_at = ?4
      WHERE id = ?1 AND runner_id = ?2 AND status IN ('assigned') RETURNING *`,
@@ -70,7 +75,11 @@ function rawLoop(path: string, synchronous: "normal" | "full", runnerIds: string
     const runner = runnerIds[i % runnerIds.length]!;
     const now = Math.floor(Date.now() / 1000);
     const rows = tx(() => {
-      const r = claim.all(runner, now + leaseS, now) as Array<{ id: string }>;
+      const r = (
+        trustClaim
+          ? trustClaim.all(runner, now + leaseS, now, createHash("sha256").update(`hgj_${randomBytes(32).toString("base64url")}`).digest("hex"))
+          : claim.all(runner, now + leaseS, now)
+      ) as Array<{ id: string }>;
       heartbeat.run(runner, now);
       return r;
     });
@@ -113,6 +122,9 @@ async function main() {
     const owner = (await json(`${base}/v1/auth/local/login`, "POST", undefined, {})).session_token as string;
 
     const project = await json(`${base}/v1/projects`, "POST", owner, { name: "bench", repo_url: "https://example.com/x.git" });
+    // BENCH_PROTECTED=1: the project holds a secret variable, so (with runner trust) every build is protected and
+    // each claim also checks that the runner holds no open job: the trust match's dearest path. Harmless before it.
+    if (process.env.BENCH_PROTECTED === "1") await json(`${base}/v1/projects/${project.id}/secrets/BENCH_KEY`, "PUT", owner, { value: "bench" });
     const mk = (name: string, platform: string) =>
       json(`${base}/v1/projects/${project.id}/pipelines`, "POST", owner, { name, config: { platform, steps: [{ name: "s", run: "true" }] } });
     const android = await mk("android", "android");
@@ -169,6 +181,26 @@ async function main() {
       (cpuPerCycle[target.base] ??= []).push((cpuMs(target.pid) - cpuBefore) / BUILDS);
       if (seen.size !== BUILDS) throw new Error(`http claims: distinct ${seen.size}`);
     };
+    // BENCH_ONLY=raw-trust: today's claim statement against the one with the trust match, raw, ABBA twice, on
+    // this daemon's database (its schema must have the trust columns); nothing else is measured.
+    if (process.env.BENCH_ONLY === "raw-trust") {
+      const rates: Record<"today" | "trust", number[]> = { today: [], trust: [] };
+      for (const kind of ["today", "trust", "trust", "today", "today", "trust", "trust", "today"] as const) {
+        requeue(dbPath);
+        const t0 = performance.now();
+        const cycles = rawLoop(dbPath, "normal", fleet.map((r) => r.id), 120, kind);
+        if (cycles !== BUILDS) throw new Error(`raw loop ran ${cycles} cycles`);
+        rates[kind].push(cycles / ((performance.now() - t0) / 1000));
+      }
+      const mean = (v: number[]) => v.reduce((a, b) => a + b, 0) / v.length;
+      process.stdout.write(
+        `Raw claim cycles, synchronous=NORMAL, ${BUILDS} builds, ${RUNNERS} runners (load average ${loadavg()[0]!.toFixed(1)}):\n` +
+          `  today's claim statement:      ${mean(rates.today).toFixed(0)} cycles/s (runs ${rates.today.map((r) => r.toFixed(0)).join(", ")})\n` +
+          `  with the trust match + token: ${mean(rates.trust).toFixed(0)} cycles/s (runs ${rates.trust.map((r) => r.toFixed(0)).join(", ")})\n` +
+          `  cost of the trust match: ${((mean(rates.today) / mean(rates.trust) - 1) * 100).toFixed(1)} % per cycle\n`,
+      );
+      return;
+    }
     // BENCH_ONLY=pickup skips the claim cycles (the pickup figures alone, for tracing).
     if (process.env.BENCH_ONLY !== "pickup") {
       const loadStart = loadavg()[0]!;

@@ -56,7 +56,9 @@ describe("the build lifecycle on the real daemon", () => {
       const auth = await d.api.call("GET", `${jobPath}/checkout-auth`, { token: runner.token });
       expect(auth.body).toMatchObject({ username: "x-access-token", password: "tok-SECRET-1" });
       const signing = await d.api.call("GET", `${jobPath}/android-signing`, { token: runner.token });
-      expect([signing.status, signing.body.code]).toEqual([404, "no_credentials"]);
+      // The project holds no signing material or secret: its builds are open, and open builds get none.
+      expect(job.trust).toBe("open");
+      expect([signing.status, signing.body.code]).toEqual([403, "secrets_withheld"]);
       const listed = await d.api.call("GET", `/v1/builds?project_id=${project.id}&status=running`, { token: d.ownerToken });
       expect(listed.body.map((b: Json) => b.id)).toEqual([job.build_id]);
       await appendLog(d.api, runner, job.build_id, 0, "using tok-SECRET-1\n");

@@ -110,19 +110,22 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
  * drain is honoured too, and the trust rules hold under the write lock (docs/runner-isolation.md): a protected
  * runner takes protected and open builds, an open one open and fork builds, and a protected build is not handed
  * to a runner while it holds an open or fork job. A runner at its `max_jobs` matches no row. It returns only what
- * the claimed job needs, with the two names the runner needs beside the build row.
+ * the claimed job needs, with the two names the runner needs beside the build row. Every subquery on the runner is
+ * uncorrelated (the trusts it takes are one list, computed once per claim), so a claim costs what it did before the
+ * trust match plus one look at the runner's active jobs (docs/benchmarks.md, "Runner trust").
  * Arguments: ?1 runner id, ?2 lease expiry, ?3 now, ?4 the job token's SHA-256.
  */
-const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?1, attempt_count = attempt_count + 1, lease_expires_at = ?2,
+export const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?1, attempt_count = attempt_count + 1, lease_expires_at = ?2,
   updated_at = ?3, job_token_hash = ?4
-WHERE id = (SELECT b.id FROM builds b, (SELECT capabilities, trust FROM runners WHERE id = ?1 AND status != 'draining'
-    AND (json_extract(capabilities, '$.max_jobs') IS NULL OR (SELECT count(*) FROM builds h WHERE h.runner_id = ?1
-      AND h.status IN ('assigned', 'running')) < json_extract(capabilities, '$.max_jobs'))) r
-  WHERE b.status = 'queued' AND b.platform IN (SELECT value FROM json_each(r.capabilities, '$.platforms') UNION ALL SELECT 'any')
-    AND CASE WHEN r.trust = 'open' THEN b.trust IN ('open', 'fork') ELSE b.trust = 'open' OR (b.trust = 'protected'
-      AND NOT EXISTS (SELECT 1 FROM builds h WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running') AND h.trust != 'protected')) END
-  ORDER BY b.queued_at, b.rowid LIMIT 1)
-  AND status = 'queued'
+WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELECT value FROM json_each((SELECT capabilities FROM runners
+    WHERE id = ?1 AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any')
+  AND trust IN (SELECT value FROM json_each(CASE (SELECT trust FROM runners WHERE id = ?1) WHEN 'open' THEN '["open","fork"]'
+    ELSE CASE WHEN EXISTS (SELECT 1 FROM builds h WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running') AND h.trust != 'protected')
+      THEN '["open"]' ELSE '["protected","open"]' END END))
+  ORDER BY queued_at, rowid LIMIT 1)
+  AND status = 'queued' AND EXISTS (SELECT 1 FROM runners WHERE runners.id = ?1 AND runners.status != 'draining'
+    AND (json_extract(capabilities, '$.max_jobs') IS NULL OR json_extract(capabilities, '$.max_jobs') > (SELECT count(*) FROM builds h
+      WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running'))))
 RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at, trust,
   (SELECT repo_url FROM projects WHERE projects.id = builds.project_id) AS repo_url,
   (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id) AS pipeline_name`;
