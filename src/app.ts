@@ -21,6 +21,7 @@ import { installRoutes } from "./http/routes/install.ts";
 import { oidcRoutes } from "./http/routes/oidc.ts";
 import { projectsRoutes } from "./http/routes/projects.ts";
 import { projectSecretsRoutes } from "./http/routes/project-secrets.ts";
+import { publishingRoutes } from "./http/routes/publishing.ts";
 import { publicRoutes } from "./http/routes/public.ts";
 import { pipelineFilesRoutes } from "./http/routes/pipeline-files.ts";
 import { runnersRoutes } from "./http/routes/runners.ts";
@@ -70,6 +71,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     artifactStorageRoutes,
     projectsRoutes,
     projectSecretsRoutes,
+    publishingRoutes,
     runnersRoutes,
     runnerBundleRoutes,
     buildsRoutes,

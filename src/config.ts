@@ -17,6 +17,10 @@ export const ConfigSchema = z.object({
   HANGAR_SWEEP_INTERVAL_MS: z.coerce.number().int().min(10).default(5_000),
   HANGAR_OUTBOX_RETRY_BASE_MS: z.coerce.number().int().min(1).default(30_000),
   HANGAR_OUTBOX_POLL_MS: z.coerce.number().int().min(5).default(1_000),
+  HANGAR_ASC_API_URL: z.string().url().default("https://api.appstoreconnect.apple.com"),
+  HANGAR_GOOGLE_API_URL: z.string().url().default("https://androidpublisher.googleapis.com"),
+  HANGAR_PUBLISH_POLL_MS: z.coerce.number().int().min(10).default(10_000),
+  HANGAR_PUBLISH_LEASE_MS: z.coerce.number().int().min(1_000).default(90_000),
   HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
   HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
   HANGAR_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
@@ -56,6 +60,13 @@ export interface HangarConfig {
   outboxRetryBaseMs: number;
   /** How often an idle daemon looks for due outbox deliveries. */
   outboxPollMs: number;
+  /** Store API bases (docs/publishing.md); tests point them at local servers. */
+  ascApiUrl: string;
+  googleApiUrl: string;
+  /** How often a store's processing of an upload is polled. */
+  publishPollMs: number;
+  /** How long a daemon holds a publish without renewing (it renews every third): a crashed one's is taken after. */
+  publishLeaseMs: number;
   maxUploadBytes: number;
   /** Largest JSON body accepted (CONTRACT §1). */
   maxJsonBytes: number;
@@ -123,6 +134,10 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     sweepIntervalMs: e.HANGAR_SWEEP_INTERVAL_MS,
     outboxRetryBaseMs: e.HANGAR_OUTBOX_RETRY_BASE_MS,
     outboxPollMs: e.HANGAR_OUTBOX_POLL_MS,
+    ascApiUrl: e.HANGAR_ASC_API_URL.replace(/\/+$/, ""),
+    googleApiUrl: e.HANGAR_GOOGLE_API_URL.replace(/\/+$/, ""),
+    publishPollMs: e.HANGAR_PUBLISH_POLL_MS,
+    publishLeaseMs: e.HANGAR_PUBLISH_LEASE_MS,
     maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,
     maxJsonBytes: 1024 * 1024,
     logRequests: e.HANGAR_LOG_REQUESTS === "1",

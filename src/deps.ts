@@ -47,6 +47,11 @@ export interface AppDeps {
    */
   fetch: typeof fetch;
   /**
+   * The same guard without the deadline and answer cap, for long uploads to the stores (docs/publishing.md): a
+   * streamed request body is sent as it is read. Absent (tests, Workers): `fetch`.
+   */
+  uploadFetch?: typeof fetch;
+  /**
    * Checks a destination URL now, resolving its name where the host can (Node), for settings saved and
    * targets created: throws DestinationNotAllowedError; `listed` = every address is in HANGAR_OUTBOUND_ALLOW
    * (plain http is allowed there only). Absent: IP literals and localhost only (src/domain/common/outbound.ts).

@@ -47,6 +47,8 @@ export const ERROR_CODES = [
   "invalid_certificate", "invalid_profile", "certificate_not_in_profile", "invalid_keystore",
   // retention and disk
   "artifact_expired", "log_expired", "retention_pass_running", "data_dir_low_space",
+  // store keys and publishing (docs/publishing.md)
+  "invalid_store_credentials",
   // several daemons on a libSQL server (CONTRACT §8)
   "database_busy",
 ] as const;

@@ -157,6 +157,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
         onError: (err) => stderrLogger({ time: new Date().toISOString(), level: "warn", msg: "queue version read failed", error: describeError(err) }),
       }),
       openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
+      uploadFetch: outbound.streamingFetch,
       processMetrics: nodeProcessMetrics,
       diskSpace: nodeDiskSpace,
       runnerBundle: nodeRunnerBundle(),

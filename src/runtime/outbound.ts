@@ -50,6 +50,8 @@ export function guardedLookup(allow: OutboundAllowList): LookupFunction {
 }
 
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
+/** Request bodies larger than this (by their declared Content-Length) are streamed, not buffered. */
+const STREAM_BODY_ABOVE = 1024 * 1024;
 
 export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLimits = DEFAULT_OUTBOUND_LIMITS): NodeOutbound {
   // No proxy from the environment, no connection to an unchecked address: the Agent's sockets all go through
@@ -67,13 +69,16 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
 
   const base = async (input: Request | string | URL, init?: RequestInit): Promise<Response> => {
     const request = new Request(input, init);
-    // Bodies the daemon sends are small forms and JSON; buffering keeps Content-Length (no chunked upload).
-    const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
+    // Most bodies the daemon sends are small forms and JSON; buffering keeps Content-Length (no chunked upload).
+    // An upload to a store (docs/publishing.md) declares its Content-Length and is streamed as storage reads it.
+    const streamed = request.body !== null && request.headers.has("content-length") && Number(request.headers.get("content-length")) > STREAM_BODY_ABOVE;
+    const body = !request.body ? undefined : streamed ? request.body : new Uint8Array(await request.arrayBuffer());
     const { agent, undiciFetch } = await loadClient();
     const res = await undiciFetch(request.url, {
       method: request.method,
       headers: [...request.headers],
       body,
+      ...(streamed ? { duplex: "half" as const } : {}),
       redirect: "manual",
       signal: request.signal,
       dispatcher: agent,

@@ -1,6 +1,7 @@
 import type { AppDeps } from "../deps.ts";
 import { describeError } from "../errors.ts";
 import { runOutboxOnce } from "../domain/events/outbox.ts";
+import { runPublishesOnce } from "../domain/publishing/publisher.ts";
 
 export interface OutboxLoop {
   stop(): Promise<void>;
@@ -16,9 +17,21 @@ export function startOutboxLoop(deps: AppDeps): OutboxLoop {
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let current: Promise<void> = Promise.resolve();
+  // Publishes run beside the outbox pass, not in it: an upload lasts minutes and must not hold notifications back.
+  let publishing: Promise<void> | null = null;
+  const startPublishing = () => {
+    if (publishing || stopped) return;
+    publishing = runPublishesOnce(deps, owner)
+      .then(() => undefined)
+      .catch((err) => deps.log({ time: new Date().toISOString(), level: "error", msg: "publish pass failed", error: describeError(err) }))
+      .finally(() => {
+        publishing = null;
+      });
+  };
   const tick = () => {
     current = (async () => {
       let sent = 0;
+      startPublishing();
       try {
         sent = await runOutboxOnce(deps, owner);
       } catch (err) {

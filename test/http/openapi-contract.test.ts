@@ -10,6 +10,7 @@ import { createUser } from "../helpers/factories.ts";
 import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI, wallClockSeconds, type TestOidcProvider } from "../helpers/oidc-provider.ts";
 import { startReceiver, type Receiver } from "../helpers/receiver.ts";
 import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
+import { makeAscKey, makeServiceAccount } from "../helpers/store-keys.ts";
 
 /**
  * The contract test of issue 17: every operation of GET /v1/openapi.json is called on a real app (app.request, a
@@ -248,6 +249,10 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "PUT /v1/projects/{project_id}/signing/ios", { ...inProject, body: () => iosSigningBody() });
     await callOp(t, "GET /v1/projects/{project_id}/signing", inProject);
     await callOp(t, "GET /v1/signing/health", as);
+    const ascKey = makeAscKey();
+    await callOp(t, "PUT /v1/projects/{project_id}/stores/app-store-connect", { ...inProject, body: { private_key_p8: ascKey.privatePem } });
+    await callOp(t, "PUT /v1/projects/{project_id}/stores/google-play", { ...inProject, body: { service_account_json: makeServiceAccount("https://oauth2.googleapis.com/token").json } });
+    await callOp(t, "GET /v1/projects/{project_id}/stores", inProject);
     const secret = { ...as, params: { project_id: project, name: "API_KEY" } };
     await callOp(t, "PUT /v1/projects/{project_id}/secrets/{name}", secret);
     await callOp(t, "GET /v1/projects/{project_id}/secrets", inProject);
@@ -330,6 +335,8 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "POST /v1/artifacts/{artifact_id}/install-link", asReader);
     await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/status", { ...inJob, body: { status: "succeeded", exit_code: 0 } });
     expect((await callOp(t, "POST /v1/runners/{runner_id}/claim", asRunner)).status).toBe(204);
+    await callOp(t, "POST /v1/builds/{build_id}/publish", inBuild);
+    await callOp(t, "GET /v1/builds/{build_id}/publishes", inBuild);
 
     const rerun = (await callOp(t, "POST /v1/builds/{build_id}/rerun", inBuild)).body.id as string;
     await callOp(t, "POST /v1/builds/{build_id}/cancel", { ...as, params: { build_id: rerun } });

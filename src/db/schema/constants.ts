@@ -71,7 +71,7 @@ export const NOTIFICATION_KINDS = ["slack", "discord", "teams", "webhook"] as co
 export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
 
 /** Build events, and `signing_expiring`: a certificate or profile of the project expires within 30 days or has expired (docs/signing.md). */
-export const NOTIFICATION_EVENTS = ["started", "succeeded", "failed", "fixed", "canceled", "timed_out", "expired", "signing_expiring"] as const;
+export const NOTIFICATION_EVENTS = ["started", "succeeded", "failed", "fixed", "canceled", "timed_out", "expired", "signing_expiring", "published", "publish_failed"] as const;
 export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
 
 export const OUTBOX_TARGET_KINDS = ["commit_status", "notification"] as const;

@@ -9,3 +9,4 @@ export * from "./hooks.ts";
 export * from "./tests.ts";
 export * from "./retention.ts";
 export * from "./channels.ts";
+export * from "./publishing.ts";

@@ -26,6 +26,11 @@ export interface AndroidSigningInfo {
   certificate: { subject: string; serial: string; expires_at: number };
 }
 
+export interface StoreCredentialsInfo {
+  app_store_connect?: { issuer_id: string; key_id: string };
+  google_play?: { client_email: string; project_id: string };
+}
+
 export const projects = sqliteTable("projects", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
@@ -35,6 +40,11 @@ export const projects = sqliteTable("projects", {
   sourceCredentialsSealed: text("source_credentials_sealed"),
   androidSigningSealed: text("android_signing_sealed"),
   iosSigningSealed: text("ios_signing_sealed"),
+  /** Store keys (docs/publishing.md), sealed; only the daemon opens them, never a runner. */
+  appStoreConnectSealed: text("app_store_connect_sealed"),
+  googlePlaySealed: text("google_play_sealed"),
+  /** What the store keys are, without their secrets: the `GET .../stores` answer. */
+  storeCredentialsInfo: text("store_credentials_info", { mode: "json" }).$type<StoreCredentialsInfo>(),
   /**
    * What the sealed signing documents hold, described without their secrets (docs/signing.md): certificate
    * subjects, serials, profile names and expiry dates, read on upload. Signing health reads these, never the keys.

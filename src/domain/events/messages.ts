@@ -21,6 +21,8 @@ const RESULT_WORDS: Record<NotificationEvent, string> = {
   timed_out: "timed out",
   expired: "expired in the queue",
   signing_expiring: "has signing material expiring",
+  published: "was published to the store",
+  publish_failed: "could not be published to the store",
 };
 
 function summary(m: BuildMessageContext): string {
@@ -57,6 +59,8 @@ const DISCORD_COLORS: Record<NotificationEvent, number> = {
   expired: 0x9ca3af,
   canceled: 0x9ca3af,
   signing_expiring: 0xf59e0b,
+  published: 0x22c55e,
+  publish_failed: 0xef4444,
 };
 
 /** Discord: mentions are never parsed, so a branch named `@everyone` pings nobody. */

@@ -1,5 +1,6 @@
 import { and, asc, eq, isNull, sql } from "drizzle-orm";
 import { Cron } from "croner";
+import { publishListSchema } from "../publishing/config.ts";
 import { z } from "zod";
 import { PLATFORMS, TRIGGER_EVENTS } from "../../db/schema/constants.ts";
 import { builds, pipelines, projects, projectSecrets } from "../../db/schema/index.ts";
@@ -173,6 +174,7 @@ export const pipelineConfigSchema = z.lazy(() =>
     reports: pipelineReportsSchema.optional(),
     /** A file in the checkout whose text becomes the build's release notes for tester channels. */
     release_notes: z.string().min(1).max(1024).optional(),
+    publish: publishListSchema.optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;

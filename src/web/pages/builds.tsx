@@ -8,6 +8,7 @@ import { BUILD_STATUSES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { createDownloadLink, listBuildArtifacts } from "../../domain/artifacts/artifacts.ts";
 import { isFinalStatus } from "../../domain/builds/build-machine.ts";
+import { listPublishes } from "../../domain/publishing/publisher.ts";
 import { cancelBuild, getBuild, listBuilds, queueInfo, rerunBuild, type BuildRow, type StepResult } from "../../domain/builds/builds.ts";
 import { readLogBefore, readLogTail, utf8Boundary } from "../../domain/logs/log-view.ts";
 import { readLog } from "../../domain/logs/logs.ts";
@@ -264,7 +265,10 @@ interface BuildPageData {
   /** Null while the build has no test report. */
   tests: BuildTests | null;
   failures: BuildTests["tests"];
+  publishes: Awaited<ReturnType<typeof listPublishes>>;
 }
+
+const STORE_NAMES = { testflight: "TestFlight", google_play: "Google Play" } as const;
 
 function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
   const { build: b, ctx } = props;
@@ -439,6 +443,25 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           </Table>
         )}
       </Section>
+      {props.publishes.length > 0 ? (
+        <Section title="Publishing" id="publishes" description="Uploads of this build to the stores; a store's refusal is shown in its own words.">
+          <Table headers={["Store", "State", "Attempts", "Detail", "Updated"]}>
+            {props.publishes.map((p) => (
+              <tr data-publish={p.to}>
+                <td>{STORE_NAMES[p.to]}</td>
+                <td>
+                  <span class={`publish-state publish-${p.state}`}>{p.state}</span>
+                </td>
+                <td>{p.attempts}</td>
+                <td class="publish-detail">{p.detail ?? ""}</td>
+                <td>
+                  <Time at={p.updated_at} now={now} />
+                </td>
+              </tr>
+            ))}
+          </Table>
+        </Section>
+      ) : null}
       <script type="module" src={logViewerUrl()}></script>
     </Layout>
   );
@@ -539,11 +562,12 @@ export function buildPages(deps: AppDeps) {
     })
     .get("/builds/:build_id", readers, async (c) => {
       const build = await getBuild(deps, c.req.param("build_id"));
-      const [names, artifacts, queue, runners] = await Promise.all([
+      const [names, artifacts, queue, runners, publishList] = await Promise.all([
         nameDirectory(deps),
         listBuildArtifacts(deps, build.id),
         build.status === "queued" ? queueInfo(deps, build) : Promise.resolve(null),
         build.runnerId ? listRunners(deps) : Promise.resolve([]),
+        listPublishes(deps, build.id),
       ]);
       const runnerName = runners.find((r) => r.id === build.runnerId)?.name ?? null;
       const tests = build.testsSummary ? await listBuildTests(deps, build.id, { limit: 1 }) : null;
@@ -555,7 +579,7 @@ export function buildPages(deps: AppDeps) {
         : [];
       return renderPage(
         c,
-        <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} tests={tests} failures={failures} />,
+        <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} tests={tests} failures={failures} publishes={publishList} />,
       );
     })
     .post("/builds/:build_id/cancel", builders, async (c) => {

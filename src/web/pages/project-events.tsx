@@ -56,6 +56,8 @@ const EVENT_LABELS: Record<(typeof NOTIFICATION_EVENTS)[number], string> = {
   timed_out: "timed out",
   expired: "expired",
   signing_expiring: "signing material expiring (a certificate or profile within 30 days, or expired)",
+  published: "published to a store (TestFlight, Google Play)",
+  publish_failed: "publishing to a store failed",
 };
 
 const DEFAULT_EVENTS = ["failed", "fixed"];
