@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
+import { androidSigningBody } from "../helpers/signing-material.ts";
 import { getBuild, getLog, removeDir, startReadyDaemon, startRunner, stopRunner, waitFor, waitForFinal, type ReadyDaemon, type RunnerProcess } from "./runner-harness.ts";
 
 // A user of this file only: every process of it is ended after each job, so no other test may share it.
@@ -156,10 +157,10 @@ describe("a build against its runner (Linux, as root, --run-as)", () => {
   it("a second job cannot read what the first left: its checkout, temporary files, /tmp files or signing files", async () => {
     if (cannotRun()) throw new Error(cannotRun()!);
     const project = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
-    await d.api.call("PUT", `/v1/projects/${project.id}/signing/android`, {
-      token: d.ownerToken,
-      body: { keystore_base64: Buffer.from("keystore-bytes").toString("base64"), keystore_password: "store-pass", key_alias: "k", key_password: "key-pass" },
-    });
+    // Real material: the daemon refuses a keystore that does not open, and a project holding none queues open builds
+    // that are handed no signing file at all.
+    const signing = await d.api.call("PUT", `/v1/projects/${project.id}/signing/android`, { token: d.ownerToken, body: androidSigningBody() });
+    expect(signing.status).toBe(200);
     const marker = `j1-${crypto.randomUUID()}`;
     const first = await createPipeline(d.api, d.ownerToken, project.id, {
       platform: "android",

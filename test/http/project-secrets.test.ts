@@ -146,11 +146,18 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
   const jobPath = (id: string) => `/v1/runners/${w.runner.id}/jobs/${id}`;
 
   it("answers {} without secrets, then every secret while the job is active, then 409 job_not_active", async () => {
+    // A project holding no credential queues open builds: the secrets call withholds rather than answering {}.
+    const open = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
+    await claim(t, w.runner);
+    const withheld = await t.call("GET", `${jobPath(open.id)}/secrets`, { token: w.runner.token });
+    expect([withheld.status, withheld.body.code]).toEqual([403, "secrets_withheld"]);
+    await finish(t, w.runner, open.id);
     // Signing material alone makes the project's builds protected: the secrets call answers, with nothing in it.
-    await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
+    const signing = await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
       token: w.ownerToken,
-      body: { keystore_base64: "AAAA", keystore_password: "store-pass", key_alias: "k", key_password: "key-pass" },
+      body: androidSigningBody(),
     });
+    expect(signing.status).toBe(200);
     const first = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     await claim(t, w.runner);
     const empty = await t.call("GET", `${jobPath(first.id)}/secrets`, { token: w.runner.token });
@@ -181,14 +188,15 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
 
   it("audits every hand-out: checkout, android_signing, ios_signing, secrets", async () => {
     await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, { token: w.ownerToken, body: { token: "ghp_source_token" } });
-    await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
+    const android = await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
       token: w.ownerToken,
       body: androidSigningBody({ storePassword: "store-pass", keyPassword: "key-pass", alias: "k" }),
     });
-    await t.call("PUT", `/v1/projects/${w.project.id}/signing/ios`, {
+    const ios = await t.call("PUT", `/v1/projects/${w.project.id}/signing/ios`, {
       token: w.ownerToken,
       body: iosSigningBody("p12-pass"),
     });
+    expect([android.status, ios.status]).toEqual([200, 200]);
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     await claim(t, w.runner);
     for (const kind of ["checkout-auth", "android-signing", "ios-signing", "secrets"]) {
