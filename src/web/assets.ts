@@ -57,7 +57,7 @@ border:1px solid transparent;font:inherit;font-weight:600;cursor:pointer;text-de
 .actions{display:flex;flex-wrap:wrap;gap:.5rem;align-items:center;margin:.5rem 0 0}
 .inline-form{display:inline-flex;flex-wrap:wrap;gap:.4rem;align-items:center;margin:0}
 .inline-form .field{margin:0}
-.table-wrap{overflow-x:auto;margin:0 -.25rem}
+.table-wrap{overflow-x:auto;margin:0 -.25rem;position:relative}
 table{width:100%;border-collapse:collapse;font-size:.95rem}
 th,td{text-align:left;padding:.55rem .5rem;border-bottom:1px solid var(--border);vertical-align:middle}
 th{font-size:.8rem;text-transform:uppercase;letter-spacing:.03em;color:var(--muted)}

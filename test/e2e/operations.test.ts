@@ -69,7 +69,7 @@ describe("the command line is strict", () => {
     writeFileSync(file, "not a directory");
     const notDir = await runCli(["migrate"], { HANGAR_DATA_DIR: join(file, "data") });
     expect(notDir.code).toBe(1);
-    expect(notDir.stderr).toMatch(/^hangar: ENOTDIR/);
+    expect(notDir.stderr).toMatch(/^hangar: the data directory \S+ cannot be created: .*\(ENOTDIR\)$/m);
     expect(notDir.stderr.trim().split("\n")).toHaveLength(1);
     const badPort = await runCli(["migrate"], { ...env, HANGAR_PORT: "eighty" });
     expect(badPort.code).toBe(1);
