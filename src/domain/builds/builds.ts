@@ -1,4 +1,4 @@
-import { toTestsSummary } from "../tests/test-reports.ts";
+import { toTestsSummary } from "../tests/tests-summary.ts";
 import { and, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { z } from "zod";

@@ -9,7 +9,7 @@ import { ApiError } from "../../errors.ts";
 import { FINAL_BUILD_STATUSES } from "../../db/schema/constants.ts";
 import { getBuild } from "../builds/builds.ts";
 import { isFinalStatus } from "../builds/build-machine.ts";
-import { readLog } from "./logs.ts";
+import { readLog } from "./log-read.ts";
 
 /** A build's rows are rowids [seq × 2^27, (seq + 1) × 2^27): a 64 MiB log has fewer lines than 2^27. */
 const LINE_SPACE = 134_217_728;

@@ -24,19 +24,9 @@ function yieldToEventLoop(): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
-export interface TestsSummary {
-  total: number;
-  passed: number;
-  failed: number;
-  skipped: number;
-  errored: number;
-  duration_ms: number;
-}
+import { toTestsSummary, type TestsSummary } from "./tests-summary.ts";
 
-/** What the build JSON carries: null while the build has no report. */
-export function toTestsSummary(value: unknown): TestsSummary | null {
-  return (value as TestsSummary | null) ?? null;
-}
+export { toTestsSummary, type TestsSummary };
 
 /** UTF-8 decoding a megabyte at a time with an event-loop turn between (50 MiB in one call stalls the daemon). */
 async function decodeInSlices(bytes: Uint8Array): Promise<string> {

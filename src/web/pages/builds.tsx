@@ -29,6 +29,7 @@ import { formatBytes, neutralise, relativeTime } from "../text.ts";
 import { searchLogs, type LogMatch } from "../../domain/logs/log-search.ts";
 import { listBuildTests } from "../../domain/tests/test-reports.ts";
 import { FAILURES_SHOWN, SearchResults, TestsSection, type BuildTests } from "./tests.tsx";
+import { duration } from "../text.ts";
 
 const TONES: Record<string, string> = {
   succeeded: "ok",
@@ -57,13 +58,6 @@ const listQuery = z.lazy(() =>
 );
 
 /** "1 min 5 s" for a span in seconds. */
-export function duration(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  if (s < 60) return `${s} s`;
-  const m = Math.floor(s / 60);
-  if (m < 60) return `${m} min ${s % 60} s`;
-  return `${Math.floor(m / 60)} h ${m % 60} min`;
-}
 
 function buildDuration(b: BuildRow, now: number): string | null {
   if (b.startedAt === null) return null;

@@ -9,7 +9,7 @@ import { ROLES } from "../../http/middleware/auth.ts";
 import { EmptyState, Name, Section, Table } from "../components.tsx";
 import { Layout } from "../layout.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
-import { duration } from "./builds.tsx";
+import { duration } from "../text.ts";
 
 export type BuildTests = Awaited<ReturnType<typeof listBuildTests>>;
 
