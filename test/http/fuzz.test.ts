@@ -12,6 +12,7 @@ import { makeTestApp, type CallResult, type TestApp } from "../helpers/app.ts";
 import { buildWorld, claim, DEFAULT_SHA, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
 import { createUser, sessionFor, startSetup } from "../helpers/factories.ts";
 import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
+import { makeAscKey, makeServiceAccount } from "../helpers/store-keys.ts";
 
 type Json = unknown;
 type Credential = "setup" | "user" | "runner" | "none";
@@ -101,7 +102,7 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "PUT /v1/projects/:project_id/signing/ios": iosSigningBody(),
     "PUT /v1/projects/:project_id/secrets/:name": { value: "fuzz-secret-value" },
     "PUT /v1/projects/:project_id/protection": { branches: ["main", "release/**"] },
-    "POST /v1/runners/register": { name: "fuzz-runner", capabilities: { platforms: ["ios"] } },
+    "POST /v1/runners/register": { name: "fuzz-runner", capabilities: { platforms: ["ios"] }, trust: "protected" },
     "PATCH /v1/runners/:runner_id": { name: "renamed", capabilities: { platforms: ["android"] }, status: "online" },
     "POST /v1/runners/:runner_id/heartbeat": { status: "online" },
     "POST /v1/runners/:runner_id/jobs/:job_id/status": { status: "running", step_results: [{ name: "s", status: "running", started_at: 1 }] },
@@ -115,6 +116,21 @@ function samples(w: World): Record<string, Record<string, Json>> {
       sha256: "a".repeat(64),
       install_metadata: { bundle_identifier: "com.example", bundle_version: "1", title: "App" },
     },
+    // Never published for real: a publish without the store's key is refused, and the key routes come later.
+    "POST /v1/builds/:build_id/publish": { to: "testflight" },
+    "PUT /v1/projects/:project_id/stores/app-store-connect": { issuer_id: w.storeKeys.asc.issuerId, key_id: w.storeKeys.asc.keyId, private_key_p8: w.storeKeys.asc.privatePem },
+    "PUT /v1/projects/:project_id/stores/google-play": { service_account_json: w.storeKeys.googlePlay },
+    "POST /v1/projects/:project_id/pipeline-config/validate": { content: "pipelines:\n  build:\n    platform: android\n    steps:\n      - ./gradlew assembleDebug\n" },
+    // Retention never runs for real here: `dry_run` only ever stays true or turns invalid, so the world keeps
+    // its artifact whatever policy the fuzz leaves behind.
+    "PUT /v1/settings/retention": { artifacts: { keep_last: 100, max_age_days: 365 }, logs: { max_age_days: 365 } },
+    "POST /v1/settings/retention/run": { dry_run: true },
+    "PUT /v1/projects/:project_id/retention": { artifacts: { keep_last: 50, max_age_days: null }, logs: { max_age_days: 30 } },
+    "POST /v1/projects/:project_id/channels": { name: "fuzz-channel", pipeline_id: w.pipelineId, branches: ["main"], platforms: ["ios", "android"] },
+    "PATCH /v1/projects/:project_id/channels/:channel_id": { name: "fuzz-renamed", pipeline_id: w.pipelineId, branches: ["release/**"], platforms: ["android"] },
+    "POST /v1/projects/:project_id/channels/:channel_id/testers": { email: "fuzz-tester@example.com", name: "Fuzz Tester" },
+    // The discard port on loopback: a mail would be refused at once, never leave the machine.
+    "PUT /v1/settings/smtp": { host: "127.0.0.1", port: 9, secure: false, username: "ci", password: "pw", from: "Hangar <ci@example.com>" },
   };
 }
 
@@ -128,6 +144,7 @@ const NON_JSON_SUCCESS = new Set([
   "POST /v1/runners/:runner_id/claim",
   "GET /metrics",
   "GET /runner/hangar-runner.mjs",
+  "GET /badge/:file",
 ]);
 
 /** 500 codes the spec itself prescribes, and only on these routes. Any other 500 is a bug. */
@@ -157,6 +174,8 @@ const BODYLESS = new Set([
   // Takes a forge's payload, verified before it is read: the fuzz must meet 401 invalid_signature.
   "POST /v1/hooks/:webhook_id",
   "POST /v1/projects/:project_id/notifications/:notification_id/test",
+  "POST /v1/projects/:project_id/pipelines/:pipeline_id/badge",
+  "POST /v1/builds/:build_id/pin",
 ]);
 
 interface World {
@@ -174,6 +193,8 @@ interface World {
   pathTokens: Record<string, string>;
   runner: { id: string; token: string };
   otherRunner: { id: string; token: string };
+  /** Store keys made once (an RSA key generation is slow): the samples use them on every call. */
+  storeKeys: { asc: ReturnType<typeof makeAscKey>; googlePlay: string };
 }
 
 const pathOf = (url: string): string => new URL(url).pathname;
@@ -239,6 +260,13 @@ async function makeWorld(): Promise<World> {
     body: { kind: "slack", url: "http://127.0.0.1:9/hangar", on: ["failed"] },
   });
   if (notification.status !== 200) throw new Error(`notification: ${notification.text}`);
+  // A channel with a tester for the channel routes, and a second channel the DELETE route removes.
+  const channel = await ready.call("POST", `/v1/projects/${project.id}/channels`, { token: ownerToken, body: { name: "beta", pipeline_id: pipeline.id } });
+  if (channel.status !== 200) throw new Error(`channel: ${channel.text}`);
+  const doomedChannel = await ready.call("POST", `/v1/projects/${project.id}/channels`, { token: ownerToken, body: { name: "doomed", pipeline_id: pipeline.id } });
+  if (doomedChannel.status !== 200) throw new Error(`channel: ${doomedChannel.text}`);
+  const tester = await ready.call("POST", `/v1/projects/${project.id}/channels/${channel.body.id}/testers`, { token: ownerToken, body: { email: "tester@example.com" } });
+  if (tester.status !== 200) throw new Error(`tester: ${tester.text}`);
 
   // The setup world: remote + trusted-proxy, so the local-owner route refuses after validation and no fuzzed
   // body can finish setup (which would turn every setup route into a plain 409).
@@ -257,6 +285,7 @@ async function makeWorld(): Promise<World> {
     pipelineId: pipeline.id,
     runner,
     otherRunner,
+    storeKeys: { asc: makeAscKey(), googlePlay: makeServiceAccount("https://127.0.0.1:1/token").json },
     params: {
       user_id: victim.id,
       project_id: project.id,
@@ -266,6 +295,8 @@ async function makeWorld(): Promise<World> {
       artifact_id: artifactId,
       webhook_id: webhook.body.id,
       notification_id: notification.body.id,
+      channel_id: channel.body.id,
+      tester_id: tester.body.id,
     },
     routeParams: {
       "POST /v1/builds/:build_id/cancel": { build_id: toCancel.id },
@@ -274,6 +305,10 @@ async function makeWorld(): Promise<World> {
       "POST /v1/runners/:runner_id/rotate-token": { runner_id: disposable[1]!.id },
       "PUT /v1/projects/:project_id/secrets/:name": { name: "FUZZ_SECRET" },
       "DELETE /v1/projects/:project_id/secrets/:name": { name: "FUZZ_SECRET" },
+      "DELETE /v1/projects/:project_id/channels/:channel_id": { channel_id: doomedChannel.body.id },
+      // The badge routes on the world's pipeline; the pipeline routes themselves keep "x" (DELETE would end it).
+      "POST /v1/projects/:project_id/pipelines/:pipeline_id/badge": { pipeline_id: pipeline.id },
+      "DELETE /v1/projects/:project_id/pipelines/:pipeline_id/badge": { pipeline_id: pipeline.id },
     },
     pathTokens: {
       "PUT /v1/artifacts/local-upload/:token": pathOf(pending.body.upload.url).split("/").pop() ?? "",
@@ -288,9 +323,10 @@ async function makeWorld(): Promise<World> {
 /** Concrete routes of the app (middleware `ALL` entries left out), in registration order. */
 /**
  * The web UI's pages (src/web/, CONTRACT §10) answer HTML and take forms: they are not part of this JSON fuzz.
- * Their own tests (test/web/) cover their errors, Origin checks and escaping.
+ * Their own tests (test/web/) cover their errors, Origin checks and escaping. The tester page `/apps/{token}`
+ * (its icon and its install form too) is such a page, like `/install/{token}`: its errors are HTML pages.
  */
-const WEB_UI_PATH = /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|artifacts\/)/;
+const WEB_UI_PATH = /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|apps\/|artifacts\/)/;
 
 function appRoutes(t: TestApp): Route[] {
   const seen = new Map<string, Route>();
@@ -306,7 +342,7 @@ function appRoutes(t: TestApp): Route[] {
 /** The credential a route is meant to be called with. */
 function credentialOf(route: Route): Credential {
   const p = route.path;
-  if (p === "/healthz" || p === "/metrics" || p === "/runner/hangar-runner.mjs" || p === "/v1/openapi.json" || p.startsWith("/v1/public/") || p.startsWith("/install/")) return "none";
+  if (p === "/healthz" || p === "/metrics" || p === "/runner/hangar-runner.mjs" || p === "/v1/openapi.json" || p.startsWith("/v1/public/") || p.startsWith("/install/") || p.startsWith("/badge/")) return "none";
   if (p.startsWith("/v1/artifacts/local-upload/") || p.startsWith("/v1/artifacts/download/")) return "none";
   if (p === "/v1/setup/bootstrap-token/verify") return "none";
   if (p.startsWith("/v1/setup/")) return "setup";
@@ -615,9 +651,9 @@ describe("fuzzing every route", () => {
 
   // A few groups so a failure names its area and each group stays within the test timeout.
   const groups: Array<[string, (r: Route) => boolean]> = [
-    ["setup, auth and public", (r) => /^\/(healthz|metrics|runner\/|v1\/(public|setup|auth|hooks|openapi))/.test(r.path)],
+    ["setup, auth and public", (r) => /^\/(healthz|metrics|runner\/|badge\/|v1\/(public|setup|auth|hooks|openapi))/.test(r.path)],
     ["users and settings", (r) => /^\/v1\/(users|audit-events|settings)/.test(r.path)],
-    ["projects and builds", (r) => /^\/v1\/(projects|builds)/.test(r.path) && !r.path.includes("/artifacts") && !r.path.includes("signing")],
+    ["projects and builds", (r) => /^\/v1\/(projects|builds|search)/.test(r.path) && !r.path.includes("/artifacts") && !r.path.includes("signing")],
     // Signing uploads open real PKCS#12 files and keystores (a key derivation each): a group of their own.
     ["signing", (r) => /^\/v1\/(projects\/[^/]+\/)?signing/.test(r.path)],
     ["runners", (r) => r.path.startsWith("/v1/runners") && !r.path.includes("/artifacts")],
