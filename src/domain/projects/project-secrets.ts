@@ -8,6 +8,9 @@ import { sql } from "drizzle-orm";
 import { auditStatement, auditStatementWhen } from "../common/audit.ts";
 import { compileGlob } from "../common/glob.ts";
 import { getProject, type ProjectRow } from "./projects.ts";
+import { openSecrets } from "./secret-values.ts";
+
+export { openSecrets };
 import type { UserRow } from "../auth/users.ts";
 
 type DbDeps = Pick<AppDeps, "db" | "clock">;
@@ -162,20 +165,3 @@ export async function deleteSecret(deps: DbDeps, actor: UserRow, projectId: stri
   if (deleted.length === 0) throw new ApiError(404, "not_found", "no such secret variable");
 }
 
-/** Every secret variable of a project, opened: for the runner's secrets call and for log masking. */
-export async function openSecrets(deps: Pick<AppDeps, "db" | "secrets">, projectId: string): Promise<Record<string, string>> {
-  const rows = await deps.db
-    .select({ name: projectSecrets.name, valueSealed: projectSecrets.valueSealed })
-    .from(projectSecrets)
-    .where(eq(projectSecrets.projectId, projectId))
-    .orderBy(asc(projectSecrets.name));
-  const out: Record<string, string> = {};
-  for (const row of rows) {
-    try {
-      out[row.name] = await deps.secrets.open(row.valueSealed);
-    } catch {
-      throw new ApiError(500, "decryption_error", "a stored secret variable cannot be decrypted");
-    }
-  }
-  return out;
-}

@@ -10,7 +10,7 @@ import { auditStatement, auditStatementWhen } from "../common/audit.ts";
 import { NON_FINAL_STATUSES } from "../builds/build-machine.ts";
 import type { GitCredentials } from "./git.ts";
 import { isValidBranchName } from "./git.ts";
-import { openSecrets } from "./project-secrets.ts";
+import { openSecrets } from "./secret-values.ts";
 import type { UserRow } from "../auth/users.ts";
 
 export type ProjectRow = typeof projects.$inferSelect;
