@@ -1,7 +1,7 @@
 // bench:artifacts — a 1 GiB artifact uploaded to and downloaded from a real daemon over loopback, beside a raw
 // file-to-file copy of the same bytes (read, write, fsync: what the daemon's local store must do at least)
 // measured in the same run, as the limit. Also the daemon's peak RSS while the bytes move.
-// Targets (issue 6): 70% or more of the raw copy, peak RSS under 150 MiB.
+// Targets (docs/benchmarks.md): 70% or more of the raw copy, peak RSS under 150 MiB.
 import { createHash, randomBytes } from "node:crypto";
 import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { open } from "node:fs/promises";

@@ -3,7 +3,7 @@
 // limit), and job pickup latency with long-poll against a runner polling every 3 s. Issues 5 and 16.
 //
 // BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures);
-// BENCH_DAEMON_SYNCHRONOUS names that daemon's level (`normal`, the default since issue 16, or `full`);
+// BENCH_DAEMON_SYNCHRONOUS names that daemon's level (`normal`, the default since the performance work in docs/benchmarks.md, or `full`);
 // BENCH_COMPARE_ROOT runs the HTTP claim cycles on a second checkout's daemon too, in the same run (ABBA).
 import Database from "libsql";
 import { mkdtempSync, rmSync } from "node:fs";

@@ -1,4 +1,4 @@
-// npm run bench:hooks (issue 14): webhook-to-claim latency over 200 signed GitHub pushes beside the same build
+// npm run bench:hooks (docs/benchmarks.md): webhook-to-claim latency over 200 signed GitHub pushes beside the same build
 // triggered through the API (the limit), and outbox throughput: 1,000 queued notifications delivered to a
 // loopback receiver beside a loop of plain fetch POSTs of the same size to the same receiver (the limit).
 import { createHmac } from "node:crypto";

@@ -1,6 +1,6 @@
 // The HTTP client of the claim benches (bench:claim, bench:sqld): runners talk to the daemon through node:http
 // with keep-alive (lighter on the shared CPU than fetch), and every answer's status is counted so a bench can
-// report 5xx (CONTRACT §8: none).
+// report 5xx (docs/api.md §8: none).
 import { Agent, request } from "node:http";
 
 export interface KeepAliveClient {

@@ -1,7 +1,7 @@
 // npm run bench:mask: log masking throughput (src/domain/logs/log-mask.ts) for 1 MiB chunks against 1, 10 and 100
 // secrets of 8 KiB, beside a plain Buffer.indexOf scan of the same bytes per secret (the limit: native search,
 // Node-only, which the web-standard core cannot use), with the ratio. Two kinds of chunk: ordinary log text, and the near-miss worst case that froze the daemon
-// for 67 s before issue 10 (a chunk of 'A' against secrets of 'A…AB'). The quadratic scan it replaced is timed
+// for 67 s before docs/decisions.md (a chunk of 'A' against secrets of 'A…AB'). The quadratic scan it replaced is timed
 // once on a smaller chunk for comparison.
 import { randomBytes } from "node:crypto";
 import { cpus, loadavg } from "node:os";

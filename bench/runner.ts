@@ -1,4 +1,4 @@
-// `npm run bench:runner`: what the reference runner costs the machine it runs on (issue 15).
+// `npm run bench:runner`: what the reference runner costs the machine it runs on (docs/benchmarks.md).
 //
 // 1. The end-of-job sweep (src/cli/runner/sweep.ts) with 200 processes a job left running, each in a session of
 //    its own (`setsid`, what a process-group kill misses): the time from the job's end to all 200 gone, beside

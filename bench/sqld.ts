@@ -2,7 +2,7 @@
 // (libsql-server 0.24, --use-custom-wal libsql-wal), beside ONE daemon on the embedded file, and a raw client loop
 // against the same sqld running the same three transactions with the same 20-way concurrency (the limit: the
 // server's own rate for this work, without HTTP, auth, JSON or ORM); then cross-daemon pickup: a runner long-polls
-// daemon B while builds are queued through daemon A. Issue 18 (CONTRACT §8).
+// daemon B while builds are queued through daemon A. Issue 18 (docs/api.md §8).
 //
 // BENCH_BUILDS (default 2000) and BENCH_PICKUP_BUILDS (default 100) size the runs.
 import { createClient, type Client, type InStatement } from "@libsql/client";
@@ -240,7 +240,7 @@ async function main() {
       `Cross-daemon pickup (build queued through A -> claim answered by B to a runner long-polling it), n=${fromQueued.length}, ` +
         `from A's answer to the trigger (the build is queued by then): p50 ${ms(percentile(fromQueued, 50))}, p99 ${ms(percentile(fromQueued, 99))}, ` +
         `max ${ms(Math.max(...fromQueued))}; from the trigger sent (upper bound, includes A's own answer time): p50 ${ms(percentile(fromSent, 50))}, ` +
-        `p99 ${ms(percentile(fromSent, 99))} (CONTRACT §8: p99 < 500 ms; load average ${loadavg()[0]!.toFixed(1)} at the end)`,
+        `p99 ${ms(percentile(fromSent, 99))} (docs/api.md §8: p99 < 500 ms; load average ${loadavg()[0]!.toFixed(1)} at the end)`,
     );
     for (const d of [a, b]) if (d.stderr().includes("unhandled error")) say(`  daemon stderr has an unhandled error:\n${d.stderr()}`);
   } finally {

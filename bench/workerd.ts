@@ -1,4 +1,4 @@
-// `npm run bench:workerd` (issue 18): the Workers entry in real workerd (miniflare) beside the Node daemon, both on
+// `npm run bench:workerd` (docs/benchmarks.md): the Workers entry in real workerd (miniflare) beside the Node daemon, both on
 // one sqld, same load (autocannon, 32 connections over loopback, interleaved rounds). Two requests:
 // - GET /healthz: exactly one database statement (`select 1`) per request. Its reference is a raw client loop
 //   doing the same statement from 32 concurrent callers in this Node process, measured in the same run: what the

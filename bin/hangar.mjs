@@ -22,7 +22,7 @@ import util from "node:util";
  * whenever many objects survive a collection, which every start does (a module's objects live for good), and never
  * gives it back: an idle daemon kept 5-7 MiB of it, one that had served a load test about 30 MiB. Hangar's requests
  * make short-lived garbage, which a 1 MiB semi-space collects as cheaply (bench:http and bench:claim unchanged), so
- * the daemon keeps it at 1 MiB: idle RSS 3 MiB lower, after bench:http's load 81 MiB instead of 105 (issue 16,
+ * the daemon keeps it at 1 MiB: idle RSS 3 MiB lower, after bench:http's load 81 MiB instead of 105 (docs/benchmarks.md,
  * docs/benchmarks.md). `--max-semi-space-size` would say so on Node's command line, which `node bin/hangar.mjs` does
  * not have; the growth factor is read at each growth, so setting it here works.
  *
@@ -65,7 +65,7 @@ function freshBundle() {
 /**
  * Loads dist/hangar.cjs the way Node loads any CommonJS file (same wrapper, same require), but compiles it
  * with the V8 code cache beside it: Node 20 keeps no compile cache of its own, and compiling the bundle was the
- * largest part of a daemon start (issue 16). V8 checks the cache against this source, its own version and its
+ * largest part of a daemon start (docs/benchmarks.md). V8 checks the cache against this source, its own version and its
  * flags, and rejects a cache that does not match (the bundle is then compiled as usual), so a stale or foreign
  * cache costs one ordinary start and nothing else. V8 compares the source by its length only, so the cache file
  * also names the bundle's size and mtime in a first line, and one made for another bundle (dist/hangar.cjs

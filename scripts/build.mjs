@@ -17,7 +17,7 @@ try {
   process.exit(0);
 }
 // zod ships every message locale (a third of its code) behind `z.locales`; Hangar answers in English only and
-// never reads `z.locales`, so the bundle gets just `en`. Less code for V8 to read at every start (issue 16).
+// never reads `z.locales`, so the bundle gets just `en`. Less code for V8 to read at every start (docs/benchmarks.md).
 const englishOnlyZod = {
   name: "zod-english-only",
   setup(build) {
@@ -28,7 +28,7 @@ const englishOnlyZod = {
   },
 };
 /**
- * dist/hangar-runner.mjs: the standalone runner the daemon serves at GET /runner/hangar-runner.mjs (CONTRACT §9).
+ * dist/hangar-runner.mjs: the standalone runner the daemon serves at GET /runner/hangar-runner.mjs (docs/api.md §9).
  * One file, every dependency inlined (zod/mini, its only one), nothing external but Node's own modules, so it runs
  * with `node hangar-runner.mjs` in an empty directory. Written beside its final name and renamed into place, so
  * a daemon serving it never reads half a file.
@@ -60,7 +60,7 @@ if (process.argv.includes("--runner")) {
   process.exit(0);
 }
 
-// The CLI bundles its dependencies too (issue 16): resolving and loading ~540 files of node_modules was most of
+// The CLI bundles its dependencies too (docs/benchmarks.md): resolving and loading ~540 files of node_modules was most of
 // the daemon's start time and a good part of its idle memory. Left external: the native half of the `libsql`
 // driver (a .node binary chosen per platform at run time), `@libsql/client` (loaded only for a libSQL server URL) and tsx
 // (bin/hangar.mjs's fallback).
@@ -159,7 +159,7 @@ await esbuild.build({
 /**
  * dist/hangar.cjs.v8cache for the first start after an install. bin/hangar.mjs writes it from a running daemon
  * (a second after its start) when there is none; without this, that first start after `npm install` compiled the
- * whole bundle: about 10 ms slower and 2.5 MiB more resident for as long as it ran (issue 16). So the build starts
+ * whole bundle: about 10 ms slower and 2.5 MiB more resident for as long as it ran (docs/benchmarks.md). So the build starts
  * one `hangar serve` on a throwaway data directory and a loopback port, waits for the cache, and stops it. None of
  * the caller's HANGAR_* settings reach it (a HANGAR_DATABASE_URL must never see this daemon). Best effort: a
  * machine where it cannot start still gets a working build, and its first start writes the cache as before.

@@ -31,7 +31,7 @@ export const ConfigSchema = z.object({
     .default("normal"),
   // 0 leaves WAL checkpoints to SQLite (inside the commit that crosses 1,000 pages).
   HANGAR_DB_CHECKPOINT_MS: z.coerce.number().int().min(0).default(5_000),
-  // Comma-separated CIDRs the outbound guard lets through (CONTRACT §12); empty refuses every private address.
+  // Comma-separated CIDRs the outbound guard lets through (docs/api.md §12); empty refuses every private address.
   HANGAR_OUTBOUND_ALLOW: z.string().default(""),
   HANGAR_ALLOW_LOCAL_REPOS: z.enum(["0", "1"]).default("0"),
   HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
@@ -56,7 +56,7 @@ export interface HangarConfig {
   queueTtlS: number;
   buildTimeoutS: number;
   sweepIntervalMs: number;
-  /** First retry delay of an outbox delivery; each further one doubles it, ±20 % (CONTRACT §12). */
+  /** First retry delay of an outbox delivery; each further one doubles it, ±20 % (docs/api.md §12). */
   outboxRetryBaseMs: number;
   /** How often an idle daemon looks for due outbox deliveries. */
   outboxPollMs: number;
@@ -68,10 +68,10 @@ export interface HangarConfig {
   /** How long a daemon holds a publish without renewing (it renews every third): a crashed one's is taken after. */
   publishLeaseMs: number;
   maxUploadBytes: number;
-  /** Largest JSON body accepted (CONTRACT §1). */
+  /** Largest JSON body accepted (docs/api.md §1). */
   maxJsonBytes: number;
   logRequests: boolean;
-  /** Bearer token for GET /metrics; without one, only loopback clients in local mode may scrape (CONTRACT §13). */
+  /** Bearer token for GET /metrics; without one, only loopback clients in local mode may scrape (docs/api.md §13). */
   metricsToken?: string;
   /** `PRAGMA synchronous` on the embedded file's connections (docs/decisions.md "synchronous=NORMAL"). */
   dbSynchronous: "normal" | "full";
@@ -81,7 +81,7 @@ export interface HangarConfig {
   outboundAllow: OutboundAllowList;
   /** Local paths and file:// repositories in remote mode too (HANGAR_ALLOW_LOCAL_REPOS=1). */
   allowLocalRepos: boolean;
-  /** A build's stored log stops here with one truncation line (CONTRACT §6). */
+  /** A build's stored log stops here with one truncation line (docs/api.md §6). */
   maxLogBytes: number;
   /** How long after a build became final its runner may still send log chunks. */
   logGraceS: number;

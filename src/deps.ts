@@ -41,7 +41,7 @@ export interface AppDeps {
   /** Whether a directory exists (created if missing) and is writable: artifact-storage validation; absent on Workers. */
   checkWritableDir?: (path: string) => Promise<boolean>;
   /**
-   * Outbound HTTP through the outbound guard (CONTRACT §12; src/domain/common/outbound.ts): refuses loopback, private,
+   * Outbound HTTP through the outbound guard (docs/api.md §12; src/domain/common/outbound.ts): refuses loopback, private,
    * link-local… destinations unless HANGAR_OUTBOUND_ALLOW lists them (throws DestinationNotAllowedError), never
    * follows a redirect, and has a deadline and an answer cap. Node: src/runtime/outbound.ts.
    */
@@ -81,7 +81,7 @@ export interface AppDeps {
   runnerBundle?: () => Promise<RunnerBundle | null>;
 }
 
-/** The standalone runner file (CONTRACT §9) as the host has it: its bytes, a strong ETag and when it was built. */
+/** The standalone runner file (docs/api.md §9) as the host has it: its bytes, a strong ETag and when it was built. */
 export interface RunnerBundle {
   bytes: Uint8Array<ArrayBuffer>;
   etag: string;

@@ -2,11 +2,11 @@ import type { Context } from "hono";
 import { isBusyError } from "./db/busy.ts";
 
 /**
- * Every error code the API can answer with: the spec's codes plus CONTRACT §2/§5–§7's.
+ * Every error code the API can answer with: the spec's codes plus docs/api.md §2/§5–§7's.
  * A closed union, so a typo is a compile error rather than a new code (Unkey's ErrorCode).
  */
 export const ERROR_CODES = [
-  // generic (CONTRACT §2)
+  // generic (docs/api.md §2)
   "invalid_input", "not_found", "internal_error", "payload_too_large", "forbidden", "insufficient_role",
   // setup
   "missing_auth", "invalid_session", "session_expired", "invalid_token", "already_configured", "token_consumed",
@@ -35,13 +35,13 @@ export const ERROR_CODES = [
   "runner_bundle_missing",
   // pipelines in the repository (docs/pipelines.md)
   "invalid_pipeline_config", "pipeline_not_in_config", "config_unavailable",
-  // outbound guard (CONTRACT §12)
+  // outbound guard (docs/api.md §12)
   "destination_not_allowed", "source_not_allowed",
   // artifacts
   "size_mismatch", "upload_too_large", "checksum_mismatch", "upload_incomplete", "link_expired",
   "install_base_url_missing", "install_https_required", "unsupported_artifact", "install_metadata_missing",
   "install_not_possible",
-  // webhooks, notifications, credential release (CONTRACT §5, §11, §12)
+  // webhooks, notifications, credential release (docs/api.md §5, §11, §12)
   "invalid_signature", "secrets_withheld", "destination_not_allowed",
   // signing material checked on upload (docs/signing.md)
   "invalid_certificate", "invalid_profile", "certificate_not_in_profile", "invalid_keystore",
@@ -49,7 +49,7 @@ export const ERROR_CODES = [
   "artifact_expired", "log_expired", "retention_pass_running", "data_dir_low_space",
   // store keys and publishing (docs/publishing.md)
   "invalid_store_credentials",
-  // several daemons on a libSQL server (CONTRACT §8)
+  // several daemons on a libSQL server (docs/api.md §8)
   "database_busy",
 ] as const;
 
@@ -89,7 +89,7 @@ export function errorBody(err: ApiError): ErrorBody {
 }
 
 /**
- * The answer for a database still busy/locked after the retries of src/db/busy.ts (CONTRACT §8: never a 500).
+ * The answer for a database still busy/locked after the retries of src/db/busy.ts (docs/api.md §8: never a 500).
  * Nothing of the request's failed statement was committed, so the client may simply try again.
  */
 export function databaseBusyError(): ApiError {

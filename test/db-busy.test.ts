@@ -1,5 +1,5 @@
 /**
- * Busy/locked answers are retried in one place, under drizzle (src/db/busy.ts; issue 18, CONTRACT §8), and a
+ * Busy/locked answers are retried in one place, under drizzle (src/db/busy.ts; docs/decisions.md, docs/api.md §8), and a
  * database still busy after the retries answers 503 `database_busy`, never a 500. Real SQLite locks: a second
  * connection on the same file holds the write lock while the daemon's client writes.
  */

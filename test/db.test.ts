@@ -115,7 +115,7 @@ describe("embedded database", () => {
   });
 });
 
-describe("migrations at start (issue 16)", () => {
+describe("migrations at start (docs/benchmarks.md)", () => {
   /** drizzle/ copied to a temp folder, its journal cut to the first `keep` entries (keep = all by default). */
   const migrationsCopy = (keep?: number): string => {
     const dir = mkdtempSync(join(tmpdir(), "hangar-migrations-"));
@@ -177,7 +177,7 @@ describe("migrations at start (issue 16)", () => {
   });
 });
 
-describe("embedded database connections (issue 16)", () => {
+describe("embedded database connections (docs/benchmarks.md)", () => {
   const synchronousOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) => Number((await run("PRAGMA synchronous")).rows[0]?.[0]);
 
   it("sets synchronous=NORMAL with WAL on every connection by default, FULL with HANGAR_DB_SYNCHRONOUS=full", async () => {

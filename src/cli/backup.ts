@@ -1,4 +1,4 @@
-// `hangar backup` and `hangar restore` (CONTRACT §13): a consistent online snapshot of the embedded database,
+// `hangar backup` and `hangar restore` (docs/api.md §13): a consistent online snapshot of the embedded database,
 // the key file and optionally the local artifacts, with a manifest of counts and checksums. Node only.
 import { createHash } from "node:crypto";
 import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";

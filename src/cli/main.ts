@@ -87,7 +87,7 @@ function fail(message: string): number {
   return 1;
 }
 
-/** A usage error (CONTRACT §13): the message and the command's usage on stderr, exit code 2. */
+/** A usage error (docs/api.md §13): the message and the command's usage on stderr, exit code 2. */
 function usageError(message: string, usage: string): number {
   process.stderr.write(`hangar: ${message}\n\n${usage}`);
   return 2;
@@ -139,7 +139,7 @@ function operationalMessage(err: unknown): string | undefined {
 /** The `hangar` dispatcher; returns the exit code (undefined while a long-running command keeps going). */
 export async function main(argv: string[]): Promise<number | undefined> {
   const [command, ...rest] = argv;
-  // Every file the daemon and the CLI create is private to this user (CONTRACT §13): the database holds emails,
+  // Every file the daemon and the CLI create is private to this user (docs/api.md §13): the database holds emails,
   // logs and the audit trail. The runner is left alone: its build steps inherit its umask, and what a build
   // writes is the pipeline's business.
   if (command !== "runner") process.umask(0o077);

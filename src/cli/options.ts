@@ -1,4 +1,4 @@
-// Command-line option parsing shared by every `hangar` command (CONTRACT §3 and §13).
+// Command-line option parsing shared by every `hangar` command (docs/api.md §3 and §13).
 import { readFileSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 
@@ -56,7 +56,7 @@ export interface SecretSources {
 }
 
 /**
- * A token from the command line, a file or the environment, in that order (CONTRACT §3). A file's value is its
+ * A token from the command line, a file or the environment, in that order (docs/api.md §3). A file's value is its
  * content without the line break around it, so `echo $TOKEN > file` works. Undefined when none is given.
  */
 export function readSecretOption(sources: SecretSources): string | undefined {

@@ -1,4 +1,4 @@
-// `hangar service --systemd|--launchd` (CONTRACT §13): a unit for this installation. The daemon is started by
+// `hangar service --systemd|--launchd` (docs/api.md §13): a unit for this installation. The daemon is started by
 // `node` directly (no npm, no shell left in between), so the service manager's stop signal reaches it and it
 // drains in-flight requests before exiting.
 import { resolve } from "node:path";

@@ -1,5 +1,5 @@
 /**
- * Busy and locked answers, retried in ONE place (issue 18, CONTRACT §8): `BusyRetryClient` wraps the database
+ * Busy and locked answers, retried in ONE place (docs/decisions.md, docs/api.md §8): `BusyRetryClient` wraps the database
  * client under drizzle (the embedded file, a libSQL server, the Workers web client), so every statement and
  * batch of every code path gets the same treatment and no caller retries by itself.
  *
@@ -12,7 +12,7 @@
  * Why write batches begin IMMEDIATE: a deferred transaction that reads and then writes fails with SQLITE_BUSY at
  * once when another connection committed in between (its snapshot went stale; the busy timeout does not apply),
  * and on sqld 0.24 with libsql-wal such a failure leaves the server's write lock held: every later write hangs
- * (seen in issue 18; tmp test: 8 writers, one BUSY, then no write for 40 s). Taking the write lock first makes
+ * (seen in docs/decisions.md; tmp test: 8 writers, one BUSY, then no write for 40 s). Taking the write lock first makes
  * that failure impossible: the server or the busy timeout makes the writer wait its turn instead.
  *
  * Web-standard: no Node module, so the Workers entry wraps its client the same way.
@@ -83,7 +83,7 @@ export class BusyRetryClient implements Client {
   }
 
   // The first attempt is chained, not awaited in an async function: every query passes here, and nearly none is
-  // ever refused, so the retry loop's async frame is only paid for when one is (issue 16).
+  // ever refused, so the retry loop's async frame is only paid for when one is (docs/benchmarks.md).
   private retrying<T>(run: () => Promise<T>): Promise<T> {
     return run().then(undefined, (err: unknown) => this.retryAfter(run, err));
   }

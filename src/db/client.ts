@@ -44,7 +44,7 @@ const BUSY_TIMEOUT_MS = 10_000;
  * `synchronous` on every connection) or a libSQL server (`libsql://`, `http(s)://`, `ws(s)://`) through
  * `@libsql/client`, loaded only then. Either way behind `BusyRetryClient`: busy/locked answers are retried with
  * backoff and write batches take the write lock first (src/db/busy.ts). A server URL must be the primary's, never
- * a read replica's (CONTRACT §8: a request reads what it has just written). Node only.
+ * a read replica's (docs/api.md §8: a request reads what it has just written). Node only.
  */
 export async function openDb(url: string, authToken?: string, options: OpenDbOptions = {}): Promise<OpenedDb> {
   let client: Client;

@@ -4,7 +4,7 @@
  * function takes) runs on it unchanged.
  *
  * Why not `@libsql/client` for the file: its embedded client prepares every statement afresh and reads the
- * column metadata twice per call, which cost about ten times the statement itself on the hot paths (issue 16).
+ * column metadata twice per call, which cost about ten times the statement itself on the hot paths (docs/benchmarks.md).
  * Here each distinct SQL text is prepared once and kept in a bounded LRU cache. Every statement is stepped to
  * its end on every call (`all()` for statements that return rows, `run()` for the others), so no statement is
  * left half-read and no read snapshot stays open between calls; a statement that failed is dropped from the
@@ -212,7 +212,7 @@ class CachedConnection {
   /**
    * Set when a statement was refused with SQLITE_BUSY/LOCKED. SQLite leaves such a statement active (it could be
    * stepped again), and the libsql package has no way to reset it short of running it again: while it lives, every
-   * COMMIT on this connection fails with "cannot commit transaction - SQL statements in progress" (issue 18). The
+   * COMMIT on this connection fails with "cannot commit transaction - SQL statements in progress" (docs/decisions.md). The
    * client replaces a stale connection before its next call.
    */
   stale = false;

@@ -4,7 +4,7 @@ import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { Db } from "./types.ts";
 
 /**
- * The libSQL client under a `Db`, for the few hot statements kept as fixed SQL (issue 16: drizzle builds a query
+ * The libSQL client under a `Db`, for the few hot statements kept as fixed SQL (docs/benchmarks.md: drizzle builds a query
  * afresh on every call, which on a claim cost more than running it). drizzle's libSQL adapter sets `$client` on
  * every database it makes (the embedded driver, a libSQL server, the Workers web client); the `Db` type leaves it
  * out. Web-standard: nothing here imports a driver.
@@ -15,7 +15,7 @@ export function clientOf(db: Db): Client {
 
 /**
  * A read that returns at most one row, marked so: the embedded driver reads it with the `libsql` package's
- * `get()`, one native call instead of the iterator `all()` uses (the session lookup of every request, issue 16).
+ * `get()`, one native call instead of the iterator `all()` uses (the session lookup of every request, docs/benchmarks.md).
  * Other clients (a libSQL server, the Workers client) see a plain statement. Only for SELECTs whose WHERE pins a
  * unique key: a second row would be dropped silently.
  */
@@ -46,7 +46,7 @@ export function decodeColumns<T>(row: ArrayLike<unknown>, columns: ReadonlyArray
 /**
  * `db.select().from(table).where(eq(key, value)).get()` as fixed SQL, for rows read on many requests (the instance
  * row, settings documents): drizzle built the statement afresh on each call, a few hundred calls into its query
- * builder for a table of twenty columns (issue 16). The columns come from the table definition, so one added to
+ * builder for a table of twenty columns (docs/benchmarks.md). The columns come from the table definition, so one added to
  * the table is read too. `key` must be the primary key or unique (it is read as `oneRow`).
  */
 export function rowByKey<T extends SQLiteTable>(table: T, key: Column): (db: Db, value: InValue) => Promise<T["$inferSelect"] | undefined> {

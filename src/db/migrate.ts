@@ -19,7 +19,7 @@ export const MIGRATIONS_FOLDER = findMigrationsFolder();
  * True when drizzle's migrator would apply nothing: it applies every journal entry whose `when` is later than
  * the `created_at` of the newest row in `__drizzle_migrations`, so a newest row at or past the journal's last
  * `when` means none. Reading one small JSON file and one row instead of every migration file (read and
- * SHA-256-hashed by the migrator on each call) is most of a start's migration check (issue 16). Anything
+ * SHA-256-hashed by the migrator on each call) is most of a start's migration check (docs/benchmarks.md). Anything
  * unexpected (no table yet, an unreadable journal) answers false and the migrator runs as before.
  */
 async function alreadyMigrated(db: Db, folder: string): Promise<boolean> {

@@ -6,7 +6,7 @@ import { AUTH_DOCS, ROUTE_DOCS, type AuthDoc, type ResponseDoc, type RouteDoc } 
 import { VALIDATOR_SCHEMAS } from "./validate.ts";
 
 /**
- * The OpenAPI 3.1 document of every `/v1/` route (CONTRACT §13), generated at run time from the app's own route
+ * The OpenAPI 3.1 document of every `/v1/` route (docs/api.md §13), generated at run time from the app's own route
  * table and the zod schemas its validator middleware carry (`VALIDATOR_SCHEMAS`), so a route or a field added to
  * the code appears here without a second, hand-written copy that could drift.
  */

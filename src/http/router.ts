@@ -10,7 +10,7 @@ import { mayCarryToken } from "./middleware/context.ts";
  * Hangar's route table mixes static and parameter segments under one prefix for one method
  * (`POST /v1/users/invite` beside `POST /v1/users/:user_id/enable`), which RegExpRouter refuses, so Hono falls back
  * to TrieRouter: its search walked the 430-entry table and allocated ~3 KB on every request, the largest single
- * allocation of an API request (issue 16). A route table does not change once requests flow, so the same
+ * allocation of an API request (docs/benchmarks.md). A route table does not change once requests flow, so the same
  * method and path always match the same handlers and parameters: the first answer is kept. Hono only reads match
  * results. Bounded: past `limit` paths the memory starts over. Paths that may carry a token are not kept, so no
  * token outlives its request in this map.

@@ -15,7 +15,7 @@ export const VALIDATOR_SCHEMAS = new WeakMap<object, { target: "json" | "query";
 
 const JSON_CONTENT_TYPE = /^application\/(?:[\w.+-]+\+)?json\s*(?:;|$)/i;
 
-/** A body that is not empty must say it is JSON (CONTRACT §2: a wrong content type is invalid_input). */
+/** A body that is not empty must say it is JSON (docs/api.md §2: a wrong content type is invalid_input). */
 async function assertJsonContentType(c: Context): Promise<void> {
   const contentType = c.req.header("content-type");
   if (contentType && JSON_CONTENT_TYPE.test(contentType)) return;

@@ -1,5 +1,5 @@
-// The data directory on a Node host (CONTRACT §13): private to the daemon's user, with `daemon.url` beside the
-// database so that `hangar login` finds a daemon listening on any port (CONTRACT §3).
+// The data directory on a Node host (docs/api.md §13): private to the daemon's user, with `daemon.url` beside the
+// database so that `hangar login` finds a daemon listening on any port (docs/api.md §3).
 import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 

@@ -11,7 +11,7 @@ const LS_REMOTE_TIMEOUT_MS = 15_000;
 /**
  * Environment for one git call, built from nothing but PATH: the daemon's own HOME, ~/.gitconfig, system
  * config, credential helpers, SSH keys and proxy variables must never lend a user's repo_url their powers
- * (CONTRACT §12). HOME is a fresh empty directory, global and system config are /dev/null.
+ * (docs/api.md §12). HOME is a fresh empty directory, global and system config are /dev/null.
  *
  * Credentials travel as an `http.<origin>/.extraHeader` set through GIT_CONFIG_COUNT variables: never on the
  * command line (visible in `ps`), in the URL (echoed in errors) or in a log. Redirects are not followed: git

@@ -96,7 +96,7 @@ export function loadOrCreateMasterKey(dataDir: string): Uint8Array {
   mkdirSync(dataDir, { recursive: true });
   const path = join(dataDir, "master.key");
   // Every start after the first finds the key: it is only made (a temp file, a random key, an fsync, a link,
-  // an unlink: a few ms of each start, issue 16) when it is not there yet.
+  // an unlink: a few ms of each start, docs/benchmarks.md) when it is not there yet.
   if (!existsSync(path)) createMasterKey(dataDir, path);
   // A key readable by others is tightened rather than trusted as is.
   if ((statSync(path).mode & 0o077) !== 0) chmodSync(path, 0o600);
@@ -151,7 +151,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       checkDestination: async (url) => ({ listed: (await outbound.resolve(url)).listed }),
       git: createNodeGitClient({ allow: config.outboundAllow }),
       // One loop per daemon reads the queue version while claims wait: builds queued through other daemons
-      // sharing the database wake this daemon's long-polls (CONTRACT §8).
+      // sharing the database wake this daemon's long-polls (docs/api.md §8).
       jobSignal: new JobSignal({
         readVersion: () => readQueueVersion(opened.db),
         onError: (err) => stderrLogger({ time: new Date().toISOString(), level: "warn", msg: "queue version read failed", error: describeError(err) }),

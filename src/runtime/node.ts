@@ -30,9 +30,9 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   prepareDataDir(config.dataDir);
   const runtime = await createNodeDeps(config);
   const { deps } = runtime;
-  // stderr carries JSON records only, whatever a library prints (CONTRACT §1).
+  // stderr carries JSON records only, whatever a library prints (docs/api.md §1).
   consoleToLog(deps.log);
-  // Before the listener opens, so no upload of this process can be in flight (CONTRACT §7's last rule).
+  // Before the listener opens, so no upload of this process can be in flight (docs/api.md §7's last rule).
   await removeCrashLeftovers(deps);
 
   let server: Server;
@@ -66,9 +66,9 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
   const outboxLoop = startOutboxLoop(deps);
   const retentionLoop = startRetentionLoop(deps);
 
-  // For `hangar login`, which finds the daemon through the data directory whatever port it chose (CONTRACT §3).
+  // For `hangar login`, which finds the daemon through the data directory whatever port it chose (docs/api.md §3).
   const localUrl = writeDaemonUrl(config.dataDir, url);
-  // stdout carries exactly this one line (CONTRACT §1); everything else goes to stderr as JSON records.
+  // stdout carries exactly this one line (docs/api.md §1); everything else goes to stderr as JSON records.
   process.stdout.write(`hangar listening on ${url}\n`);
   const inst = await loadInstance(deps);
   if (inst.state !== "ready") {

@@ -12,7 +12,7 @@ import {
 } from "../domain/common/outbound.ts";
 
 /**
- * The Node half of the outbound guard (CONTRACT §12): every name is resolved by the connection itself and each
+ * The Node half of the outbound guard (docs/api.md §12): every name is resolved by the connection itself and each
  * address checked before the socket opens, so there is no window between "checked" and "connected" for a DNS
  * rebinding answer to slip into. IP literals never reach a lookup; the core wrapper checks them first.
  */
@@ -58,7 +58,7 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
   // guardedLookup. undici 7's own fetch, so the dispatcher's version matches the fetch that drives it.
   // undici is a megabyte of code that most runs of the daemon never need (it serves OIDC, commit statuses,
   // notifications and S3 only): it loads on the first outbound request, which keeps it out of start time and
-  // idle memory (issue 16).
+  // idle memory (docs/benchmarks.md).
   let client: Promise<{ agent: Agent; undiciFetch: typeof import("undici").fetch }> | undefined;
   const loadClient = () =>
     (client ??= import("undici").then((loaded) => {

@@ -10,7 +10,7 @@ export interface OutboxLoop {
 /**
  * The daemon's outbox sender: a pass every `outboxPollMs` while idle, back to back while there is work. Each
  * daemon leases under its own id, so several daemons on one database share the work without sending one
- * attempt twice at once (CONTRACT §12). Stopping waits for the pass in flight (its sends time out in 10 s).
+ * attempt twice at once (docs/api.md §12). Stopping waits for the pass in flight (its sends time out in 10 s).
  */
 export function startOutboxLoop(deps: AppDeps): OutboxLoop {
   const owner = `daemon-${crypto.randomUUID()}`;

@@ -1,7 +1,7 @@
 /**
  * The Worker's libSQL client: a fresh `@libsql/client/web` client for every statement, batch or transaction.
  *
- * One client shared by the isolate broke under load in workerd (issue 18): the client queues calls past its
+ * One client shared by the isolate broke under load in workerd (docs/decisions.md): the client queues calls past its
  * concurrency limit (20) and starts a queued call when an earlier one settles, so the HTTP request to the
  * database is made inside ANOTHER request's I/O context. workerd refuses or cancels such I/O; in a burst of 30
  * the queued requests were lost, and every call whose request went away mid-query kept its slot forever, so

@@ -67,7 +67,7 @@ async function build(env: WorkerEnv): Promise<Built> {
     clock: systemClock,
     config,
     secrets: await createSecretBox(key),
-    // No socket on Workers: nothing is loopback, so local login and local-mode writes are refused (CONTRACT §3).
+    // No socket on Workers: nothing is loopback, so local login and local-mode writes are refused (docs/api.md §3).
     getPeerAddress: () => undefined,
     log: (record) => console.log(JSON.stringify(record)),
     // The guard without DNS (Workers has none to consult): literals, localhost, scheme, redirects, limits.

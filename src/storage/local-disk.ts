@@ -24,7 +24,7 @@ const GC_EVERY_BYTES = 4 * 1024 * 1024;
  * each) frees them early and keeps a transfer's footprint to a few MiB. `gc` is taken from a fresh context
  * with --expose-gc set at run time, so the main context's globals stay as they were; without it, nothing.
  * Made on the first transfer that needs one, not at import: a new V8 context costs every daemon start a few
- * milliseconds and about a MiB of heap, and most starts serve no artifact at all (issue 16).
+ * milliseconds and about a MiB of heap, and most starts serve no artifact at all (docs/benchmarks.md).
  */
 let minorGc: (() => void) | null | undefined;
 function makeMinorGc(): (() => void) | null {
@@ -141,7 +141,7 @@ function processAlive(pid: number): boolean {
 }
 
 /**
- * Removes the `.part-*` files that uploads of a crashed daemon left under `baseDir` (CONTRACT §7): run at start.
+ * Removes the `.part-*` files that uploads of a crashed daemon left under `baseDir` (docs/api.md §7): run at start.
  * A file whose writer (the pid in its name) still runs belongs to another daemon on the same directory and stays.
  * Answers the number of files removed. Call it before this process accepts uploads.
  */

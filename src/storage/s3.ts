@@ -21,7 +21,7 @@ export function amzDate(epochSeconds: number): string {
 }
 
 export function createS3Store(target: S3Target, options: S3StoreOptions): ArtifactStore {
-  // The signer loads with the first S3 request, not at every start of a daemon that may store locally (issue 16).
+  // The signer loads with the first S3 request, not at every start of a daemon that may store locally (docs/benchmarks.md).
   let signer: Promise<AwsClient> | undefined;
   const loadSigner = () =>
     (signer ??= import("aws4fetch").then(

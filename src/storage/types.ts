@@ -37,7 +37,7 @@ export interface PresignedRequest {
   headers: Record<string, string>;
 }
 
-/** Why a streamed upload was refused; the values are the API's error codes (CONTRACT §7). */
+/** Why a streamed upload was refused; the values are the API's error codes (docs/api.md §7). */
 export type UploadRejection = "size_mismatch" | "upload_too_large" | "checksum_mismatch";
 
 export class UploadRejectedError extends Error {

@@ -151,7 +151,7 @@ export function assetRoutes() {
   return new Hono<AppEnv>()
     .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.css}", (c) => serveAsset(c, STYLESHEET, CSS))
     .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.js}", (c) => serveAsset(c, SCRIPT, JS))
-    // The build page's log viewer (issue 12): its module, the ansi_up module it imports, its stylesheet.
+    // The build page's log viewer (docs/decisions.md): its module, the ansi_up module it imports, its stylesheet.
     .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.js}", onlyAtUrl(logViewerUrl, logViewerSource, JS))
     .get("/assets/:file{ansi_up\\.[0-9a-f]{8}\\.js}", onlyAtUrl(ansiUpUrl, () => ANSI_UP_SOURCE, JS))
     .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.css}", onlyAtUrl(logStylesheetUrl, () => LOG_STYLESHEET, CSS));

@@ -10,7 +10,7 @@ const PAGE_STATUSES: readonly number[] = [400, 403, 404, 409, 410, 429, 500, 502
 
 /** An error a page did not handle itself: the domain's message for an ApiError, a generic one otherwise. */
 export async function renderErrorPage(deps: AppDeps, c: Context<AppEnv>, err: unknown) {
-  // Still busy after src/db/busy.ts's retries: a 503 page saying to try again, never a 500 (CONTRACT §8).
+  // Still busy after src/db/busy.ts's retries: a 503 page saying to try again, never a 500 (docs/api.md §8).
   if (isBusyError(err)) {
     c.header("Retry-After", "1");
     err = databaseBusyError();

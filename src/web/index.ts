@@ -16,7 +16,7 @@ import { projectPages } from "./pages/projects.tsx";
 import { testPages } from "./pages/tests.tsx";
 
 /**
- * The web UI (CONTRACT §10): server-rendered pages that call the domain directly, mounted by createApp beside
+ * The web UI (docs/api.md §10): server-rendered pages that call the domain directly, mounted by createApp beside
  * the JSON API. Each page group is one file under pages/ exporting `xxxPages(deps)`; add it to the list.
  */
 export function webRoutes(deps: AppDeps) {

@@ -45,7 +45,7 @@ interface NavItem {
 const EVERYONE: readonly UserRole[] = ["owner", "admin", "developer", "qa_viewer"];
 const MANAGERS: readonly UserRole[] = ["owner", "admin"];
 
-/** The nav of CONTRACT §10, by the role matrix of §3: nobody sees an entry they could not open. */
+/** The nav of docs/api.md §10, by the role matrix of §3: nobody sees an entry they could not open. */
 export const NAV: readonly NavItem[] = [
   { href: "/builds", label: "Builds", roles: EVERYONE },
   { href: "/projects", label: "Projects", roles: EVERYONE },

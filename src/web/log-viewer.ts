@@ -1,4 +1,4 @@
-// The build page's live log (CONTRACT §10), as one small ES module served from /assets/ with no build step.
+// The build page's live log (docs/api.md §10), as one small ES module served from /assets/ with no build step.
 // It loads the tail of the log first, renders only the lines in view (a window over an array of lines, so a log of
 // tens of MiB never becomes tens of MiB of DOM), follows new lines from Server-Sent Events (each event's id is the
 // byte offset after it, so a reconnect resumes with Last-Event-ID and no line appears twice or goes missing), and
@@ -20,7 +20,7 @@ export function shortHash(text: string): string {
 /**
  * `/assets/<name>.<hash of the file>.<ext>`, hashed when a page first asks: hashing the UI's ~150 KB of assets at
  * import took ~3 ms of every daemon start, and made the loop hot enough to bring in V8's optimizing compiler (about
- * 4 MiB of resident memory) before the daemon had served anything (issue 16).
+ * 4 MiB of resident memory) before the daemon had served anything (docs/benchmarks.md).
  */
 export function hashedAssetUrl(name: string, ext: string, source: () => string): () => string {
   let url: string | undefined;

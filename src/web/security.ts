@@ -5,7 +5,7 @@ import { readNetworkSettings } from "../domain/settings/network-settings.ts";
 import { isTesterLinkPost } from "../http/middleware/cors.ts";
 
 // Random bytes for nonces, drawn from the CSPRNG 4 KiB at a time: one getRandomValues call per 256 responses
-// instead of one per response (it was ~8 % of an API request's CPU, issue 16). Each nonce takes 16 bytes never
+// instead of one per response (it was ~8 % of an API request's CPU, docs/benchmarks.md). Each nonce takes 16 bytes never
 // used before, so nonces stay unpredictable and distinct.
 const NONCE_BYTES = 16;
 const noncePool = new Uint8Array(4096);
@@ -24,7 +24,7 @@ function newNonce(): string {
 }
 
 /**
- * The Content-Security-Policy of every HTML answer (CONTRACT §10). Scripts only from our own origin
+ * The Content-Security-Policy of every HTML answer (docs/api.md §10). Scripts only from our own origin
  * (/assets/*.js) or an inline <script nonce>; never 'unsafe-inline', so an injected <script> or on*="" handler
  * does not run even if some escaping were missed. Styles likewise (no style="" attributes in our markup).
  * img-src allows https: for IdP avatars; frame-ancestors 'none' stops clickjacking; form-action 'self' keeps form
@@ -81,7 +81,7 @@ function requestOrigin(url: string, host: string | undefined): string {
 }
 
 /**
- * Every state change of the UI is a same-origin POST (CONTRACT §10): a missing or foreign `Origin` is 403.
+ * Every state change of the UI is a same-origin POST (docs/api.md §10): a missing or foreign `Origin` is 403.
  * The own origin is the one the request was addressed to, or the External Access public URL's (behind a
  * TLS-terminating proxy the daemon sees http:// while the browser says https://). `/v1/` is left alone: it
  * takes Bearer tokens only, never the cookie, so a cross-site request there carries no credential.

@@ -12,7 +12,7 @@ import type { UserRow } from "../domain/auth/users.ts";
 import { takeFlash } from "./flash.ts";
 import { ErrorPage, type PageCtx } from "./layout.tsx";
 
-// Browser sessions (CONTRACT §10): the user session token of the same sessions table, in a cookie that
+// Browser sessions (docs/api.md §10): the user session token of the same sessions table, in a cookie that
 // scripts cannot read (HttpOnly), that travels over secure origins only (Secure; browsers count
 // http://127.0.0.1 and http://localhost as secure), that no subdomain can set or shadow (__Host-, Path=/),
 // and that cross-site subrequests and form posts do not carry (SameSite=Lax). /v1/ never reads it.

@@ -1,4 +1,4 @@
-// Token options of the CLI (CONTRACT §3): a token from the command line whatever its first character, from a
+// Token options of the CLI (docs/api.md §3): a token from the command line whatever its first character, from a
 // file, or from the environment; against a real daemon process.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -8,7 +8,7 @@ afterAll(async () => {
   await Promise.all(daemons.map((d) => d.stop("SIGKILL")));
 });
 
-describe("log masking on the real daemon (issue 10)", () => {
+describe("log masking on the real daemon (docs/decisions.md)", () => {
   it("masks 1 MiB near-miss chunks against an 8 KiB secret while /healthz keeps answering", async () => {
     const d = await startReadyDaemon({ HANGAR_LOG_REQUESTS: "0" });
     daemons.push(d.daemon);

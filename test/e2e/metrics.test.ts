@@ -1,4 +1,4 @@
-// GET /metrics of the real daemon process (CONTRACT §13): the process and Node.js series only the Node shell
+// GET /metrics of the real daemon process (docs/api.md §13): the process and Node.js series only the Node shell
 // provides, the token rule over a real socket, and request counters labelled by route pattern.
 import { rmSync } from "node:fs";
 import { afterAll, describe, expect, it } from "vitest";

@@ -1,4 +1,4 @@
-// Operating Hangar (CONTRACT §13) against the real CLI and daemon processes: a strict command line, backup while a
+// Operating Hangar (docs/api.md §13) against the real CLI and daemon processes: a strict command line, backup while a
 // workload writes and restore onto a new data directory, service units checked by their own tools, and `npm start`
 // stopping on SIGTERM.
 import { execFileSync, spawn, spawnSync } from "node:child_process";

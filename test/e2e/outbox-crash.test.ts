@@ -1,4 +1,4 @@
-// The outbox across a kill -9 of the real daemon (CONTRACT §12): every message queued before the kill is
+// The outbox across a kill -9 of the real daemon (docs/api.md §12): every message queued before the kill is
 // delivered after the restart, each webhook-id at least once and every one of them, none lost.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";

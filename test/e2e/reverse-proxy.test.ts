@@ -1,4 +1,4 @@
-// A reverse proxy on the daemon's machine (CONTRACT §3): two small Node proxies in front of the real daemon, one
+// A reverse proxy on the daemon's machine (docs/api.md §3): two small Node proxies in front of the real daemon, one
 // with nginx's defaults (upstream `Host: 127.0.0.1:PORT`, no forwarding header: the daemon cannot tell its
 // visitors from local processes) and one that adds X-Forwarded-For. Local login must be refused through both
 // once the instance runs as a proxy deployment would, while `hangar login` keeps working on the machine.

@@ -1,4 +1,4 @@
-// The runner as an attacker's step sees it (CONTRACT §9): no runner token in what a step can dump, secrets masked,
+// The runner as an attacker's step sees it (docs/api.md §9): no runner token in what a step can dump, secrets masked,
 // a setsid'd leftover ended with the job, and a crashed runner's job directory and signing file removed at restart.
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,4 +1,4 @@
-// `--run-as USER` (CONTRACT §9, docs/runner-isolation.md) on Linux: a runner started as root runs each step as
+// `--run-as USER` (docs/api.md §9, docs/runner-isolation.md) on Linux: a runner started as root runs each step as
 // another OS user, who cannot read the runner's token file, its work root, another runner's work root or the
 // runner's own /proc/<pid>/environ; what the step leaves running as that user is still ended with the job.
 import { execFileSync, spawn, spawnSync } from "node:child_process";

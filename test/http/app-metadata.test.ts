@@ -1,4 +1,4 @@
-// App metadata read on complete (CONTRACT §7): Info.plist, icon (CgBI restored), provisioning profile, APK
+// App metadata read on complete (docs/api.md §7): Info.plist, icon (CgBI restored), provisioning profile, APK
 // manifest and resources; GET /v1/artifacts/{id}, its icon, and install_not_possible. Fixtures are made by
 // test/helpers/app-fixtures.ts: real zips, plists, CMS containers (openssl cms -sign), CgBI PNGs, binary XML.
 import { execFileSync } from "node:child_process";

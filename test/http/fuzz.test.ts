@@ -2,7 +2,7 @@
 // is fuzzed the day it lands): malformed and wrong-shaped JSON, wrong types and nasty strings in every field,
 // wrong content types, traversal and junk in path parameters and query strings, with and without credentials.
 // Whatever comes in, the answer is never an unhandled 500, and every error is `{code, message[, issues]}`
-// with a code from ERROR_CODES (CONTRACT §2).
+// with a code from ERROR_CODES (docs/api.md §2).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -134,7 +134,7 @@ function samples(w: World): Record<string, Record<string, Json>> {
   };
 }
 
-/** Routes whose success is not JSON (SPEC/CONTRACT): log text, file bytes, the plist, redirects, 204 claims. */
+/** Routes whose success is not JSON (docs/spec.md/docs/api.md): log text, file bytes, the plist, redirects, 204 claims. */
 const NON_JSON_SUCCESS = new Set([
   "GET /v1/builds/:build_id/logs",
   "GET /v1/artifacts/download/:token",
@@ -322,7 +322,7 @@ async function makeWorld(): Promise<World> {
 
 /** Concrete routes of the app (middleware `ALL` entries left out), in registration order. */
 /**
- * The web UI's pages (src/web/, CONTRACT §10) answer HTML and take forms: they are not part of this JSON fuzz.
+ * The web UI's pages (src/web/, docs/api.md §10) answer HTML and take forms: they are not part of this JSON fuzz.
  * Their own tests (test/web/) cover their errors, Origin checks and escaping. The tester page `/apps/{token}`
  * (its icon and its install form too) is such a page, like `/install/{token}`: its errors are HTML pages.
  */
@@ -600,7 +600,7 @@ async function fuzzRoute(w: World, route: Route, failures: Failure[]): Promise<n
       };
       const res = await record(a);
       // An id that names nothing is a 4xx, never a success: 404 mostly; 400 when the body or path is refused;
-      // runner paths answer 403 runner_mismatch for another runner id (CONTRACT §6).
+      // runner paths answer 403 runner_mismatch for another runner id (docs/api.md §6).
       if (![400, 403, 404].includes(res.status) || (res.status === 403 && res.body?.code !== "runner_mismatch")) {
         failures.push({ route: route.key, attempt: a.label, status: res.status, problem: "an attack id was not refused with 400/404", body: res.text.slice(0, 200) });
       }

@@ -1,4 +1,4 @@
-// `hangar login`'s one-time codes (CONTRACT §3) in the domain layer: single use, 5 minutes, audited sign-in.
+// `hangar login`'s one-time codes (docs/api.md §3) in the domain layer: single use, 5 minutes, audited sign-in.
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents } from "../../src/db/schema/index.ts";

@@ -1,4 +1,4 @@
-// GET/PUT /v1/settings/local-login and its effect on POST /v1/auth/local/login (CONTRACT §3).
+// GET/PUT /v1/settings/local-login and its effect on POST /v1/auth/local/login (docs/api.md §3).
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents } from "../../src/db/schema/index.ts";

@@ -16,7 +16,7 @@ async function runningBuild(t: TestApp, steps?: unknown[]) {
   return { w, b, read, build };
 }
 
-describe("HANGAR_MAX_LOG_BYTES (CONTRACT §6)", () => {
+describe("HANGAR_MAX_LOG_BYTES (docs/api.md §6)", () => {
   it("ends the log with one truncation line and keeps accepting (and dropping) chunks, offsets still counting", async () => {
     const t = await makeTestApp({ config });
     const { w, b, read } = await runningBuild(t);

@@ -26,7 +26,7 @@ async function runningJob(secrets = false) {
   return { t, w, b, read };
 }
 
-describe("log append and read (CONTRACT §6)", () => {
+describe("log append and read (docs/api.md §6)", () => {
   it("appends at byte offsets and reads text/plain from any offset", async () => {
     const { t, w, b, read } = await runningJob();
     expect((await appendLog(t, w.runner, b.id, 0, "step 1\n")).body).toEqual({ log_bytes: 7 });

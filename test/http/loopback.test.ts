@@ -3,7 +3,7 @@ import { isLoopbackAddress, isLoopbackHost, isLoopbackRequest } from "../../src/
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup } from "../helpers/factories.ts";
 
-// CONTRACT §3's whole list, the prefixes with a few members, and the underscore spellings.
+// docs/api.md §3's whole list, the prefixes with a few members, and the underscore spellings.
 const FORWARDING = [
   "Forwarded", "Via", "X-Real-IP", "X-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "True-Client-IP", "Fastly-Client-IP",
   "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Anything",

@@ -1,4 +1,4 @@
-// CONTRACT §3's OIDC rules against the real oidc-provider: (iss, sub) binding, email_verified, the per-client cap
+// docs/api.md §3's OIDC rules against the real oidc-provider: (iss, sub) binding, email_verified, the per-client cap
 // on pending starts, loopback-only OIDC in local mode, and error messages that never echo the provider's content.
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";

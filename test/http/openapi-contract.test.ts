@@ -13,7 +13,7 @@ import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.
 import { makeAscKey, makeServiceAccount } from "../helpers/store-keys.ts";
 
 /**
- * The contract test of issue 17: every operation of GET /v1/openapi.json is called on a real app (app.request, a
+ * The contract test of docs/decisions.md: every operation of GET /v1/openapi.json is called on a real app (app.request, a
  * fresh database each, with the objects it needs made through the API itself) with the document's own example
  * request, and its answer must have a status the document lists for it and a body that validates against the
  * schema documented for that status. Response schemas are closed, so a field a route answers but the document

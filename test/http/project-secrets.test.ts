@@ -1,4 +1,4 @@
-// Secret variables and credential protection (CONTRACT §5, §6): sealed, never answered, masked in stored logs,
+// Secret variables and credential protection (docs/api.md §5, §6): sealed, never answered, masked in stored logs,
 // released to a runner only for builds of protected branches, and every hand-out audited.
 import { eq } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";

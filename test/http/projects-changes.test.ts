@@ -1,4 +1,4 @@
-// Changing and deleting projects and pipelines, strict pipeline configs, rerun and "why queued" (CONTRACT §5, §13).
+// Changing and deleting projects and pipelines, strict pipeline configs, rerun and "why queued" (docs/api.md §5, §13).
 import { beforeAll, describe, expect, it } from "vitest";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { appendLog, claim, createPipeline, createProject, DEFAULT_SHA, queueBuild, registerRunner, reportStatus } from "../helpers/builds.ts";
@@ -262,7 +262,7 @@ describe("GET /v1/builds filters on pipeline_id and branch", () => {
   });
 });
 
-describe("strict pipeline config (CONTRACT §5)", () => {
+describe("strict pipeline config (docs/api.md §5)", () => {
   const base = { platform: "ios", steps: [{ name: "a", run: "b" }] };
   const cases: Array<[string, Record<string, unknown>, string[]]> = [
     ["a top-level typo", { ...base, on: "push" }, ["config.on"]],
@@ -367,7 +367,7 @@ describe("POST /v1/builds/{id}/rerun", () => {
   });
 });
 
-describe("why queued (CONTRACT §13)", () => {
+describe("why queued (docs/api.md §13)", () => {
   it("walks no_matching_runner → no_runner_online → waiting_for_runner, with counts and positions", async () => {
     // A fresh instance: no runner from other tests counts here.
     const u = await makeTestApp();

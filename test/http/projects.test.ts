@@ -6,7 +6,7 @@ import { createPipeline, createProject } from "../helpers/builds.ts";
 import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";
 import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 
-describe("projects and pipelines (CONTRACT §5)", () => {
+describe("projects and pipelines (docs/api.md §5)", () => {
   let t: TestApp;
   let owner: string;
   let developer: string;

@@ -1,5 +1,5 @@
 /**
- * Cross-daemon wake-ups (issue 18, CONTRACT §8): the `queue_version` row moves in the same statement as a build
+ * Cross-daemon wake-ups (docs/decisions.md, docs/api.md §8): the `queue_version` row moves in the same statement as a build
  * becomes queued, and ONE loop per daemon reads it while claims wait, waking them when it changed. A second
  * connection on the same file with its own JobSignal stands in for another daemon (test/e2e/sqld.test.ts does it
  * with real daemon processes on sqld).

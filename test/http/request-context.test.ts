@@ -19,7 +19,7 @@ function contextApp() {
   return { app, lines };
 }
 
-describe("request context (issue 16: headers set before the response exists)", () => {
+describe("request context (docs/benchmarks.md: headers set before the response exists)", () => {
   it("formats log times exactly as Date.toISOString, across seconds, minutes and days", () => {
     const base = Date.UTC(2026, 10, 23, 23, 58, 58, 991);
     for (let step = 0; step < 200_000; step += 7) {

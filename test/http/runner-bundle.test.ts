@@ -1,4 +1,4 @@
-// GET /runner/hangar-runner.mjs (CONTRACT §9): served from the host's file with revalidation headers, public,
+// GET /runner/hangar-runner.mjs (docs/api.md §9): served from the host's file with revalidation headers, public,
 // and a clear 503 runner_bundle_missing while the file is not built or on a host that has none.
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -1,4 +1,4 @@
-// Runner management (CONTRACT §6): removal and token rotation that take effect at once on every daemon sharing
+// Runner management (docs/api.md §6): removal and token rotation that take effect at once on every daemon sharing
 // the database, capabilities only a runner can narrow, and the platform list.
 import { eq } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";

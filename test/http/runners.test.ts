@@ -92,7 +92,7 @@ describe("runner authentication on runner endpoints", () => {
   it("answers 401 invalid_runner_token for an unknown token or a user session", async () => {
     for (const token of ["x".repeat(43), w.ownerToken]) {
       for (const [method, path, body] of endpoints(w.runner.id, jobId)) {
-        // PATCH also takes an owner's or admin's session (CONTRACT §6; runner-management.test.ts).
+        // PATCH also takes an owner's or admin's session (docs/api.md §6; runner-management.test.ts).
         if (method === "PATCH" && token === w.ownerToken) continue;
         const res = await t.call(method, path, { body, token });
         expect([path, res.status, res.body.code]).toEqual([path, 401, "invalid_runner_token"]);

@@ -13,7 +13,7 @@ async function buildOf(t: TestApp, id: string) {
   return (await t.deps.db.select().from(builds).where(eq(builds.id, id)).get())!;
 }
 
-describe("sweeper (CONTRACT §6 leases and timers)", () => {
+describe("sweeper (docs/api.md §6 leases and timers)", () => {
   it("marks runners offline after HANGAR_RUNNER_OFFLINE_AFTER_S without a heartbeat; a heartbeat brings them back", async () => {
     const t = await makeTestApp({ config });
     const w = await buildWorld(t);

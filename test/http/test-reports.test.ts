@@ -1,4 +1,4 @@
-// Test reports (CONTRACT §17 via docs/test-reports.md): JUnit artifacts in every dialect, hostile XML within the
+// Test reports (docs/api.md §17 via docs/test-reports.md): JUnit artifacts in every dialect, hostile XML within the
 // limits, the tests API, tests_summary, history and flaky detection, through the public API.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";

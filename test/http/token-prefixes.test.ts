@@ -1,4 +1,4 @@
-// Bearer-token prefixes (CONTRACT §3): hgu_ user session, hgs_ setup session, hgr_ runner; 32 random bytes
+// Bearer-token prefixes (docs/api.md §3): hgu_ user session, hgs_ setup session, hgr_ runner; 32 random bytes
 // base64url after the prefix; the stored SHA-256 is of the whole token, prefix included.
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";

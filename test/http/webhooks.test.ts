@@ -295,7 +295,7 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     expect(open.trust).toBe("open");
     const job2 = await claim(t, open);
     expect(job2.build_id).toBe(forkBuild.id);
-    // Secret variables are withheld from a fork's pull request like the signing material (CONTRACT §5).
+    // Secret variables are withheld from a fork's pull request like the signing material (docs/api.md §5).
     for (const kind of ["android-signing", "ios-signing", "secrets"]) {
       const withheld = await t.call("GET", `/v1/runners/${open.id}/jobs/${job2.build_id}/${kind}`, { token: open.token });
       expect([withheld.status, withheld.body.code]).toEqual([403, "secrets_withheld"]);

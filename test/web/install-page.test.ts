@@ -1,4 +1,4 @@
-// The tester's install page /install/{token} (CONTRACT §10), in real Chromium with iPhone, Android and desktop
+// The tester's install page /install/{token} (docs/api.md §10), in real Chromium with iPhone, Android and desktop
 // viewports and user agents, JavaScript off, plus the HTTP answers (expired, unknown, headers, escaping).
 import jsQR from "jsqr";
 import type { Browser, BrowserContext } from "playwright-core";

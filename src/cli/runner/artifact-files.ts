@@ -1,5 +1,5 @@
 // The files a pipeline's artifact globs (`build/**/*.apk`, `out/*.{ipa,zip}`) name, relative to the checkout.
-// Matching is the daemon's linear-time matcher (src/domain/common/glob.ts, CONTRACT §9): the pipeline author and
+// Matching is the daemon's linear-time matcher (src/domain/common/glob.ts, docs/api.md §9): the pipeline author and
 // the repository control both the glob and the paths, so a backtracking matcher could stall the runner.
 import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// `hangar runner` and `hangar runner register` (CONTRACT §9).
+// `hangar runner` and `hangar runner register` (docs/api.md §9).
 import { statSync } from "node:fs";
 import { userInfo } from "node:os";
 import { resolve } from "node:path";
@@ -77,7 +77,7 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
   if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
   const tokenFile = values["token-file"];
   if (tokenFile !== undefined) {
-    // A token file others can read is no secret (CONTRACT §9: a file of mode 0600).
+    // A token file others can read is no secret (docs/api.md §9: a file of mode 0600).
     const mode = statSync(tokenFile, { throwIfNoEntry: false })?.mode;
     if (mode !== undefined && (mode & 0o077) !== 0) return fail(`--token-file ${tokenFile} is readable by others: chmod 600 ${tokenFile}`);
   }
@@ -152,7 +152,7 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
   }
   let code: number;
   try {
-    // How long --once waits for a job: 30 s (CONTRACT §9); tests shorten it.
+    // How long --once waits for a job: 30 s (docs/api.md §9); tests shorten it.
     const onceWaitS = Number(process.env.HANGAR_RUNNER_ONCE_WAIT_S) || undefined;
     const context = { maskedValues: [token], sweepUids, runAs, isolation: runAs ? ("user" as const) : ("none" as const), cgroups };
     code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS, context });

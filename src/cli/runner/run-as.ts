@@ -1,4 +1,4 @@
-// `--run-as USER` (CONTRACT §9): a runner started as root runs every step as another OS user, so a step cannot read
+// `--run-as USER` (docs/api.md §9): a runner started as root runs every step as another OS user, so a step cannot read
 // the runner's token file, its work root, other jobs' files or the daemon's data directory.
 import { execFileSync } from "node:child_process";
 import { lchown, readdir } from "node:fs/promises";

@@ -1,5 +1,5 @@
 // The standalone runner: the entry of dist/hangar-runner.mjs, one file with every dependency inlined that the
-// daemon serves at GET /runner/hangar-runner.mjs (CONTRACT §9), so a second machine needs Node 20+ and nothing
+// daemon serves at GET /runner/hangar-runner.mjs (docs/api.md §9), so a second machine needs Node 20+ and nothing
 // else: `curl -fsSLO <daemon>/runner/hangar-runner.mjs && node hangar-runner.mjs register …`.
 import { HANGAR_VERSION } from "../../version.ts";
 import { runnerMain } from "./main.ts";

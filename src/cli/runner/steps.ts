@@ -131,7 +131,7 @@ const STEP_WRAPPER =
 
 /**
  * One pipeline step: `sh -c <run>`, started by an outer `sh` that waits for it (never exec'ing into it). The step's parent is then that shell, whose environment is the step's own and
- * never held the runner's token: `/proc/$PPID/environ` shows nothing a step did not already have (CONTRACT §9).
+ * never held the runner's token: `/proc/$PPID/environ` shows nothing a step did not already have (docs/api.md §9).
  */
 export function runStep(run: string, options: RunOptions): Promise<ProcessResult> {
   // The wrapper waits for a go on its standard input, so nothing of the step runs before `beforeStart` is done.

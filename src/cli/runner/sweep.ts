@@ -1,4 +1,4 @@
-// The end-of-job sweep (CONTRACT §9): every step runs with a per-job cookie in its environment, and when the job
+// The end-of-job sweep (docs/api.md §9): every step runs with a per-job cookie in its environment, and when the job
 // ends every process of the runner's user (or the --run-as user) that still carries the cookie is killed: also
 // those that left the step's process group (`setsid`, a double fork, `nohup … &`), which a process-group kill
 // misses. Jenkins' ProcessTreeKiller does the same with BUILD_ID. The environment a process was started with is

@@ -1,4 +1,4 @@
-// Artifact upload (CONTRACT §7): create → PUT the bytes to the returned URL → complete, abort when it fails.
+// Artifact upload (docs/api.md §7): create → PUT the bytes to the returned URL → complete, abort when it fails.
 // Files are streamed from disk (hashing too), so a 2 GB IPA costs no more memory than a 2 KB text file.
 import { createHash } from "node:crypto";
 import { createReadStream } from "node:fs";

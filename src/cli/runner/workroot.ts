@@ -1,4 +1,4 @@
-// The runner's work root (CONTRACT §9): private to the runner's user, and cleaned of whatever a crash left behind
+// The runner's work root (docs/api.md §9): private to the runner's user, and cleaned of whatever a crash left behind
 // (job directories with checkouts and signing files, processes of the job that was running) when it starts.
 import { chmod, lstat, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";

@@ -9,7 +9,7 @@ export const lifecycleDates = {
 /**
  * A BLOB read and written as a plain `Uint8Array` on every runtime. drizzle's `blob({ mode: "buffer" })` maps
  * rows through Node's `Buffer`, which does not exist in workerd: the Worker failed on the first log chunk it
- * read back (issue 18). On Node drizzle hands the column a `Buffer` (a Uint8Array); on Workers the client of
+ * read back (docs/decisions.md). On Node drizzle hands the column a `Buffer` (a Uint8Array); on Workers the client of
  * src/runtime/worker-db.ts hands it a Uint8Array; both drivers take a Uint8Array as a blob argument.
  */
 export const bytes = customType<{ data: Uint8Array; driverData: ArrayBuffer | Uint8Array }>({

@@ -29,7 +29,7 @@ export const builds = sqliteTable(
     attemptCount: integer("attempt_count").notNull().default(0),
     leaseExpiresAt: integer("lease_expires_at"),
     cancelRequested: integer("cancel_requested", { mode: "boolean" }).notNull().default(false),
-    /** A pull request from a fork (CONTRACT §11): no signing material and no secret variables are released. */
+    /** A pull request from a fork (docs/api.md §11): no signing material and no secret variables are released. */
     fromFork: integer("from_fork", { mode: "boolean" }).notNull().default(false),
     /** Decided at queue time: which runners may take the build and whether it may receive credentials. */
     trust: text("trust", { enum: BUILD_TRUSTS }).notNull().default("protected"),
@@ -65,7 +65,7 @@ export const builds = sqliteTable(
 /**
  * The queue's version (one row, id = 1): triggers bump it in the same statement as a build becomes queued (created,
  * requeued after a lapsed lease or a removed runner, rerun), whichever code path or daemon does it. Each daemon
- * polls this one row (every 50–100 ms) while some claim long-polls it, and wakes its waiting claims when it changes (CONTRACT §8:
+ * polls this one row (every 50–100 ms) while some claim long-polls it, and wakes its waiting claims when it changes (docs/api.md §8:
  * a build queued through another daemon is picked up within 500 ms without every waiting claim polling).
  */
 export const queueVersion = sqliteTable("queue_version", {
@@ -73,7 +73,7 @@ export const queueVersion = sqliteTable("queue_version", {
   version: integer("version").notNull(),
 });
 
-/** Build logs as byte chunks appended at their offset (CONTRACT §6). */
+/** Build logs as byte chunks appended at their offset (docs/api.md §6). */
 export const buildLogChunks = sqliteTable(
   "build_log_chunks",
   {

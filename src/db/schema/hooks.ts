@@ -8,7 +8,7 @@ import {
   OUTBOX_TARGET_KINDS,
 } from "./constants.ts";
 
-/** Inbound webhooks of a project (CONTRACT §11). The secret is sealed: it is shown once, at creation. */
+/** Inbound webhooks of a project (docs/api.md §11). The secret is sealed: it is shown once, at creation. */
 export const webhooks = sqliteTable(
   "webhooks",
   {
@@ -57,7 +57,7 @@ export const webhookDeliveries = sqliteTable(
   ],
 );
 
-/** Notification targets of a project (CONTRACT §12). URL and signing secret are sealed. */
+/** Notification targets of a project (docs/api.md §12). URL and signing secret are sealed. */
 export const notifications = sqliteTable(
   "notifications",
   {

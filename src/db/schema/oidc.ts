@@ -2,7 +2,7 @@ import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { OIDC_PURPOSES } from "./constants.ts";
 
 /**
- * Pending authorization requests (CONTRACT §3): in the database, not in memory, so a restart or a
+ * Pending authorization requests (docs/api.md §3): in the database, not in memory, so a restart or a
  * second daemon can finish them. Keyed by the SHA-256 of the state value handed to the browser.
  */
 export const oidcPendingRequests = sqliteTable(
@@ -16,7 +16,7 @@ export const oidcPendingRequests = sqliteTable(
     redirectUri: text("redirect_uri").notNull(),
     createdAt: integer("created_at").notNull(),
     expiresAt: integer("expires_at").notNull(),
-    /** Who started it (peer or forwarded address): at most 20 pending per client (CONTRACT §3). */
+    /** Who started it (peer or forwarded address): at most 20 pending per client (docs/api.md §3). */
     client: text("client"),
   },
   (t) => [index("oidc_pending_expires_at").on(t.expiresAt), index("oidc_pending_client").on(t.client, t.expiresAt)],

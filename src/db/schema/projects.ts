@@ -52,7 +52,7 @@ export const projects = sqliteTable("projects", {
   iosSigningInfo: text("ios_signing_info", { mode: "json" }).$type<IosSigningInfo>(),
   androidSigningInfo: text("android_signing_info", { mode: "json" }).$type<AndroidSigningInfo>(),
   /**
-   * Branch globs whose builds get signing material and secret variables (CONTRACT §5); null means the default,
+   * Branch globs whose builds get signing material and secret variables (docs/api.md §5); null means the default,
    * `["**"]` (every branch).
    */
   protectedBranches: text("protected_branches", { mode: "json" }).$type<string[]>(),
@@ -69,7 +69,7 @@ export const projects = sqliteTable("projects", {
   lastBuildNumber: integer("last_build_number").notNull().default(0),
   createdBy: text("created_by"),
   ...lifecycleDates,
-  /** Set on DELETE: the row stays so that finished builds still name their project (CONTRACT §5). */
+  /** Set on DELETE: the row stays so that finished builds still name their project (docs/api.md §5). */
   deletedAt: integer("deleted_at"),
 });
 
@@ -139,7 +139,7 @@ export const pipelineBadges = sqliteTable("pipeline_badges", {
   createdAt: integer("created_at").notNull(),
 });
 
-/** Secret variables of a project (CONTRACT §5): each value sealed with the instance's SecretBox, never answered. */
+/** Secret variables of a project (docs/api.md §5): each value sealed with the instance's SecretBox, never answered. */
 export const projectSecrets = sqliteTable(
   "project_secrets",
   {

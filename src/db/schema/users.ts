@@ -14,7 +14,7 @@ export const users = sqliteTable(
     status: text("status", { enum: USER_STATUSES }).notNull(),
     avatarUrl: text("avatar_url"),
     oidcSubject: text("oidc_subject"),
-    /** The issuer of `oidcSubject`: a user is bound to (iss, sub) at its first OIDC sign-in (CONTRACT §3). */
+    /** The issuer of `oidcSubject`: a user is bound to (iss, sub) at its first OIDC sign-in (docs/api.md §3). */
     oidcIssuer: text("oidc_issuer"),
     ...lifecycleDates,
   },
@@ -67,7 +67,7 @@ export const auditEvents = sqliteTable(
 );
 
 /**
- * One-time codes of `hangar login` (CONTRACT §3): single use, 5 minutes. Only the SHA-256 of the code is kept;
+ * One-time codes of `hangar login` (docs/api.md §3): single use, 5 minutes. Only the SHA-256 of the code is kept;
  * `consumedAt` tells a used code from an unknown one.
  */
 export const localLoginCodes = sqliteTable(

@@ -1,4 +1,4 @@
-// What an APK says about itself (CONTRACT §7): package, version name and code, minimum SDK, label and launcher
+// What an APK says about itself (docs/api.md §7): package, version name and code, minimum SDK, label and launcher
 // icon, from the binary AndroidManifest.xml (AXML) and the resource table resources.arsc. Small bounded readers
 // of AOSP's ResourceTypes.h formats: every offset is checked against its chunk, strings are decoded only when
 // asked for, and references are followed a few levels at most.

@@ -1,4 +1,4 @@
-// App metadata read when an artifact completes (CONTRACT §7): name, identifiers, versions, minimum OS, icon and,
+// App metadata read when an artifact completes (docs/api.md §7): name, identifiers, versions, minimum OS, icon and,
 // for an IPA, the provisioning profile. Only the zip's directory and a handful of small entries are read
 // (ranged reads through the store), each under a size limit, and the whole read under a deadline: a hostile or
 // broken archive yields absent metadata, never a stalled completion.

@@ -1,4 +1,4 @@
-// Artifacts (SPEC Artifacts, CONTRACT §7): runner-side create / local upload / complete / abort, user-side
+// Artifacts (docs/spec.md Artifacts, docs/api.md §7): runner-side create / local upload / complete / abort, user-side
 // list and download links, the byte-serving rules shared with the installer paths, and the orphan sweep.
 import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { artifactIcons, artifacts, builds, urlTokens } from "../../db/schema/index.ts";
@@ -23,7 +23,7 @@ export interface InstallMetadata {
 
 /** Upload links last an hour: long enough for a multi-GiB upload to start on a slow runner. */
 export const UPLOAD_TTL_S = 3600;
-/** Download links: 15 minutes (CONTRACT §7). */
+/** Download links: 15 minutes (docs/api.md §7). */
 export const DOWNLOAD_TTL_S = 15 * 60;
 /**
  * A pending artifact is swept this long after its upload link expired: an upload that started just before
@@ -38,7 +38,7 @@ type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactS
 
 const encoder = new TextEncoder();
 
-/** CONTRACT §7: a base name — no `/`, `\`, `..` or control characters, at most 255 bytes. Null when valid. */
+/** docs/api.md §7: a base name — no `/`, `\`, `..` or control characters, at most 255 bytes. Null when valid. */
 export function filenameProblem(name: string): string | null {
   if (name.length === 0) return "must not be empty";
   if (encoder.encode(name).length > 255) return "must be at most 255 bytes";
@@ -205,7 +205,7 @@ export async function daemonBaseUrl(deps: Pick<AppDeps, "db" | "clock">, request
 // ---------------------------------------------------------------------------------------------------------
 // Runner side
 
-/** The build a runner works on; 404 when it is not this runner's job (CONTRACT §6). */
+/** The build a runner works on; 404 when it is not this runner's job (docs/api.md §6). */
 async function loadRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string) {
   const build = await deps.db.select().from(builds).where(eq(builds.id, jobId)).get();
   if (!build || build.runnerId !== runnerId) throw new ApiError(404, "not_found", "no such job on this runner");

@@ -1,4 +1,4 @@
-// Over-the-air installs (SPEC install-link rules 1–4, CONTRACT §7). One install token per session serves the
+// Over-the-air installs (docs/spec.md install-link rules 1–4, docs/api.md §7). One install token per session serves the
 // manifest and the IPA for an hour and stays reusable until then, because the installer fetches them
 // separately (rule 2). Every installer URL is under the public /install/ prefix (rule 3).
 import { eq } from "drizzle-orm";
@@ -24,7 +24,7 @@ import { readNetworkSettings } from "../settings/network-settings.ts";
 import { GATEWAY_USER_HEADER, readTrustedProxySettings } from "../auth/trusted-proxy.ts";
 import { newUrlToken, resolveUrlToken } from "../auth/url-tokens.ts";
 
-/** Install sessions last one hour (SPEC limits). */
+/** Install sessions last one hour (docs/spec.md limits). */
 export const INSTALL_TTL_S = 3600;
 const TICKET_PARAM = "gateway-ticket";
 
@@ -96,7 +96,7 @@ export async function createInstallLink(deps: Deps, input: { artifactId: string;
 }
 
 /**
- * CONTRACT §7: an IPA no phone will install over the air is refused when the link is asked for, in words,
+ * docs/api.md §7: an IPA no phone will install over the air is refused when the link is asked for, in words,
  * rather than after a tester's "Unable to install".
  */
 function refuseUninstallable(artifact: ArtifactRow, now: number): void {

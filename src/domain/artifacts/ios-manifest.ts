@@ -1,4 +1,4 @@
-// The over-the-air manifest iOS fetches through `itms-services://` (CONTRACT §7): a property list with one
+// The over-the-air manifest iOS fetches through `itms-services://` (docs/api.md §7): a property list with one
 // item whose asset is the IPA URL. Built with fast-xml-parser's builder, which escapes every text node, so a
 // title or bundle id cannot break out of its <string>.
 
@@ -20,7 +20,7 @@ const string = (value: string): Node => ({ string: [{ "#text": value }] });
 const dict = (entries: Array<[string, Node]>): Node => ({ dict: entries.flatMap(([k, v]) => [key(k), v]) });
 
 export async function buildManifestPlist(input: ManifestInput): Promise<string> {
-  // Loaded on first use, like the plist parser (issue 16).
+  // Loaded on first use, like the plist parser (docs/benchmarks.md).
   const { XMLBuilder } = await import("fast-xml-parser");
   const builder = new XMLBuilder({
     preserveOrder: true,

@@ -1,4 +1,4 @@
-// Install metadata of an IPA, read from `Payload/<App>.app/Info.plist` inside the archive (CONTRACT §7).
+// Install metadata of an IPA, read from `Payload/<App>.app/Info.plist` inside the archive (docs/api.md §7).
 // The archive is never loaded whole: the zip's end record, its central directory and the one entry are
 // fetched with ranged reads through the store, then the entry is inflated with the web-standard
 // DecompressionStream. XML and binary (bplist00) property lists are both understood. Web-standard only.
@@ -294,7 +294,7 @@ type XmlNode = Record<string, unknown> & { ":@"?: Record<string, string> };
 /** An XML property list. Values stay strings as written ("1.10" must not become the number 1.1). */
 export async function parseXmlPlist(text: string): Promise<PlistValue> {
   // Loaded on first use: XML property lists come only with iOS artifacts, and the parser is a tenth of the
-  // daemon's code (issue 16: start time and idle memory).
+  // daemon's code (docs/benchmarks.md: start time and idle memory).
   const { XMLParser } = await import("fast-xml-parser");
   const parser = new XMLParser({ preserveOrder: true, parseTagValue: false, trimValues: false, ignoreAttributes: true, processEntities: true });
   const doc = parser.parse(text) as XmlNode[];

@@ -1,4 +1,4 @@
-// `embedded.mobileprovision` (CONTRACT §7): a CMS SignedData container (RFC 5652) whose encapsulated content
+// `embedded.mobileprovision` (docs/api.md §7): a CMS SignedData container (RFC 5652) whose encapsulated content
 // is an XML property list. Only the content is read, with a small DER/BER walker: the signature is Apple's
 // business, not ours (a forged profile fools no iPhone, and the page only explains what the phone will do).
 import { concatBytes } from "../common/bytes.ts";

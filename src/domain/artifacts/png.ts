@@ -1,4 +1,4 @@
-// App icons (CONTRACT §7). An IPA's icons are usually Apple's "CgBI" PNGs: a CgBI chunk before IHDR, IDAT
+// App icons (docs/api.md §7). An IPA's icons are usually Apple's "CgBI" PNGs: a CgBI chunk before IHDR, IDAT
 // holding raw deflate (no zlib header), pixels in BGRA order with premultiplied alpha. No browser shows those,
 // so they are restored to a standard PNG: RGBA, straight alpha, zlib-compressed. A standard PNG is checked and
 // kept as it is. Web-standard only (DecompressionStream / CompressionStream), bounded in memory.

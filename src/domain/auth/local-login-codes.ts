@@ -7,7 +7,7 @@ import { randomToken, sha256Hex } from "../common/crypto.ts";
 import { loadInstance } from "../setup/instance.ts";
 import { findUserByEmail, signIn, type UserRow } from "./users.ts";
 
-/** A `hangar login` link lives 5 minutes and works once (CONTRACT §3). */
+/** A `hangar login` link lives 5 minutes and works once (docs/api.md §3). */
 export const LOCAL_LOGIN_CODE_TTL_S = 5 * 60;
 
 type DbDeps = Pick<AppDeps, "db" | "clock">;
@@ -53,7 +53,7 @@ export async function createLocalLoginCode(deps: DbDeps, input: { email?: string
 
 /**
  * Redeems a code once: a conditional UPDATE marks it used, so two browsers racing with one link get one
- * session between them. Answers the LocalLoginResponse shape (CONTRACT §3) with a 24-hour user session; the
+ * session between them. Answers the LocalLoginResponse shape (docs/api.md §3) with a 24-hour user session; the
  * sign-in is audited (method `local`, via `cli_link`). A used or expired code → 410 token_expired, an unknown
  * one → 404 not_found.
  */

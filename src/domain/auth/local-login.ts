@@ -15,7 +15,7 @@ export const LOCAL_LOGIN_SETTING = "local_login";
 interface StoredLocalLoginSetting {
   mode: LocalLoginMode;
   /**
-   * The owner set `loopback` while in remote mode: only then does the endpoint answer in remote mode (CONTRACT §3).
+   * The owner set `loopback` while in remote mode: only then does the endpoint answer in remote mode (docs/api.md §3).
    * Every runtime-mode change clears it (resetRemoteLocalLoginStatement), so a switch to remote always starts refused.
    */
   allowed_in_remote: boolean;
@@ -57,7 +57,7 @@ export function resetRemoteLocalLoginStatement(deps: Pick<AppDeps, "db">) {
 }
 
 /**
- * Local login (SPEC local login rules, hardened by CONTRACT §3). Before setup is ready it is refused with
+ * Local login (docs/spec.md local login rules, hardened by docs/api.md §3). Before setup is ready it is refused with
  * mode_restricted in remote mode and setup_incomplete otherwise. After that: refused in `cli_only`; refused in
  * remote mode unless the owner set `loopback` after the switch (a proxy on this host makes every visitor look
  * local); and only loopback callers may use it.
@@ -75,7 +75,7 @@ export async function localLogin(deps: Pick<AppDeps, "db" | "clock">, input: { e
   if (inst.runtimeMode === "remote" && !setting.allowed_in_remote) {
     throw new ApiError(403, "mode_restricted", "local login is off in remote mode: run `hangar login` on the daemon's machine, or have the owner turn it back on");
   }
-  // Only the socket decides this (CONTRACT §3): a proxy on this machine must not turn outside traffic local.
+  // Only the socket decides this (docs/api.md §3): a proxy on this machine must not turn outside traffic local.
   if (!input.isLoopback) throw new ApiError(403, "local_login_loopback_required", "local login is only available from this machine");
   let email = input.email;
   if (email === undefined) {

@@ -3,7 +3,7 @@ import type { AppDeps } from "../../deps.ts";
 import { isTrustedPeer, TRUSTED_PROXY_SETTING, type StoredTrustedProxySettings } from "./trusted-proxy.ts";
 import { readSetting } from "../setup/instance.ts";
 
-/** Who starts or finishes an OIDC sign-in: whether the request is loopback (CONTRACT §3) and whom its starts count against. */
+/** Who starts or finishes an OIDC sign-in: whether the request is loopback (docs/api.md §3) and whom its starts count against. */
 export interface OidcClient {
   isLoopback: boolean;
   /** The client's address as counted for the per-client cap on pending starts. */
@@ -33,7 +33,7 @@ function clientKeyOf(address: string): string {
 }
 
 /**
- * The client of an OIDC start (CONTRACT §3): the TCP peer; or, when the peer is a proxy we trust (loopback, or in
+ * The client of an OIDC start (docs/api.md §3): the TCP peer; or, when the peer is a proxy we trust (loopback, or in
  * `trusted_proxy_cidrs`), the last address its X-Forwarded-For adds: the one that proxy saw, which no client can
  * forge. Everyone behind one proxy that adds nothing counts as that proxy. Where there is no socket (a Worker),
  * Cloudflare's `CF-Connecting-IP`, which Cloudflare sets itself. IPv6 clients count by their /64.

@@ -15,7 +15,7 @@ import { newOwnerValues, signIn, type UserRow } from "./users.ts";
 import { readStreamCapped } from "../common/streams.ts";
 
 /**
- * OIDC sign-in (SPEC Auth, CONTRACT §3): discovery, the authorization request (PKCE S256, state, nonce) and the
+ * OIDC sign-in (docs/spec.md Auth, docs/api.md §3): discovery, the authorization request (PKCE S256, state, nonce) and the
  * ID-token check. arctic's generic OAuth2Client builds the authorization URL and stays inside this module (its
  * README marks it deprecated); the code exchange is our own POST through deps.fetch, and
  * jose checks the ID token. Pending requests live in the database so a restart or a second daemon can finish them.
@@ -31,7 +31,7 @@ export const MAX_DISCOVERY_BYTES = 256 * 1024;
 export const TOKEN_EXCHANGE_TIMEOUT_MS = 10_000;
 export const PENDING_TTL_S = 10 * 60;
 export const MAX_PENDING = 1000;
-/** Pending starts per client (CONTRACT §3), so that no one client can exhaust the 1000. */
+/** Pending starts per client (docs/api.md §3), so that no one client can exhaust the 1000. */
 export const MAX_PENDING_PER_CLIENT = 20;
 /** Expired rows stay this long so a late callback hears auth_expired rather than invalid_state. */
 export const EXPIRED_PENDING_GRACE_S = 60 * 60;
@@ -48,7 +48,7 @@ export interface StoredOidcSettings {
   discovered_issuer: string;
   client_id: string;
   client_secret_sealed: string | null;
-  /** Accept ID tokens whose email_verified is absent or false (CONTRACT §3); off unless the owner says so. */
+  /** Accept ID tokens whose email_verified is absent or false (docs/api.md §3); off unless the owner says so. */
   trust_unverified_email?: boolean;
   configured_at: number;
 }
@@ -86,7 +86,7 @@ class DiscoveryFailure extends Error {}
 // URLs and bounded fetches
 
 /**
- * https, or plain http to an address HANGAR_OUTBOUND_ALLOW lists (a development provider; CONTRACT §3). This
+ * https, or plain http to an address HANGAR_OUTBOUND_ALLOW lists (a development provider; docs/api.md §3). This
  * sync form knows literals and localhost; the configured issuer's name is also resolved (prepareSettings).
  */
 function isAllowedProviderUrl(url: URL, allow: OutboundAllowList): boolean {
@@ -175,7 +175,7 @@ async function discover(deps: Pick<AppDeps, "fetch" | "config">, issuerUrl: stri
   if (typeof doc !== "object" || doc === null || Array.isArray(doc)) throw new DiscoveryFailure("the discovery document is not a JSON object");
   const d = doc as Record<string, unknown>;
   if (typeof d.issuer !== "string" || !sameIssuer(d.issuer, issuerUrl)) {
-    // The provider's value is not repeated: error messages never echo fetched content (CONTRACT §3).
+    // The provider's value is not repeated: error messages never echo fetched content (docs/api.md §3).
     throw new DiscoveryFailure(`the discovery document's issuer is not the configured issuer ${issuerUrl}`);
   }
   const endpoint = (name: string, required: boolean): string | undefined => {
@@ -226,7 +226,7 @@ async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<S
   const issuerUrl = checkIssuerUrl(input.issuer_url);
   const clientId = input.client_id.trim();
   if (!clientId) throw new ApiError(400, "invalid_input", "client_id must not be empty", [{ path: "client_id", message: "must not be empty" }]);
-  // The outbound guard first (CONTRACT §12): a refused place is named, and never fetched.
+  // The outbound guard first (docs/api.md §12): a refused place is named, and never fetched.
   // Plain http is a development convenience for allowed destinations only; anything else is an input error.
   const isHttp = new URL(issuerUrl).protocol === "http:";
   const httpRefused = () => {
@@ -388,7 +388,7 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
   if (pending >= MAX_PENDING) throw tooManyPending();
   const doc = await discoverForFlow(deps, settings.issuer_url);
 
-  // arctic and jose load on the first sign-in, not at every start (issue 16): most daemons never use OIDC.
+  // arctic and jose load on the first sign-in, not at every start (docs/benchmarks.md): most daemons never use OIDC.
   const { CodeChallengeMethod, generateCodeVerifier, generateState, OAuth2Client } = await import("arctic");
   const state = generateState();
   const verifier = generateCodeVerifier();
@@ -573,7 +573,7 @@ async function verifyIdToken(deps: Deps, input: { idToken: string; doc: Discover
 
 /**
  * Why jose refused a token, in our words: its messages can carry content from the provider (a JWKS answer, a
- * header), and error messages never echo that (CONTRACT §3). The claim name is jose's own, from our checks.
+ * header), and error messages never echo that (docs/api.md §3). The claim name is jose's own, from our checks.
  */
 function verificationReason(err: unknown): string {
   const e = err as { code?: unknown; claim?: unknown; name?: unknown };
@@ -632,7 +632,7 @@ async function identityFrom(
   }
   const email = claimString(claims, "email", 320);
   if (!email || !EMAIL.test(email)) throw new ApiError(502, "missing_email", "the provider did not return an email address for this account");
-  // Users are found by email: an address the provider does not vouch for must not match one (CONTRACT §3).
+  // Users are found by email: an address the provider does not vouch for must not match one (docs/api.md §3).
   // Absent counts as unverified, unless the owner trusts this provider's addresses.
   const verified = claims.email_verified === true || claims.email_verified === "true";
   if (!verified && !trustUnverifiedEmail) {

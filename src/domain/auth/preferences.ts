@@ -19,7 +19,7 @@ function isWildcardBind(host: string): boolean {
 }
 
 /**
- * Whether the running listener suits the mode (CONTRACT §4): remote mode needs a bind other devices can reach,
+ * Whether the running listener suits the mode (docs/api.md §4): remote mode needs a bind other devices can reach,
  * local mode one that loopback clients can reach. Only a restart with another HANGAR_HOST changes the bind.
  */
 export function restartRequired(mode: RuntimeMode, host: string): boolean {
@@ -86,7 +86,7 @@ export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | 
       sql`changes() = 1`,
     ),
     revokeAllUserSessionsStatement(deps),
-    // Local login answers in remote mode only once the owner turns it back on after this switch (CONTRACT §3).
+    // Local login answers in remote mode only once the owner turns it back on after this switch (docs/api.md §3).
     resetRemoteLocalLoginStatement(deps),
   ]);
   const row = updated[0] ?? (await loadInstance(deps));

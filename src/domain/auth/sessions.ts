@@ -47,7 +47,7 @@ export function deleteAllSetupSessionsStatement(deps: Pick<AppDeps, "db">) {
 }
 
 /**
- * A user session of 24 hours, for every kind of sign-in (CONTRACT §3). The insert is conditional on the user
+ * A user session of 24 hours, for every kind of sign-in (docs/api.md §3). The insert is conditional on the user
  * not being disabled: a disable that lands between a sign-in's checks and this insert (its batch revokes the
  * sessions that exist then) must not leave a session behind that a later re-enable would bring back.
  */
@@ -67,7 +67,7 @@ export async function createUserSession(
 }
 
 /**
- * The session lookup every authenticated request runs, as fixed SQL read in one call (issue 16: drizzle's
+ * The session lookup every authenticated request runs, as fixed SQL read in one call (docs/benchmarks.md: drizzle's
  * prepared query still mapped its result through the select's field tree, and the driver read the row through an
  * iterator). The user's columns come from the table definition, so a column added to `users` is read here too,
  * and each value goes through its column's own decoding, as drizzle would.

@@ -15,9 +15,9 @@ import { newOwnerValues, normalizeEmail, signIn } from "./users.ts";
 
 /** Settings key of the trusted-proxy document in instance_settings. */
 export const TRUSTED_PROXY_SETTING = "trusted_proxy";
-/** The header that carries the shared secret (CONTRACT §3). */
+/** The header that carries the shared secret (docs/api.md §3). */
 export const TRUSTED_PROXY_SECRET_HEADER = "x-hangar-trusted-proxy-secret";
-/** The identity header when none is configured (CONTRACT §3; the spec's `x-service-user-email`). */
+/** The identity header when none is configured (docs/api.md §3; the spec's `x-service-user-email`). */
 export const DEFAULT_USER_EMAIL_HEADER = "x-hangar-user-email";
 /** The identity header of the named access gateway that install-link rule 4 keys on. */
 export const GATEWAY_USER_HEADER = "x-gateway-username";
@@ -72,7 +72,7 @@ function comparableRange([address, bits]: Range): Range {
 
 /**
  * Whether the TCP peer may assert identities. Only the socket address counts: the proxy itself adds the
- * forwarding headers. An empty list trusts loopback peers only (a proxy on this machine; CONTRACT §3).
+ * forwarding headers. An empty list trusts loopback peers only (a proxy on this machine; docs/api.md §3).
  */
 export function isTrustedPeer(peer: string | undefined, cidrs: readonly string[]): boolean {
   const address = parsePeer(peer);
@@ -269,7 +269,7 @@ export async function claimTrustedProxyOwner(deps: SecretDeps, req: ProxyRequest
   return { state: created.state, owner_email: created.owner_email };
 }
 
-/** Sign-in through the proxy (SPEC trusted-proxy login rules 1–5). */
+/** Sign-in through the proxy (docs/spec.md trusted-proxy login rules 1–5). */
 export async function trustedProxyLogin(deps: SecretDeps, req: ProxyRequest) {
   const inst = await loadInstance(deps);
   assertTrustedProxyMode(inst, "trusted-proxy login");

@@ -1,5 +1,5 @@
 // Tokens carried in URL paths: upload (runner → local disk), download (15 minutes) and install (one hour).
-// Only SHA-256 hashes are stored (CONTRACT §3); the plaintext exists only in the URL handed out once.
+// Only SHA-256 hashes are stored (docs/api.md §3); the plaintext exists only in the URL handed out once.
 import { and, eq, gt, isNull, lt } from "drizzle-orm";
 import { urlTokens } from "../../db/schema/index.ts";
 import type { UrlTokenKind } from "../../db/schema/constants.ts";
@@ -53,7 +53,7 @@ export async function resolveUrlToken(
 
 /**
  * Marks an upload token used, atomically: of two concurrent PUTs only one gets the row back.
- * A used or expired token answers 410 token_expired (CONTRACT §7).
+ * A used or expired token answers 410 token_expired (docs/api.md §7).
  */
 export async function claimUploadToken(deps: Pick<AppDeps, "db" | "clock">, token: string): Promise<UrlTokenRow> {
   const hash = await sha256Hex(token);

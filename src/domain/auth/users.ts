@@ -30,7 +30,7 @@ export function toUserJson(u: UserRow) {
   };
 }
 
-/** The transfer-owner answer omits display_name and avatar_url (SPEC, User). */
+/** The transfer-owner answer omits display_name and avatar_url (docs/spec.md, User). */
 export function toBriefUserJson(u: UserRow) {
   const { display_name: _d, avatar_url: _a, ...brief } = toUserJson(u);
   return brief;
@@ -73,7 +73,7 @@ export interface SignInIdentity {
   email: string;
   method: AuthMethod;
   oidcSubject?: string;
-  /** With `oidcSubject`: the identity the user is bound to at its first OIDC sign-in (CONTRACT §3). */
+  /** With `oidcSubject`: the identity the user is bound to at its first OIDC sign-in (docs/api.md §3). */
   oidcIssuer?: string;
   displayName?: string | null;
   avatarUrl?: string | null;
@@ -82,7 +82,7 @@ export interface SignInIdentity {
 }
 
 /**
- * Signs a user in by email for any method (CONTRACT §3): an invited user becomes active, a disabled user or
+ * Signs a user in by email for any method (docs/api.md §3): an invited user becomes active, a disabled user or
  * an unknown email gets 403 user_not_found. Answers the LocalLoginResponse / OIDC login result shape.
  */
 export async function signIn(deps: DbDeps, identity: SignInIdentity) {
@@ -195,7 +195,7 @@ export async function disableUser(deps: DbDeps, actor: Actor, userId: string): P
   const target = await loadTarget(deps, userId);
   if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
   const [updated] = await deps.db.batch([
-    // The OIDC binding goes too: enabling the user again lets its next OIDC sign-in bind afresh (CONTRACT §3).
+    // The OIDC binding goes too: enabling the user again lets its next OIDC sign-in bind afresh (docs/api.md §3).
     deps.db
       .update(users)
       .set({ status: "disabled", oidcSubject: null, oidcIssuer: null, updatedAt: deps.clock.now() })

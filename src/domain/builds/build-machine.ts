@@ -19,7 +19,7 @@ export const BUILD_TRANSITIONS: Record<BuildStatus, readonly BuildStatus[]> = {
   expired: [],
 };
 
-/** The statuses a runner may report (CONTRACT §6). */
+/** The statuses a runner may report (docs/api.md §6). */
 export const REPORTABLE_STATUSES = ["running", "succeeded", "failed", "canceled", "timed_out"] as const;
 export type ReportableStatus = (typeof REPORTABLE_STATUSES)[number];
 

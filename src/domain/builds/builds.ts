@@ -53,7 +53,7 @@ export const listBuildsSchema = z.lazy(() =>
   }),
 );
 
-/** One element of `step_results` (CONTRACT §6). */
+/** One element of `step_results` (docs/api.md §6). */
 export const stepResultSchema = z.object({
   name: z.string().min(1).max(200),
   status: z.enum(["pending", "running", "succeeded", "failed", "skipped"]),
@@ -97,7 +97,7 @@ export function toBuildJson(b: BuildRow, showEnv = true) {
   };
 }
 
-/** The create response carries only these fields (SPEC, Build). */
+/** The create response carries only these fields (docs/spec.md, Build). */
 export function toCreatedBuildJson(b: BuildRow) {
   return {
     id: b.id,
@@ -166,7 +166,7 @@ export async function rerunBuild(
     branch: original.branch,
     triggerRef: original.triggerRef,
     rerunOf: original.id,
-    // A rerun of a fork's pull request is still the fork's code: it gets no secrets either (CONTRACT §5).
+    // A rerun of a fork's pull request is still the fork's code: it gets no secrets either (docs/api.md §5).
     fromFork: original.fromFork,
     config: chosen.config,
     logPreamble: chosen.logPreamble,
@@ -411,7 +411,7 @@ function decodeCursor(cursor: string): number {
 }
 
 /**
- * Cancel (SPEC): any non-final build becomes `canceled` at once; a finished one is returned unchanged (200).
+ * Cancel (docs/spec.md): any non-final build becomes `canceled` at once; a finished one is returned unchanged (200).
  * `cancel_requested` tells the runner holding it to stop (heartbeat `cancel_job_ids`, job GET, 409 build_canceled).
  */
 export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: UserRow, buildId: string): Promise<BuildRow> {
@@ -442,7 +442,7 @@ export function runnerTakesTrust(runner: RunnerTrust, build: BuildTrust): boolea
 }
 
 /**
- * "Why queued" (CONTRACT §13) for a queued build: the registered runners that offer its platform, by status, and
+ * "Why queued" (docs/api.md §13) for a queued build: the registered runners that offer its platform, by status, and
  * its 1-based place among the queued builds those runners could take (oldest first, as the claim orders them).
  */
 export async function queueInfo(deps: Pick<AppDeps, "db">, build: BuildRow) {

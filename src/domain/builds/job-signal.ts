@@ -1,7 +1,7 @@
 /**
  * Wake-ups for long-polling claims. Two sources:
  * - in-process: a trigger (or a requeue) on this daemon calls `notify()` and every waiting claim retries at once;
- * - other daemons (CONTRACT §8): given `readVersion` (the `queue_version` row, bumped by triggers whenever a build
+ * - other daemons (docs/api.md §8): given `readVersion` (the `queue_version` row, bumped by triggers whenever a build
  *   becomes queued), ONE loop per process reads that row every 50–100 ms while at least one claim waits, and
  *   notifies when it changed. Waiting claims never poll the database themselves except for a rare fallback.
  * The signal is an optimisation, never the source of truth: a woken claim still claims through the database.

@@ -22,7 +22,7 @@ type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
  * How often a waiting claim tries the database by itself. With the daemon's queue-version loop (JobSignal
  * `readVersion`), builds queued anywhere wake it within ~100 ms, so its own tries are only a fallback for what
  * queues nothing (a runner's platforms widened, a drain lifted, a failed version read): every 2–3 s. Without the
- * loop (an embedder's JobSignal without it), every 250–450 ms as before (CONTRACT §8).
+ * loop (an embedder's JobSignal without it), every 250–450 ms as before (docs/api.md §8).
  */
 const FALLBACK_MIN_MS = 2000;
 const FALLBACK_JITTER_MS = 1000;
@@ -45,7 +45,7 @@ export const jobStatusSchema = z.object({
     .optional(),
 });
 
-/** The claimed job (SPEC "Claimed job" plus CONTRACT §6's repo_url and pipeline_name). */
+/** The claimed job (docs/spec.md "Claimed job" plus docs/api.md §6's repo_url and pipeline_name). */
 export interface ClaimedJob {
   build_id: string;
   project_id: string;
@@ -85,7 +85,7 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
   if (options.heartbeat === false) {
     // A long-poll retry: the runner row is touched only when a job came (`changes()` is the claim's row count, the
     // statement before it on the same connection), in the same round trip: on a libSQL server a second request
-    // would add its whole latency to the cross-daemon pickup (issue 18).
+    // would add its whole latency to the cross-daemon pickup (docs/decisions.md).
     row = (await client.batch([claim, { sql: CLAIMED_HEARTBEAT_SQL, args: refresh.args }], "write"))[0]?.rows[0];
   } else {
     row = (await client.batch([claim, refresh], "write"))[0]?.rows[0];
@@ -112,7 +112,7 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
 }
 
 /**
- * The claim as fixed SQL (issue 16): drizzle built this statement afresh on every claim, which cost more than
+ * The claim as fixed SQL (docs/benchmarks.md): drizzle built this statement afresh on every claim, which cost more than
  * running it. The runner row is read inside it (platforms, trust, max_jobs, draining), so a concurrent PATCH or
  * drain is honoured too, and the trust rules hold under the write lock (docs/runner-isolation.md): a protected
  * runner takes protected and open builds, an open one open and fork builds, and a protected build is not handed
@@ -208,7 +208,7 @@ async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<
   return row?.status === "draining";
 }
 
-/** The build `jobId` if this runner holds it (or held it last); 404 not_found otherwise (CONTRACT §6). */
+/** The build `jobId` if this runner holds it (or held it last); 404 not_found otherwise (docs/api.md §6). */
 export async function getRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string): Promise<BuildRow> {
   const row = await deps.db.select().from(builds).where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId))).get();
   if (!row) throw new ApiError(404, "not_found", "no such job on this runner");
@@ -219,7 +219,7 @@ export function toJobJson(b: Pick<BuildRow, "id" | "status" | "cancelRequested" 
   return { build_id: b.id, status: b.status, cancel_requested: b.cancelRequested, lease_expires_at: b.leaseExpiresAt };
 }
 
-/** What a runner's status report answers (SPEC "Job": the fields the runner acts on). */
+/** What a runner's status report answers (docs/spec.md "Job": the fields the runner acts on). */
 export interface JobState {
   id: string;
   status: BuildRow["status"];
@@ -230,7 +230,7 @@ export interface JobState {
 /**
  * A runner's status report: one conditional UPDATE guarded by the allowed previous states (assigned → running
  * → final), which also renews the lease, and the runner's heartbeat in the same batch. When it matches nothing,
- * the build is read to name the reason. Fixed SQL (issue 16), like the claim: the report is a third of every
+ * the build is read to name the reason. Fixed SQL (docs/benchmarks.md), like the claim: the report is a third of every
  * build's runner traffic, and drizzle built its statement afresh on each call.
  */
 export async function reportJobStatus(
@@ -250,7 +250,7 @@ export async function reportJobStatus(
   }
   const now = deps.clock.now();
   const final = isFinalStatus(status);
-  // A build that ends other than succeeded leaves no step running (issue 10), whatever the runner reported:
+  // A build that ends other than succeeded leaves no step running (docs/decisions.md), whatever the runner reported:
   // reported steps are closed here, stored ones by REPORT_SQL's own CASE.
   const endsSteps = final && status !== "succeeded";
   const reported = input.step_results === undefined ? null : endsSteps ? endStepResults(input.step_results, now) : input.step_results;
@@ -332,7 +332,7 @@ async function activeJobProject(deps: Pick<AppDeps, "db">, runnerId: string, job
 type CredentialKind = "checkout" | "android_signing" | "ios_signing" | "secrets";
 
 /**
- * Every hand-out is an audit event (CONTRACT §6): the runner as actor, the build as target, the kind, never the
+ * Every hand-out is an audit event (docs/api.md §6): the runner as actor, the build as target, the kind, never the
  * secret. Written before the answer leaves, so no credential is handed out unrecorded.
  */
 async function recordHandOut(deps: Pick<AppDeps, "db" | "clock">, runnerId: string, build: BuildRow, kind: CredentialKind): Promise<void> {
@@ -347,7 +347,7 @@ async function recordHandOut(deps: Pick<AppDeps, "db" | "clock">, runnerId: stri
 type CredDeps = Pick<AppDeps, "db" | "secrets" | "clock">;
 
 export async function checkoutAuth(deps: CredDeps, runnerId: string, jobId: string) {
-  // Source access is released to every build of the project (CONTRACT §5), protected branch or not.
+  // Source access is released to every build of the project (docs/api.md §5), protected branch or not.
   const { build, project } = await activeJobProject(deps, runnerId, jobId);
   const creds = await openSourceCredentials(deps, project);
   if (!creds) throw new ApiError(404, "no_credentials", "the project has no source credentials");

@@ -3,7 +3,7 @@ import { builds } from "../../db/schema/index.ts";
 
 /**
  * A build that ends without its runner's last word (canceled, timed out, lost, runner removed) must not leave a
- * step `running` forever (issue 10): the running step becomes `failed` at the moment the build ended, and steps
+ * step `running` forever (docs/decisions.md): the running step becomes `failed` at the moment the build ended, and steps
  * that never started become `skipped`. Done in SQL so the sweeper's bulk UPDATEs end every build's steps in the
  * same statement that ends the build.
  */
@@ -12,7 +12,7 @@ export function endStepResultsSql(now: number): SQL {
 }
 
 /**
- * The same rule as SQL text for the fixed statements (issue 16), with `now` given as SQL: a parameter such as `?4`
+ * The same rule as SQL text for the fixed statements (docs/benchmarks.md), with `now` given as SQL: a parameter such as `?4`
  * or an integer literal. Always used inside an UPDATE of builds.
  */
 export function endStepResultsExpression(now: string): string {

@@ -3,7 +3,7 @@ import { builds, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { endStepResultsSql } from "./step-results.ts";
 
-/** Claims a build may use before a lapsed lease fails it instead of requeueing it (CONTRACT §6). */
+/** Claims a build may use before a lapsed lease fails it instead of requeueing it (docs/api.md §6). */
 export const MAX_CLAIM_ATTEMPTS = 3;
 
 export interface SweepCounts {
@@ -16,7 +16,7 @@ export interface SweepCounts {
 }
 
 /**
- * One sweep (CONTRACT §6). Every step is a single conditional UPDATE whose WHERE re-checks the state it moves
+ * One sweep (docs/api.md §6). Every step is a single conditional UPDATE whose WHERE re-checks the state it moves
  * from, so running it twice, or in two daemons at once, changes each row at most once.
  * `attempt_count` counts claims: a lapsed `assigned` build goes back to the queue until it has been claimed
  * MAX_CLAIM_ATTEMPTS times, then fails.

@@ -30,13 +30,13 @@ export function randomBytes(length: number): Uint8Array {
   return out;
 }
 
-/** 32 random bytes, base64url: session, runner, download, upload and install tokens (CONTRACT §3). */
+/** 32 random bytes, base64url: session, runner, download, upload and install tokens (docs/api.md §3). */
 export function randomToken(): string {
   return bytesToBase64Url(randomBytes(32));
 }
 
 /**
- * Bearer-token prefixes (CONTRACT §3): a leaked token says what it is, and no token starts with `-` (which
+ * Bearer-token prefixes (docs/api.md §3): a leaked token says what it is, and no token starts with `-` (which
  * command-line parsers take for an option). URL-path tokens (download, upload, install, login links) have none.
  */
 export const TOKEN_PREFIXES = { userSession: "hgu_", setupSession: "hgs_", runner: "hgr_", webhookSecret: "hgw_", job: "hgj_" } as const;
@@ -47,7 +47,7 @@ export function prefixedToken(prefix: TokenPrefix): string {
   return `${prefix}${randomToken()}`;
 }
 
-/** The bootstrap token: 64 hex characters (SPEC limits). */
+/** The bootstrap token: 64 hex characters (docs/spec.md limits). */
 export function randomHexToken(): string {
   return bytesToHex(randomBytes(32));
 }

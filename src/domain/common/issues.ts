@@ -11,7 +11,7 @@ interface IssueLike {
 }
 
 /**
- * zod issues as `{path, message}`. An unknown key is named by its own path (`config.steps.0.runs`, CONTRACT §5),
+ * zod issues as `{path, message}`. An unknown key is named by its own path (`config.steps.0.runs`, docs/api.md §5),
  * not its object's; a union whose input had the right shape for one option reports that option's issues.
  */
 export function toIssues(issues: readonly IssueLike[], prefix: PropertyKey[] = []): ValidationIssue[] {

@@ -3,7 +3,7 @@ import type { AppDeps } from "../../deps.ts";
 import { BUILD_STATUSES, RUNNER_STATUSES } from "../../db/schema/constants.ts";
 
 /**
- * Prometheus metrics (CONTRACT §13), written in the text exposition format by a small writer of our own: the
+ * Prometheus metrics (docs/api.md §13), written in the text exposition format by a small writer of our own: the
  * well-known client (prom-client) needs Node's `cluster`/`v8` modules and the core must bundle for Workers.
  * Counters and histograms live in this process (Prometheus scrapes each daemon); gauges are read from the
  * database at scrape time, so every daemon sharing a database reports the same build, queue and runner figures.

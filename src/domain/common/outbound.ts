@@ -2,7 +2,7 @@ import ipaddr from "ipaddr.js";
 import { parseCidr } from "./cidr.ts";
 
 /**
- * The outbound guard's rules (CONTRACT §12), web-standard so the Workers core uses them too. Every request the
+ * The outbound guard's rules (docs/api.md §12), web-standard so the Workers core uses them too. Every request the
  * daemon makes to a place an operator or a user typed (OIDC, S3, git, commit statuses, notifications) must not
  * reach this machine or its private networks unless HANGAR_OUTBOUND_ALLOW says so: otherwise anyone who can
  * save a URL can read internal services through the daemon (SSRF). The Node runtime checks each resolved

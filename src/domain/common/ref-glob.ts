@@ -1,5 +1,5 @@
 /**
- * Branch and tag globs of `config.triggers` and notification filters (CONTRACT §11): `*` matches within one
+ * Branch and tag globs of `config.triggers` and notification filters (docs/api.md §11): `*` matches within one
  * `/`-separated segment, `**` across segments, `?` one character of a segment; everything else is literal.
  * Matching simulates the pattern as an NFA over a set of positions (Thompson's construction), so its time is
  * O(name × pattern) whatever the input: no backtracking, no regular expression a hostile pattern can blow up.

@@ -25,7 +25,7 @@ export function apiBaseFor(provider: ForgeProvider, apiUrl: string | null, learn
 }
 
 /**
- * CONTRACT §11's state mapping: queued and running are pending (GitLab tells them apart), succeeded success,
+ * docs/api.md §11's state mapping: queued and running are pending (GitLab tells them apart), succeeded success,
  * failed/timed_out/expired failure, canceled error. Bitbucket's API spells the same four states its own way.
  */
 export function forgeState(provider: ForgeProvider, buildStatus: string): string {
@@ -56,7 +56,7 @@ const DESCRIPTIONS: Record<string, string> = {
   expired: "expired in the queue",
 };
 
-/** The request that reports one build state to the forge (CONTRACT §11), with the project's source token. */
+/** The request that reports one build state to the forge (docs/api.md §11), with the project's source token. */
 export function commitStatusRequest(input: {
   provider: ForgeProvider;
   apiBase: string;

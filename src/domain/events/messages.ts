@@ -1,7 +1,7 @@
 import type { NotificationEvent } from "../../db/schema/constants.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "../common/crypto.ts";
 
-/** What every message names (CONTRACT §12): project, pipeline, build number, branch, commit, actor, result, link. */
+/** What every message names (docs/api.md §12): project, pipeline, build number, branch, commit, actor, result, link. */
 export interface BuildMessageContext {
   event: NotificationEvent;
   project: { id: string; name: string };

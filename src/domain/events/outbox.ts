@@ -33,7 +33,7 @@ export const OUTBOX_SEND_TIMEOUT_MS = 10_000;
 const REPORTED_STATUSES = new Set(["queued", "running", "succeeded", "failed", "canceled", "timed_out", "expired"]);
 
 /**
- * Backoff before attempt `attempts + 1` (CONTRACT §12): base × 2^(attempts − 1), ±20 % jitter so that many
+ * Backoff before attempt `attempts + 1` (docs/api.md §12): base × 2^(attempts − 1), ±20 % jitter so that many
  * deliveries failing together do not retry in lockstep.
  */
 export function retryDelayMs(baseMs: number, attempts: number, random: () => number = Math.random): number {
@@ -58,7 +58,7 @@ function notificationEventFor(buildEvent: string, fixed: boolean, on: readonly s
   return null;
 }
 
-/** `fixed` (CONTRACT §12): the previous final build of the same pipeline and branch did not succeed. */
+/** `fixed` (docs/api.md §12): the previous final build of the same pipeline and branch did not succeed. */
 async function isFixed(deps: Pick<AppDeps, "db">, build: BuildRow): Promise<boolean> {
   const previous = await deps.db
     .select({ status: builds.status })
@@ -87,7 +87,7 @@ export async function expandBuildEvents(deps: Pick<AppDeps, "db" | "clock">, lim
   // Most events have nobody to tell (no notification, no commit-status webhook): one statement closes them all,
   // so a burst of builds does not leave thousands of events for the per-event loop below. That loop ran
   // synchronously on the embedded database, holding the event loop for ~60 ms a pass: long-poll pickups
-  // waited behind it (issue 16).
+  // waited behind it (docs/benchmarks.md).
   const closed = await deps.db.run(sql`UPDATE ${buildEvents} SET expanded = 1 WHERE ${buildEvents.seq} IN (
     SELECT e.seq FROM ${buildEvents} e WHERE e.expanded = 0 AND NOT EXISTS (
       SELECT 1 FROM ${builds} b WHERE b.id = e.build_id AND e.event IN (${sql.join([...REPORTED_STATUSES].map((s) => sql`${s}`), sql`, `)}) AND (
@@ -416,7 +416,7 @@ export async function runOutboxOnce(deps: OutboxDeps, owner: string, options: { 
  * Whether a pass has anything to do: an event not yet expanded, or a delivery due (leased or not: the claim
  * decides). An idle daemon asks every second, so this is one fixed statement on two indexes (build_events_pending,
  * outbox_due) instead of the pass's three drizzle-built ones: building those cost about a thousand calls into
- * drizzle's query builder a second while nothing happened, enough to get them TurboFan-compiled (issue 16).
+ * drizzle's query builder a second while nothing happened, enough to get them TurboFan-compiled (docs/benchmarks.md).
  */
 async function outboxHasWork(deps: Pick<AppDeps, "db">): Promise<boolean> {
   const row = (await clientOf(deps.db).execute(oneRow(OUTBOX_HAS_WORK_SQL, [nowMs()]))).rows[0];

@@ -6,7 +6,7 @@ import { matchesAnyRefGlob } from "../common/ref-glob.ts";
 export type PipelineTrigger = z.infer<typeof pipelineTriggerSchema>;
 
 /**
- * A pipeline's effective triggers (CONTRACT §11): absent means pushes to the project's default branch; an empty
+ * A pipeline's effective triggers (docs/api.md §11): absent means pushes to the project's default branch; an empty
  * list means no webhook builds at all.
  */
 export function effectiveTriggers(config: Pick<PipelineConfig, "triggers">, defaultBranch: string): PipelineTrigger[] {

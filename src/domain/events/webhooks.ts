@@ -20,14 +20,14 @@ import type { UserRow } from "../auth/users.ts";
 
 export type WebhookRow = typeof webhooks.$inferSelect;
 
-/** Largest webhook body accepted (CONTRACT §11); GitHub caps its payloads at 25 MB too. */
+/** Largest webhook body accepted (docs/api.md §11); GitHub caps its payloads at 25 MB too. */
 export const MAX_WEBHOOK_BODY_BYTES = 25 * 1024 * 1024;
 /**
  * How long a delivery waits for the pipeline file: the forges give up on an answer after 10 s. A file not read in
  * time counts as unreachable (stored pipelines build with their stored config; see docs/pipelines.md).
  */
 export const WEBHOOK_CONFIG_READ_TIMEOUT_MS = 7_000;
-/** The same pipeline, event, ref and commit again within this window builds nothing new (CONTRACT §11). */
+/** The same pipeline, event, ref and commit again within this window builds nothing new (docs/api.md §11). */
 export const REBUILD_WINDOW_S = 600;
 const DELIVERIES_LISTED = 100;
 const REFUSED_KEPT = 100;
@@ -65,7 +65,7 @@ export function toWebhookJson(w: WebhookRow) {
   };
 }
 
-/** A target the outbound guard refuses is refused when it is saved (CONTRACT §12): 400 destination_not_allowed. */
+/** A target the outbound guard refuses is refused when it is saved (docs/api.md §12): 400 destination_not_allowed. */
 export async function assertDestinationAllowed(deps: Pick<AppDeps, "checkDestination" | "config">, url: string): Promise<void> {
   try {
     await checkDestinationNow(deps, url);
@@ -248,7 +248,7 @@ export async function findWebhookForDelivery(deps: Pick<AppDeps, "db">, webhookI
 }
 
 /**
- * POST /v1/hooks/{id} (CONTRACT §11): verify, deduplicate, parse, read the pipeline file at the pushed commit,
+ * POST /v1/hooks/{id} (docs/api.md §11): verify, deduplicate, parse, read the pipeline file at the pushed commit,
  * match pipelines, queue builds. The payload names the commit, so the only git call is the file's read, bounded
  * to keep the answer inside the forges' 10-second limit. The builds and the delivery row land in one batch: a redelivery racing
  * the first copy hits the delivery's unique index and rolls its builds back with it.
@@ -359,7 +359,7 @@ function learnRepo(deps: Pick<AppDeps, "db" | "clock">, webhookId: string, repo:
 }
 
 /**
- * The 10-minute rule (CONTRACT §11) as the guard of a webhook build's statements: the same pipeline, event, ref and
+ * The 10-minute rule (docs/api.md §11) as the guard of a webhook build's statements: the same pipeline, event, ref and
  * commit built by a webhook within the window makes nothing, and takes no build number either (numbers stay gapless).
  */
 function freshWebhookBuild(pipelineId: string, request: ForgeRequest, now: number) {

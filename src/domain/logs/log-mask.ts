@@ -1,14 +1,14 @@
 /**
- * Secret masking for build logs in time linear in the chunk (CONTRACT §6): one Aho–Corasick automaton over all of
+ * Secret masking for build logs in time linear in the chunk (docs/api.md §6): one Aho–Corasick automaton over all of
  * a project's secrets, so a 1 MiB chunk costs one pass whatever the secrets look like. The scan that compared every
- * secret at every position froze the daemon for a minute on a near-miss chunk (issue 10). Web-standard
+ * secret at every position froze the daemon for a minute on a near-miss chunk (docs/decisions.md). Web-standard
  * (Uint8Array only), so the Workers core uses it as it is.
  */
 import { concatBytes } from "../common/bytes.ts";
 
 /** Secrets shorter than this are not masked (they would shred the log); longer than the cap are masked by their prefix. */
 export const MIN_SECRET_BYTES = 4;
-/** Secret variables are at most 64 KiB (CONTRACT §5); nothing longer is put in the automaton. */
+/** Secret variables are at most 64 KiB (docs/api.md §5); nothing longer is put in the automaton. */
 export const MAX_SECRET_BYTES = 64 * 1024;
 
 const NONE = -1;

@@ -5,7 +5,7 @@ import { getBuild } from "../builds/builds.ts";
 import { assertLogKept, countNewlines, readLog, storedLogSize } from "./logs.ts";
 
 /**
- * Reading a build log the way the build page shows it (CONTRACT §10): the tail first, earlier windows on demand,
+ * Reading a build log the way the build page shows it (docs/api.md §10): the tail first, earlier windows on demand,
  * each aligned to a line start, with the number of lines before the window so that line numbers (#L120) are
  * absolute without the browser downloading the whole log.
  */

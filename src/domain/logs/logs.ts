@@ -21,7 +21,7 @@ export function countNewlines(bytes: Uint8Array, end = bytes.length): number {
 }
 
 /**
- * Build logs (CONTRACT §6). Two offset spaces:
+ * Build logs (docs/api.md §6). Two offset spaces:
  * - the runner writes at RAW byte offsets of what it sent (`builds.log_bytes` counts them), so a retried chunk
  *   is recognised and a gap refused;
  * - readers read the STORED log (secrets replaced by `***`) at offsets of the stored bytes.
@@ -34,7 +34,7 @@ export function countNewlines(bytes: Uint8Array, end = bytes.length): number {
  */
 const APPEND_RETRIES = 3;
 
-/** The line that ends a log cut at HANGAR_MAX_LOG_BYTES (CONTRACT §6). */
+/** The line that ends a log cut at HANGAR_MAX_LOG_BYTES (docs/api.md §6). */
 export function truncationLine(maxBytes: number): string {
   return `hangar: log truncated at ${maxBytes} bytes\n`;
 }

@@ -24,7 +24,7 @@ export function classifyRepoUrl(url: string): "local" | "http" | "other" {
 /**
  * Local repositories name files on the daemon's machine: any developer could make the daemon (and its runners)
  * read any repository there. Allowed in local mode (the machine's owner is the user), or with
- * HANGAR_ALLOW_LOCAL_REPOS=1 (CONTRACT §12); otherwise 422 source_not_allowed.
+ * HANGAR_ALLOW_LOCAL_REPOS=1 (docs/api.md §12); otherwise 422 source_not_allowed.
  */
 export async function assertRepoAllowed(deps: Pick<AppDeps, "db" | "clock" | "config">, repoUrl: string): Promise<void> {
   if (classifyRepoUrl(repoUrl) !== "local" || deps.config.allowLocalRepos) return;
@@ -69,7 +69,7 @@ export function isValidBranchName(name: string): boolean {
   return BRANCH_NAME.test(name) && !name.endsWith(".lock");
 }
 
-/** Resolves a branch to its current commit (CONTRACT §5): 422 branch_not_found or source_unreachable. */
+/** Resolves a branch to its current commit (docs/api.md §5): 422 branch_not_found or source_unreachable. */
 export async function resolveBranch(
   deps: Pick<AppDeps, "git">,
   repoUrl: string,

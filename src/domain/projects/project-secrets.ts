@@ -1,4 +1,4 @@
-// Secret variables and credential protection of a project (CONTRACT §5).
+// Secret variables and credential protection of a project (docs/api.md §5).
 import { and, asc, eq } from "drizzle-orm";
 import { z } from "zod";
 import { projects, projectSecrets } from "../../db/schema/index.ts";

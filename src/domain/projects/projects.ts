@@ -26,7 +26,7 @@ const REPO_URL = /^(?:(?:https?|ssh|git|file):\/\/[^\s]+|[A-Za-z0-9._-]+@[A-Za-z
 export const branchSchema = z.string().refine(isValidBranchName, "not a valid branch name");
 
 // The request schemas below are z.lazy: each is built on its first use, not at every daemon start (a zod object
-// costs about 2 KiB of heap and a few microseconds to make; issue 16). They parse, infer and convert to JSON Schema
+// costs about 2 KiB of heap and a few microseconds to make; docs/benchmarks.md). They parse, infer and convert to JSON Schema
 // the same as the schemas they wrap.
 
 const repoUrlSchema = () =>
@@ -81,7 +81,7 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 const glob = () => z.string().min(1).max(1024);
 
-/** One entry of `config.triggers` (CONTRACT §11); what it means lives in domain/triggers.ts. */
+/** One entry of `config.triggers` (docs/api.md §11); what it means lives in domain/triggers.ts. */
 export const pipelineTriggerSchema = z.lazy(() =>
   z.strictObject({
     event: z.enum(TRIGGER_EVENTS),
@@ -140,7 +140,7 @@ function isTimeZone(name: string): boolean {
 export const pipelineReportsSchema = z.lazy(() => z.strictObject({ junit: z.array(glob()).min(1).max(100) }));
 
 /**
- * A pipeline's config (CONTRACT §5); frozen into each build as `config_snapshot`. Strict at every level: an
+ * A pipeline's config (docs/api.md §5); frozen into each build as `config_snapshot`. Strict at every level: an
  * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped. The same schema
  * reads a pipeline of the repository's pipeline file (src/domain/projects/pipeline-file.ts): a step may be a plain
  * string, stored as `{name, run}`.
@@ -545,7 +545,7 @@ export async function projectLogSecretsFingerprint(deps: Pick<AppDeps, "db">, pr
   return [project.id, iv(project.sourceCredentialsSealed), iv(project.androidSigningSealed), iv(project.iosSigningSealed), ...rows.map((r) => `${r.name}=${r.iv}`)].join(" ");
 }
 
-/** Every secret of the project that must never appear in a stored log (CONTRACT §6), secret variables included. */
+/** Every secret of the project that must never appear in a stored log (docs/api.md §6), secret variables included. */
 export async function projectLogSecrets(deps: Pick<AppDeps, "secrets" | "db">, project: ProjectRow): Promise<string[]> {
   const [source, android, ios, variables] = await Promise.all([
     openSealed<SourceCredentials>(deps, project.sourceCredentialsSealed),

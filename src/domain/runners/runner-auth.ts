@@ -18,7 +18,7 @@ const runnerLookups = new WeakMap<Db, ReturnType<typeof prepareRunnerLookup>>();
 /**
  * The id of the runner owning a token; the hot path of every runner call (claims above all). Nothing is
  * remembered between calls: a removed runner or a rotated token must fail at once on every daemon sharing the
- * database (CONTRACT §6, no positive cache window), and the lookup is one indexed read of a prepared statement.
+ * database (docs/api.md §6, no positive cache window), and the lookup is one indexed read of a prepared statement.
  */
 export async function authenticateRunnerId(deps: Pick<AppDeps, "db">, token: string): Promise<string> {
   return (await lookupRunner(deps, await sha256Hex(token))).id;

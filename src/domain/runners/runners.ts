@@ -13,7 +13,7 @@ import type { UserRow } from "../auth/users.ts";
 
 type DbDeps = Pick<AppDeps, "db" | "clock">;
 
-/** Platforms a runner can build for (CONTRACT §6): `any` is a pipeline's wildcard, never a capability. */
+/** Platforms a runner can build for (docs/api.md §6): `any` is a pipeline's wildcard, never a capability. */
 export const RUNNER_PLATFORMS = ["ios", "android", "macos"] as const;
 
 /** How a runner isolates its steps from itself, as it reports it (docs/runner-isolation.md). */
@@ -21,7 +21,7 @@ export const RUNNER_ISOLATIONS = ["user", "none"] as const;
 
 /**
  * `platforms` and `max_jobs` drive the claim; `isolation` is the runner's own report; other keys are kept as
- * given (SPEC: not shown). `max_jobs: null` lifts a cap (owners and admins only).
+ * given (docs/spec.md: not shown). `max_jobs: null` lifts a cap (owners and admins only).
  */
 export const capabilitiesSchema = z.looseObject({
   platforms: z
@@ -207,7 +207,7 @@ export async function updateRunner(
 }
 
 /**
- * Removes a runner (CONTRACT §6). One batch: its assigned build goes back to the queue, a running one fails with
+ * Removes a runner (docs/api.md §6). One batch: its assigned build goes back to the queue, a running one fails with
  * `runner_removed`, the row goes (so its token fails on the next lookup of every daemon), and the audit event.
  */
 export async function removeRunner(deps: DbDeps & Pick<AppDeps, "jobSignal">, actor: UserRow, runnerId: string): Promise<void> {

@@ -6,7 +6,7 @@ import { readSetting } from "../setup/instance.ts";
 /** Settings key of the artifact-storage document in instance_settings. */
 export const ARTIFACT_STORAGE_SETTING = "artifact_storage";
 
-/** The stored document (CONTRACT §4). The secret access key is sealed with the key file's box. */
+/** The stored document (docs/api.md §4). The secret access key is sealed with the key file's box. */
 export interface StoredArtifactStorageSettings {
   provider: StorageProvider;
   local: { base_dir: string | null };

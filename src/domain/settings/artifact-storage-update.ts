@@ -23,7 +23,7 @@ const EMPTY_S3: StoredArtifactStorageSettings["s3"] = {
   secret_access_key_sealed: null,
 };
 
-/** The answer of GET and PUT (CONTRACT §4): the secret only as `has_secret_access_key`. */
+/** The answer of GET and PUT (docs/api.md §4): the secret only as `has_secret_access_key`. */
 function toSettingsJson(deps: Pick<AppDeps, "config">, doc: StoredArtifactStorageSettings, updatedAt: number | null) {
   const { secret_access_key_sealed, ...s3 } = doc.s3;
   return {
@@ -147,7 +147,7 @@ export async function updateArtifactStorageSettings(deps: Deps, actor: Pick<User
     const endpoint = doc.s3.endpoint ? parseS3Endpoint(doc.s3.endpoint) : null;
     const httpsOnly = "s3.endpoint must be an absolute https URL (plain http only for a destination in HANGAR_OUTBOUND_ALLOW)";
     if (!endpoint) throw new ApiError(400, "invalid_s3_endpoint", httpsOnly);
-    // The outbound guard (CONTRACT §4, §12): a loopback or private endpoint is refused when saved, not only when used.
+    // The outbound guard (docs/api.md §4, §12): a loopback or private endpoint is refused when saved, not only when used.
     const isHttp = endpoint.startsWith("http:");
     try {
       const { listed } = await checkDestinationNow(deps, endpoint);
@@ -162,7 +162,7 @@ export async function updateArtifactStorageSettings(deps: Deps, actor: Pick<User
     if (!doc.s3.access_key_id || !doc.s3.secret_access_key_sealed) {
       throw new ApiError(400, "missing_s3_credentials", "s3.access_key_id and s3.secret_access_key are both required");
     }
-    // R2 is S3 with region "auto" (CONTRACT §4).
+    // R2 is S3 with region "auto" (docs/api.md §4).
     if (doc.provider === "r2") doc.s3.region = "auto";
     else if (!doc.s3.region) doc.s3.region = "us-east-1";
   }

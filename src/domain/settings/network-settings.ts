@@ -15,7 +15,7 @@ interface StoredNetworkSettings {
 }
 
 export interface NetworkSettings extends StoredNetworkSettings {
-  /** `database` once saved; `default` before any PUT (CONTRACT §4). */
+  /** `database` once saved; `default` before any PUT (docs/api.md §4). */
   source: "database" | "default";
   updated_at: number | null;
 }
@@ -57,7 +57,7 @@ export interface NetworkSettingsInput {
 }
 
 /**
- * Validates and normalizes a network update (SPEC settings table, in its order): malformed URL or origin →
+ * Validates and normalizes a network update (docs/spec.md settings table, in its order): malformed URL or origin →
  * invalid_input, public URL not HTTPS, its origin not allowed, then the delivery URL's three rules.
  */
 export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetworkSettings {
@@ -86,7 +86,7 @@ export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetw
   return { public_url: canonicalBaseUrl(publicUrl), artifact_delivery_url: delivery, allowed_origins: origins };
 }
 
-/** In local mode only this machine may change the network settings (SPEC); checked before the body is read. */
+/** In local mode only this machine may change the network settings (docs/spec.md); checked before the body is read. */
 export async function assertNetworkChangeAllowed(deps: Pick<AppDeps, "db" | "clock">, isLoopback: boolean): Promise<void> {
   const inst = await loadInstance(deps);
   if (inst.runtimeMode === "local" && !isLoopback) {

@@ -11,7 +11,7 @@ import { indexEndedLogs } from "../logs/log-search.ts";
 
 /**
  * One pass of every periodic job. Each job is idempotent and made of conditional statements, so two daemons
- * on one database can both run it (CONTRACT §8). Tests call it directly with a ManualClock.
+ * on one database can both run it (docs/api.md §8). Tests call it directly with a ManualClock.
  */
 export async function runMaintenance(deps: AppDeps, options: { jobTimeoutMs?: number } = {}): Promise<void> {
   const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [sweep, deleteExpiredSessions, deleteExpiredOidcRequests, deleteOrphanArtifacts, deleteExpiredUrlTokens, signingHealthPassIfDue, runSchedules, indexEndedLogs];

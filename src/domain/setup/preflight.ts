@@ -33,7 +33,7 @@ function check(id: string, label: string, failureCode: ErrorCode, ok: boolean, p
 }
 
 /**
- * The External Access readiness checks, in CONTRACT §4's order. Enabling remote mode fails with the first
+ * The External Access readiness checks, in docs/api.md §4's order. Enabling remote mode fails with the first
  * failing check's code.
  */
 export async function runPreflight(deps: Pick<AppDeps, "db" | "clock" | "config" | "diskSpace">): Promise<Preflight> {
@@ -43,7 +43,7 @@ export async function runPreflight(deps: Pick<AppDeps, "db" | "clock" | "config"
   const publicSet = publicUrl !== null && !isThisMachineOnlyHostname(publicUrl.hostname);
   const https = publicUrl?.protocol === "https:";
   const originAllowed = publicUrl !== null && network.allowed_origins.includes(publicUrl.origin);
-  // CONTRACT §4: either remote mechanism counts (OIDC is stored under "oidc" by the OIDC area).
+  // docs/api.md §4: either remote mechanism counts (OIDC is stored under "oidc" by the OIDC area).
   const authConfigured = (await readSetting(deps, OIDC_SETTING)) !== null || (await isTrustedProxyConfigured(deps));
   const delivery = network.artifact_delivery_url ? parseBaseUrl(network.artifact_delivery_url) : null;
   const deliveryOk = network.artifact_delivery_url === null || delivery?.protocol === "https:";

@@ -40,7 +40,7 @@ export function transitionStatement(deps: DbDeps, operation: SetupOperation, to:
     .returning({ state: instance.state });
 }
 
-/** `hangar setup-token`: a fresh token replaces any earlier one and resets the failure counter (CONTRACT §1). */
+/** `hangar setup-token`: a fresh token replaces any earlier one and resets the failure counter (docs/api.md §1). */
 export async function issueBootstrapToken(deps: DbDeps, ttlS: number = DEFAULT_BOOTSTRAP_TTL_S): Promise<{ token: string; expiresAt: number }> {
   const inst = await loadInstance(deps);
   const next = assertSetupOperation(inst, "issue_bootstrap_token");
@@ -124,7 +124,7 @@ export async function setSetupPreferences(deps: DbDeps, input: { runtime_mode?: 
   return { runtime_mode: runtimeMode, remote_auth_mode: remoteAuthMode };
 }
 
-/** Local owner creation: local mode, state bootstrap_pending only (CONTRACT §3). */
+/** Local owner creation: local mode, state bootstrap_pending only (docs/api.md §3). */
 export async function createLocalOwner(deps: DbDeps, email: string) {
   const inst = await loadInstance(deps);
   if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");

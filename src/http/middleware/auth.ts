@@ -69,7 +69,7 @@ export function requireUser(
   }));
 }
 
-/** Role groups of CONTRACT §3's matrix. */
+/** Role groups of docs/api.md §3's matrix. */
 /** Whether a role may change projects and builds, and so see a pipeline's `env`. */
 export function isBuilder(role: string): boolean {
   return role === "owner" || role === "admin" || role === "developer";

@@ -34,7 +34,7 @@ function carriesToken(path: string): boolean {
 
 /**
  * `new Date().toISOString()` for the current millisecond, rebuilt from a cached minute prefix: the request log
- * writes one per line, and formatting a Date each time was a measurable part of a cheap request (issue 16).
+ * writes one per line, and formatting a Date each time was a measurable part of a cheap request (docs/benchmarks.md).
  */
 let minuteStart = -1;
 let minutePrefix = "";
@@ -51,7 +51,7 @@ export function isoNow(now = Date.now()): string {
 }
 
 /**
- * Request id, one JSON log line per request, and the response headers every answer carries (CONTRACT §2).
+ * Request id, one JSON log line per request, and the response headers every answer carries (docs/api.md §2).
  * The headers are set before the handler runs, so the answer the handler builds through `c` is made with them
  * (setting a header on a finished answer makes Hono copy it). A handler that returns a Response of its own, or
  * changed one of these headers, gets them set on the finished answer.

@@ -29,7 +29,7 @@ function ownOrigin(url: string, host: string | undefined): string {
 }
 
 /**
- * CORS from the External Access network settings (CONTRACT §4). Only requests carrying a foreign `Origin`
+ * CORS from the External Access network settings (docs/api.md §4). Only requests carrying a foreign `Origin`
  * (browsers) are concerned. In remote mode an origin in `allowed_origins` is echoed back; any other foreign
  * origin is refused with 403 before the route runs, so a page elsewhere cannot even cause side effects with a
  * "simple" request. In local mode no foreign origin is allowed at all: that also stops a web page from

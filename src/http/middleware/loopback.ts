@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 
-/** Headers a proxy adds (CONTRACT §3): their presence, with any value, means the socket peer is a proxy, not the user. */
+/** Headers a proxy adds (docs/api.md §3): their presence, with any value, means the socket peer is a proxy, not the user. */
 const PROXY_HEADERS = new Set([
   "forwarded", "via", "x-real-ip", "x-client-ip", "x-cluster-client-ip", "cf-connecting-ip", "true-client-ip", "fastly-client-ip",
 ]);
@@ -48,11 +48,11 @@ export function isLoopbackRequest(peerAddress: string | undefined, headers: Head
 }
 
 /**
- * Sets `isLoopback` (CONTRACT §3). Only the socket is trusted, never a header: the peer address comes
+ * Sets `isLoopback` (docs/api.md §3). Only the socket is trusted, never a header: the peer address comes
  * from the host through `getPeerAddress`, as Hono's ipRestriction takes getConnInfo.
  */
 export function loopbackDetection(getPeerAddress: (c: Context) => string | undefined) {
-  // Synchronous work only, so no async frame: next()'s promise is passed on (issue 16).
+  // Synchronous work only, so no async frame: next()'s promise is passed on (docs/benchmarks.md).
   return createMiddleware<AppEnv>((c, next) => {
     const headers = c.req.raw.headers;
     // The URL's host only matters without a Host header (HTTP/1.0): parsing the URL on every request cost ~3 µs.

@@ -14,7 +14,7 @@ function routeLabel(c: Context<AppEnv>): string {
 }
 
 /**
- * Counts an answer and times it for GET /metrics (CONTRACT §13). Called by the request context's middleware when
+ * Counts an answer and times it for GET /metrics (docs/api.md §13). Called by the request context's middleware when
  * a request ends, however it ended (one middleware frame per request fewer than a middleware of its own).
  */
 export function observeRequest(registry: MetricsRegistry, c: Context<AppEnv>, startedMs: number): void {

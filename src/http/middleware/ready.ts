@@ -3,7 +3,7 @@ import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { loadInstance } from "../../domain/setup/instance.ts";
 
-/** `/v1/auth/*` exists only once the instance is ready (SPEC): 409 setup_incomplete before. */
+/** `/v1/auth/*` exists only once the instance is ready (docs/spec.md): 409 setup_incomplete before. */
 export function requireReady(deps: AppDeps) {
   return createMiddleware<AppEnv>(async (_c, next) => {
     const inst = await loadInstance(deps);

@@ -12,7 +12,7 @@ const optionalText = (max: number) => z.string().max(max).nullable().optional();
 
 // The GET answer's read-only fields (`has_secret_access_key`, `updated_at`) are accepted and ignored, so a
 // client can send back what it read with one field changed.
-// Built on first use (z.lazy), not at every daemon start (issue 16).
+// Built on first use (z.lazy), not at every daemon start (docs/benchmarks.md).
 const storageSchema = z.lazy(() =>
   z.object({
     provider: z.enum(STORAGE_PROVIDERS),

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ARTIFACT_KINDS } from "../../db/schema/constants.ts";
 import { filenameProblem } from "../../domain/artifacts/artifacts.ts";
 
-// Built on first use (z.lazy), not at every daemon start (issue 16).
+// Built on first use (z.lazy), not at every daemon start (docs/benchmarks.md).
 const metadataText = () => z.string().trim().min(1).max(1024);
 
 export const installMetadataSchema = z.lazy(() =>
@@ -13,7 +13,7 @@ export const installMetadataSchema = z.lazy(() =>
   }),
 );
 
-/** POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts (CONTRACT §7). */
+/** POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts (docs/api.md §7). */
 export const createArtifactSchema = z.lazy(() =>
   z.object({
     filename: z.string().superRefine((name, ctx) => {

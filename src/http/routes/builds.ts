@@ -20,7 +20,7 @@ import * as json from "../responses.ts";
 
 const logQuerySchema = z.object({ offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(0) });
 
-/** Trigger, list, read and cancel builds, and read their logs (SPEC Builds; CONTRACT §3 roles). */
+/** Trigger, list, read and cancel builds, and read their logs (docs/spec.md Builds; docs/api.md §3 roles). */
 export function buildsRoutes(deps: AppDeps) {
   const readers = requireUser(deps, { roles: ROLES.everyone });
   const builders = requireUser(deps, { roles: ROLES.builders });

@@ -3,7 +3,7 @@ import type { AppDeps, AppEnv } from "../../deps.ts";
 import { installArtifactRedirect, installDownload, installIcon, installManifest } from "../../domain/artifacts/install.ts";
 import { byteResponse, pngResponse } from "./artifacts.ts";
 
-/** Installer paths (SPEC: no version prefix, token in the path). Nothing here may be cached. */
+/** Installer paths (docs/spec.md: no version prefix, token in the path). Nothing here may be cached. */
 export function installRoutes(deps: AppDeps) {
   return new Hono<AppEnv>()
     .get("/install/ios/:token/manifest.plist", async (c) => {

@@ -6,7 +6,7 @@ import { renderMetrics, type MetricsRegistry } from "../../domain/common/metrics
 import { ApiError } from "../../errors.ts";
 
 /**
- * GET /metrics (CONTRACT §13). With HANGAR_METRICS_TOKEN set, that Bearer token is required from anyone. Without
+ * GET /metrics (docs/api.md §13). With HANGAR_METRICS_TOKEN set, that Bearer token is required from anyone. Without
  * one, only a loopback client of a local-mode instance may scrape; everyone else gets the same 404 as an unknown
  * route, so the endpoint's existence is not advertised.
  */

@@ -15,7 +15,7 @@ import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
 
-/** Build notifications of a project (CONTRACT §12): Slack, Discord, Teams and signed webhooks. Builders only. */
+/** Build notifications of a project (docs/api.md §12): Slack, Discord, Teams and signed webhooks. Builders only. */
 export function notificationsRoutes(deps: AppDeps) {
   const builders = requireUser(deps, { roles: ROLES.builders });
   const path = "/v1/projects/:project_id/notifications";

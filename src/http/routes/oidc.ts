@@ -17,7 +17,7 @@ import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
 
 // The https/loopback rule and the discovery are the domain's; the edge checks shape and size only. Each schema is
-// built on first use (z.lazy), not at every daemon start (issue 16).
+// built on first use (z.lazy), not at every daemon start (docs/benchmarks.md).
 const configureFields = () => ({
   issuer_url: z.string().min(1).max(2048),
   client_id: z.string().min(1).max(512),

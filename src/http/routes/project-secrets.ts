@@ -28,7 +28,7 @@ function secretName(name: string): string {
 }
 
 /**
- * Secret variables and credential protection (CONTRACT §5). Secrets are written, listed (names only) and deleted
+ * Secret variables and credential protection (docs/api.md §5). Secrets are written, listed (names only) and deleted
  * by builders, like the signing credentials; which branches receive them is an owner's or admin's decision,
  * since a developer who could widen it could release the signing keys to any branch they push.
  */

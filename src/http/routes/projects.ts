@@ -36,7 +36,7 @@ import { jsonBody } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
 
-/** Projects, pipelines and their credentials (CONTRACT §5). Reading is for everyone, writing for builders. */
+/** Projects, pipelines and their credentials (docs/api.md §5). Reading is for everyone, writing for builders. */
 export function projectsRoutes(deps: AppDeps) {
   const readers = requireUser(deps, { roles: ROLES.everyone });
   const builders = requireUser(deps, { roles: ROLES.builders });

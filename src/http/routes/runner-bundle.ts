@@ -5,7 +5,7 @@ import { ApiError } from "../../errors.ts";
 export const RUNNER_BUNDLE_PATH = "/runner/hangar-runner.mjs";
 
 /**
- * GET /runner/hangar-runner.mjs (CONTRACT §9): the standalone runner, one JavaScript file for Node 20+. Public:
+ * GET /runner/hangar-runner.mjs (docs/api.md §9): the standalone runner, one JavaScript file for Node 20+. Public:
  * it holds no secret (a runner still needs a token from an owner or admin), and a new machine fetches it with
  * plain curl before it has any credential. `no-cache` with a strong ETag: every download revalidates, so a
  * proxy or browser never hands out the runner of an older daemon, and an unchanged one costs a 304.

@@ -36,7 +36,7 @@ import * as json from "../responses.ts";
 const logQuerySchema = z.object({ offset: z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER) });
 const JOB = "/v1/runners/:runner_id/jobs/:job_id";
 
-/** Runner registration (users) and every runner-to-daemon call (runner token, CONTRACT §6). */
+/** Runner registration (users) and every runner-to-daemon call (runner token, docs/api.md §6). */
 export function runnersRoutes(deps: AppDeps) {
   const managers = requireUser(deps, { roles: ROLES.managers });
   const runner = requireRunner(deps);
@@ -84,7 +84,7 @@ export function runnersRoutes(deps: AppDeps) {
       const wait = c.req.valid("query").wait;
       // The abort signal only matters while waiting (and building it costs a full Request on Node).
       const job = await claimJob(deps, c.get("runnerId"), wait, wait > 0 ? c.req.raw.signal : undefined);
-      // 204 carries no body at all (SPEC).
+      // 204 carries no body at all (docs/spec.md).
       return job ? c.json(job) : c.body(null, 204);
     })
     .get(JOB, apiDoc({ summary: "Read a job of this runner (status, cancel request, lease)", responses: { 200: json.JobJson } }), jobCaller, async (c) => c.json(toJobJson(await getRunnerJob(deps, c.get("runnerId"), c.req.param("job_id")))))

@@ -27,7 +27,7 @@ const localLoginSchema = z.object({ mode: z.enum(LOCAL_LOGIN_MODES) });
 
 /** Instance preferences (runtime mode) and External Access network settings and preflight. OIDC is in oidc.ts. */
 export function settingsRoutes(deps: AppDeps) {
-  // "read/write on instance_settings" is owner or admin (CONTRACT §3); a refusal is insufficient_role.
+  // "read/write on instance_settings" is owner or admin (docs/api.md §3); a refusal is insufficient_role.
   const settingsUser = requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" });
   const owner = requireUser(deps, { roles: ROLES.owner, code: "external_access_owner_required" });
   return new Hono<AppEnv>()
@@ -61,7 +61,7 @@ export function settingsRoutes(deps: AppDeps) {
       },
     )
     .get("/v1/settings/external-access/preflight", apiDoc({ summary: "The checks remote mode needs, each passed or failed", responses: { 200: json.PreflightJson } }), settingsUser, async (c) => c.json(await runPreflight(deps)))
-    // Owner only, read and write: it decides who on this machine can become the owner (CONTRACT §3).
+    // Owner only, read and write: it decides who on this machine can become the owner (docs/api.md §3).
     .get("/v1/settings/local-login", apiDoc({ summary: "Who may sign in locally (owner)", responses: { 200: json.LocalLoginSettingJson } }), owner, async (c) => c.json(await readLocalLoginSetting(deps)))
     .put("/v1/settings/local-login", apiDoc({
       summary: "Allow local sign-in from loopback, or only through `hangar login` (owner)",

@@ -7,7 +7,7 @@ import { localOwnerSchema, setupPreferencesSchema, verifyBootstrapSchema } from 
 import { apiDoc } from "../route-docs.ts";
 import * as json from "../responses.ts";
 
-/** Setup endpoints of issue 2; OIDC and trusted-proxy setup live in oidc.ts and trusted-proxy.ts. */
+/** Setup endpoints (docs/spec.md, Setup); OIDC and trusted-proxy setup live in oidc.ts and trusted-proxy.ts. */
 export function setupRoutes(deps: AppDeps) {
   const session = requireSetupSession(deps);
   return new Hono<AppEnv>()

@@ -8,7 +8,7 @@ import { requireUser, ROLES } from "../middleware/auth.ts";
 import { queryParams } from "../validate.ts";
 import { apiDoc } from "../route-docs.ts";
 
-// Answer schemas for the OpenAPI document, built on first use (issue 16's start-up rule).
+// Answer schemas for the OpenAPI document, built on first use (the start-up rule of docs/benchmarks.md).
 const status = () => z.enum(TEST_CASE_STATUSES);
 const SummaryJson = z.lazy(() =>
   z.object({ total: z.number().int(), passed: z.number().int(), failed: z.number().int(), skipped: z.number().int(), errored: z.number().int(), duration_ms: z.number().int() }),

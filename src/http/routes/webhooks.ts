@@ -27,7 +27,7 @@ export async function readBodyCapped(req: Request, max: number): Promise<Uint8Ar
   return readStreamCapped(req.body, req.headers.get("content-length"), max, () => new ApiError(413, "payload_too_large", `request body exceeds ${max} bytes`));
 }
 
-/** Inbound webhooks (CONTRACT §11): the project's webhook settings for builders, and the public receiver. */
+/** Inbound webhooks (docs/api.md §11): the project's webhook settings for builders, and the public receiver. */
 export function webhooksRoutes(deps: AppDeps) {
   const builders = requireUser(deps, { roles: ROLES.builders });
   return new Hono<AppEnv>()

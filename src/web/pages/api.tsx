@@ -166,7 +166,7 @@ function ApiPage(props: { ctx: PageCtx; doc: Json }) {
 }
 
 /**
- * GET /api: the OpenAPI document as a plain server-rendered page (issue 17). Public like the document itself. It
+ * GET /api: the OpenAPI document as a plain server-rendered page (docs/decisions.md). Public like the document itself. It
  * is given the document (built by createApp from the finished route table), so it always lists what
  * /v1/openapi.json says; this is why it is mounted in createApp rather than in the web page list.
  */

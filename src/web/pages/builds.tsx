@@ -44,7 +44,7 @@ const TONES: Record<string, string> = {
   skipped: "off",
 };
 
-// Built on first use (z.lazy), not at every daemon start (issue 16).
+// Built on first use (z.lazy), not at every daemon start (docs/benchmarks.md).
 const listQuery = z.lazy(() =>
   z.object({
     project_id: z.string().max(100).optional(),

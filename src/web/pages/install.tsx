@@ -1,4 +1,4 @@
-// The tester's install page `/install/{token}` (CONTRACT §10): public (the token is the key), one Install button
+// The tester's install page `/install/{token}` (docs/api.md §10): public (the token is the key), one Install button
 // for the phone it was opened on, a QR code for a desktop visitor, and plain-language hints for what the phone
 // will check before it installs. Works without JavaScript: everything is in the HTML the server sends.
 import { Hono } from "hono";

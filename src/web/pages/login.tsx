@@ -41,7 +41,7 @@ interface LoginChoices {
   trustedProxy: boolean;
 }
 
-/** Which sign-in ways this request may use: the same rules the API applies (CONTRACT §3). */
+/** Which sign-in ways this request may use: the same rules the API applies (docs/api.md §3). */
 async function loginChoices(deps: AppDeps, isLoopback: boolean, isLocalUser: boolean): Promise<LoginChoices> {
   const inst = await loadInstance(deps);
   const localMode = inst.runtimeMode === "local";
@@ -156,7 +156,7 @@ export function loginPages(deps: AppDeps) {
         return renderLogin(deps, c, loginError(err), errorStatus(err), email);
       }
     })
-    // The one GET that signs in (CONTRACT §10): the `hangar login` link, single-use, 5 minutes.
+    // The one GET that signs in (docs/api.md §10): the `hangar login` link, single-use, 5 minutes.
     .get("/login/local/:code", async (c) => {
       // The code is in the URL: never send it on as a Referer.
       c.header("Referrer-Policy", "no-referrer");
@@ -250,7 +250,7 @@ export function loginPages(deps: AppDeps) {
     });
 }
 
-/** Sign-in errors in words (SPEC auth error rows). Never content fetched from a provider. */
+/** Sign-in errors in words (docs/spec.md auth error rows). Never content fetched from a provider. */
 export function loginError(err: ApiError): string {
   // local_login_disabled arrives with the cli_only setting (auth helper); matched as a string until then.
   if ((err.code as string) === "local_login_disabled") {

@@ -1,4 +1,4 @@
-// The project page's "Builds on push" and "Notifications" sections (CONTRACT §11, §12, §15 "The rest"): webhooks
+// The project page's "Builds on push" and "Notifications" sections (docs/api.md §11, §12, §15 "The rest"): webhooks
 // per forge with the URL and secret shown once and the steps to paste them, notification targets with a test
 // send, and the recent deliveries of each, in and out. Builders only, as the /v1/ routes: a qa_viewer gets
 // neither the sections nor the routes (403 page).

@@ -28,7 +28,7 @@ interface Registered {
 }
 
 /**
- * The standalone runner (CONTRACT §9) for a machine without a clone of Hangar: download the one file, then run it
+ * The standalone runner (docs/api.md §9) for a machine without a clone of Hangar: download the one file, then run it
  * with this runner's id and token. The token goes into a file only its owner can read (`--token-file`): in the
  * environment it would stay readable in the runner's own /proc/<pid>/environ (docs/runner-isolation.md).
  */
@@ -49,7 +49,7 @@ export function standaloneRunnerCommands(registered: Registered): Child {
 
 /**
  * Per-runner actions in the list's last column (the viewer is an owner or admin: this page is for them only).
- * Both take effect at once on every daemon: the old token fails on its next call (CONTRACT §6).
+ * Both take effect at once on every daemon: the old token fails on its next call (docs/api.md §6).
  */
 export function runnerActions(runner: RunnerRow): Child {
   return (

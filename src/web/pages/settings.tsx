@@ -45,7 +45,7 @@ interface FormProblem {
 }
 
 /**
- * The local-login setting (CONTRACT §3, owner only): `loopback` lets any process on this machine sign in without a
+ * The local-login setting (docs/api.md §3, owner only): `loopback` lets any process on this machine sign in without a
  * password; `cli_only` leaves only `hangar login`, which needs access to the data directory.
  */
 export function localLoginSection(mode: LocalLoginMode, remote: boolean, problem: FormProblem | null): Child {

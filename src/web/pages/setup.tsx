@@ -38,7 +38,7 @@ import {
 } from "../session.tsx";
 import { HOME } from "./login.tsx";
 
-// The setup wizard (CONTRACT §10): token → mode → owner → complete, as plain forms that work with JavaScript
+// The setup wizard (docs/api.md §10): token → mode → owner → complete, as plain forms that work with JavaScript
 // off. The setup session lives in an HttpOnly cookie; every step calls the same domain functions as /v1/setup.
 
 type Step = "token" | "mode" | "owner" | "oidc" | "proxy" | "complete";

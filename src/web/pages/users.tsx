@@ -17,7 +17,7 @@ function isAssignable(role: string): role is (typeof ASSIGNABLE_ROLES)[number] {
   return (ASSIGNABLE_ROLES as readonly string[]).includes(role);
 }
 
-/** The row's controls: only those the viewer may use on that user (CONTRACT §3): none on the owner, none on oneself. */
+/** The row's controls: only those the viewer may use on that user (docs/api.md §3): none on the owner, none on oneself. */
 function UserActions(props: { viewer: UserRow; user: UserRow }) {
   const { viewer, user } = props;
   if (user.role === "owner" || user.id === viewer.id) return <span class="muted">–</span>;

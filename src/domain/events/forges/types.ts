@@ -18,7 +18,7 @@ export interface ForgeRequest {
   fork: boolean;
 }
 
-/** Where the forge's API is and what the repository is called there (commit statuses, CONTRACT §11). */
+/** Where the forge's API is and what the repository is called there (commit statuses, docs/api.md §11). */
 export interface RepoInfo {
   apiBase: string;
   /** `owner/name` (GitHub, Gitea, Forgejo, Bitbucket) or the numeric project id (GitLab). */
