@@ -153,7 +153,9 @@ async function main() {
     const upRatio = median(rounds.map((r) => r.up / r.raw));
     const downRatio = median(rounds.map((r) => r.down / r.raw));
     const lines = [
-      `artifact size:               ${(SIZE / MiB).toFixed(0)} MiB, ${ROUNDS} rounds, medians; load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}`,
+      `artifact size:               ${(SIZE / MiB).toFixed(0)} MiB, ${ROUNDS} rounds, medians; load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(" ")}`,
       `raw copy (read+write+fsync): ${raw.toFixed(0)} MiB/s  <- limit`,
       `upload through the daemon:   ${median(rounds.map((r) => r.up)).toFixed(0)} MiB/s  ratio ${upRatio.toFixed(2)}  (streamed, SHA-256 checked, fsync, rename)  target >= 0.70`,
       `download through the daemon: ${median(rounds.map((r) => r.down)).toFixed(0)} MiB/s  ratio ${downRatio.toFixed(2)}  target >= 0.70`,

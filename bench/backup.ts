@@ -23,7 +23,12 @@ async function post(base: string, path: string, body?: unknown, token?: string):
 }
 
 async function load(url: string, token: string, seconds: number) {
-  const r = await autocannon({ url: `${url}/v1/users/me`, connections: CONNECTIONS, duration: seconds, headers: { authorization: `Bearer ${token}` } });
+  const r = await autocannon({
+    url: `${url}/v1/users/me`,
+    connections: CONNECTIONS,
+    duration: seconds,
+    headers: { authorization: `Bearer ${token}` },
+  });
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, errors: r.errors + r.non2xx };
 }
 
@@ -37,7 +42,12 @@ try {
   await post(daemon.url, "/v1/setup/complete", undefined, setup);
   const session = (await post(daemon.url, "/v1/auth/local/login", {})).session_token as string;
   const project = await post(daemon.url, "/v1/projects", { name: "bench", repo_url: "https://git.example.com/bench.git" }, session);
-  const pipeline = await post(daemon.url, `/v1/projects/${project.id}/pipelines`, { name: "build", config: { platform: "any", steps: [{ name: "s", run: "true" }] } }, session);
+  const pipeline = await post(
+    daemon.url,
+    `/v1/projects/${project.id}/pipelines`,
+    { name: "build", config: { platform: "any", steps: [{ name: "s", run: "true" }] } },
+    session,
+  );
 
   // 100,000 finished builds with a log chunk each, written straight into the file beside the running daemon.
   const fill = performance.now();
@@ -76,12 +86,22 @@ try {
 
   const backupMBs = dbBytes / 1e6 / (backup.ms / 1000);
   const cpMBs = dbBytes / 1e6 / (cpMs / 1000);
-  console.log(`load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}`);
+  console.log(
+    `load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(" ")}`,
+  );
   console.log(`GET /v1/users/me, ${CONNECTIONS} connections, 10 s each:`);
-  console.log(`  no backup running (the limit): ${baseline.rps.toFixed(0)} req/s, p50 ${baseline.p50} ms, p99 ${baseline.p99} ms, errors ${baseline.errors}`);
-  console.log(`  while the backup ran:          ${underBackup.rps.toFixed(0)} req/s, p50 ${underBackup.p50} ms, p99 ${underBackup.p99} ms, errors ${underBackup.errors}`);
+  console.log(
+    `  no backup running (the limit): ${baseline.rps.toFixed(0)} req/s, p50 ${baseline.p50} ms, p99 ${baseline.p99} ms, errors ${baseline.errors}`,
+  );
+  console.log(
+    `  while the backup ran:          ${underBackup.rps.toFixed(0)} req/s, p50 ${underBackup.p50} ms, p99 ${underBackup.p99} ms, errors ${underBackup.errors}`,
+  );
   console.log(`  p99 ratio (during / without): ${(underBackup.p99 / baseline.p99).toFixed(2)}`);
-  console.log(`backup of ${(dbBytes / 1e6).toFixed(1)} MB (snapshot ${(copied / 1e6).toFixed(1)} MB): ${(backup.ms / 1000).toFixed(2)} s including process start, integrity check and checksums = ${backupMBs.toFixed(0)} MB/s`);
+  console.log(
+    `backup of ${(dbBytes / 1e6).toFixed(1)} MB (snapshot ${(copied / 1e6).toFixed(1)} MB): ${(backup.ms / 1000).toFixed(2)} s including process start, integrity check and checksums = ${backupMBs.toFixed(0)} MB/s`,
+  );
   console.log(`cp of the same file (the limit): ${(cpMs / 1000).toFixed(2)} s = ${cpMBs.toFixed(0)} MB/s; ratio ${(backupMBs / cpMBs).toFixed(2)}`);
 } finally {
   await stopProcess(daemon.proc);

@@ -77,7 +77,14 @@ function rawLoop(path: string, synchronous: "normal" | "full", runnerIds: string
     const rows = tx(() => {
       const r = (
         trustClaim
-          ? trustClaim.all(runner, now + leaseS, now, createHash("sha256").update(`hgj_${randomBytes(32).toString("base64url")}`).digest("hex"))
+          ? trustClaim.all(
+              runner,
+              now + leaseS,
+              now,
+              createHash("sha256")
+                .update(`hgj_${randomBytes(32).toString("base64url")}`)
+                .digest("hex"),
+            )
           : claim.all(runner, now + leaseS, now)
       ) as Array<{ id: string }>;
       heartbeat.run(runner, now);
@@ -138,13 +145,19 @@ async function main() {
       json(`${base}/v1/projects/${project.id}/builds`, "POST", owner, { pipeline_id: pipelineId, commit_sha: "abcdef0123456789" });
 
     process.stdout.write(`queueing ${BUILDS} builds...\n`);
-    if (process.env.BENCH_ONLY !== "pickup") for (let i = 0; i < BUILDS; i += 50) await Promise.all(Array.from({ length: 50 }, () => trigger(android.id)));
+    if (process.env.BENCH_ONLY !== "pickup")
+      for (let i = 0; i < BUILDS; i += 50) await Promise.all(Array.from({ length: 50 }, () => trigger(android.id)));
 
     const rawRuns: Record<"normal" | "full", number[]> = { normal: [], full: [] };
     const runRaw = (level: "normal" | "full") => {
       requeue(dbPath);
       const t0 = performance.now();
-      const cycles = rawLoop(dbPath, level, fleet.map((r) => r.id), 120);
+      const cycles = rawLoop(
+        dbPath,
+        level,
+        fleet.map((r) => r.id),
+        120,
+      );
       const seconds = (performance.now() - t0) / 1000;
       if (cycles !== BUILDS) throw new Error(`raw loop ran ${cycles} cycles`);
       rawRuns[level].push(cycles / seconds);
@@ -188,7 +201,13 @@ async function main() {
       for (const kind of ["today", "trust", "trust", "today", "today", "trust", "trust", "today"] as const) {
         requeue(dbPath);
         const t0 = performance.now();
-        const cycles = rawLoop(dbPath, "normal", fleet.map((r) => r.id), 120, kind);
+        const cycles = rawLoop(
+          dbPath,
+          "normal",
+          fleet.map((r) => r.id),
+          120,
+          kind,
+        );
         if (cycles !== BUILDS) throw new Error(`raw loop ran ${cycles} cycles`);
         rates[kind].push(cycles / ((performance.now() - t0) / 1000));
       }
@@ -211,7 +230,13 @@ async function main() {
       runRaw("normal");
       runRaw("full");
       await runHttp();
-      const compared = compare && { base: compare.url, rates: compareRates, claims: compareClaimLatency, cycles: [] as number[], pid: compare.proc.pid! };
+      const compared = compare && {
+        base: compare.url,
+        rates: compareRates,
+        claims: compareClaimLatency,
+        cycles: [] as number[],
+        pid: compare.proc.pid!,
+      };
       if (compared) await runHttp(compared);
       if (compared) await runHttp(compared);
       await runHttp();

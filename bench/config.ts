@@ -27,7 +27,9 @@ async function makeRepo(dir: string): Promise<string> {
   execFileSync("git", ["-C", dir, "config", "uploadpack.allowFilter", "true"]);
   execFileSync("git", ["-C", dir, "config", "uploadpack.allowAnySHA1InWant", "true"]);
   const importer = spawn("git", ["-C", dir, "fast-import", "--quiet"], { stdio: ["pipe", "inherit", "inherit"] });
-  const done = new Promise<void>((resolve, reject) => importer.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`fast-import ${code}`)))));
+  const done = new Promise<void>((resolve, reject) =>
+    importer.on("exit", (code) => (code === 0 ? resolve() : reject(new Error(`fast-import ${code}`)))),
+  );
   const perCommit = Math.max(1, Math.floor((BLOB_MB * 1024 * 1024) / COMMITS));
   const config = "pipelines:\n  build:\n    platform: android\n    steps: ['./gradlew assembleDebug', './gradlew test']\n";
   // Written in batches of about 8 MiB: one pipe write per commit made the import crawl.
@@ -47,7 +49,9 @@ async function makeRepo(dir: string): Promise<string> {
   };
   for (let i = 1; i <= COMMITS; i++) {
     const message = `commit ${i}\n`;
-    await write(`commit refs/heads/main\nmark :${i}\ncommitter Bench <bench@example.com> ${1_700_000_000 + i} +0000\ndata ${Buffer.byteLength(message)}\n${message}`);
+    await write(
+      `commit refs/heads/main\nmark :${i}\ncommitter Bench <bench@example.com> ${1_700_000_000 + i} +0000\ndata ${Buffer.byteLength(message)}\n${message}`,
+    );
     if (i > 1) await write(`from :${i - 1}\n`);
     if (i === 1) await write(`M 100644 inline .hangar.yml\ndata ${Buffer.byteLength(config)}\n${config}\n`);
     const blob = randomBytes(perCommit);
@@ -69,7 +73,9 @@ function timed(fn: () => Promise<unknown> | unknown): Promise<number> {
 /** Plain git, asynchronously: the git server answering it runs in this process. */
 function git(args: string[], cwd: string): Promise<void> {
   return new Promise((resolve, reject) =>
-    execFile("git", args, { cwd, env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: "1" }, maxBuffer: 64 * 1024 * 1024 }, (err) => (err ? reject(err) : resolve())),
+    execFile("git", args, { cwd, env: { PATH: process.env.PATH, HOME: cwd, GIT_CONFIG_NOSYSTEM: "1" }, maxBuffer: 64 * 1024 * 1024 }, (err) =>
+      err ? reject(err) : resolve(),
+    ),
   );
 }
 
@@ -80,7 +86,9 @@ async function main() {
     const made = performance.now();
     const head = await makeRepo(repoDir);
     const size = execFileSync("du", ["-sm", repoDir], { encoding: "utf8" }).split("\t")[0];
-    console.log(`repository: ${COMMITS} commits, ${FILES} files in the head tree, ${size} MiB on disk (made in ${((performance.now() - made) / 1000).toFixed(1)} s)`);
+    console.log(
+      `repository: ${COMMITS} commits, ${FILES} files in the head tree, ${size} MiB on disk (made in ${((performance.now() - made) / 1000).toFixed(1)} s)`,
+    );
 
     const server = createServer((req, res) => relayToGitHttpBackend(req, res, repoDir));
     await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
@@ -96,7 +104,10 @@ async function main() {
           if (!read.ok || !read.content) throw new Error(`read failed: ${JSON.stringify(read)}`);
         }),
       );
-      for (const [key, filter] of [["fetchFiltered", ["--filter=blob:none"]], ["fetchFull", []]] as const) {
+      for (const [key, filter] of [
+        ["fetchFiltered", ["--filter=blob:none"]],
+        ["fetchFull", []],
+      ] as const) {
         const dir = mkdtempSync(join(scratch, "fetch-"));
         await git(["init", "-q", "--bare"], dir);
         results[key]!.push(await timed(() => git(["fetch", "-q", "--depth=1", ...filter, url, head], dir)));
@@ -106,7 +117,9 @@ async function main() {
     server.close();
     const ls = median(results.lsRemote!);
     for (const [key, values] of Object.entries(results)) {
-      console.log(`${key.padEnd(14)} median ${median(values).toFixed(1)} ms  (${(median(values) / ls).toFixed(2)}× ls-remote)  runs: ${values.map((v) => v.toFixed(0)).join(", ")}`);
+      console.log(
+        `${key.padEnd(14)} median ${median(values).toFixed(1)} ms  (${(median(values) / ls).toFixed(2)}× ls-remote)  runs: ${values.map((v) => v.toFixed(0)).join(", ")}`,
+      );
     }
   } finally {
     rmSync(scratch, { recursive: true, force: true });

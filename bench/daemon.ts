@@ -17,7 +17,11 @@ export const COMPARE_ROOT = process.env.BENCH_COMPARE_ROOT;
 /** `hangar <args>`: its trimmed stdout; a non-zero exit rejects. */
 export function runCli(args: string[], env: Record<string, string>, stderr: "inherit" | "ignore" = "inherit"): Promise<string> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [HANGAR_BIN, ...args], { cwd: BENCH_ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", stderr] });
+    const proc = spawn(process.execPath, [HANGAR_BIN, ...args], {
+      cwd: BENCH_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ["ignore", "pipe", stderr],
+    });
     let out = "";
     proc.stdout.on("data", (d: Buffer) => (out += d.toString()));
     proc.once("exit", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`hangar ${args.join(" ")} exited with ${code}`))));

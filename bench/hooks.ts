@@ -26,7 +26,11 @@ async function daemon(env: Record<string, string>): Promise<{ url: string; stop:
 async function api(base: string, method: string, path: string, token?: string, body?: unknown, headers: Record<string, string> = {}) {
   const res = await fetch(base + path, {
     method,
-    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { "content-type": "application/json" } : {}), ...headers },
+    headers: {
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      ...headers,
+    },
     body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
   });
   const text = await res.text();
@@ -48,8 +52,15 @@ async function main() {
   let d = await daemon(env);
   try {
     const owner = await ready(d.url, env);
-    const project = await api(d.url, "POST", "/v1/projects", owner, { name: "bench", repo_url: "https://git.example.com/a.git", default_branch: "main" });
-    const pipeline = await api(d.url, "POST", `/v1/projects/${project.id}/pipelines`, owner, { name: "build", config: { platform: "any", steps: [{ name: "s", run: "true" }], triggers: [{ event: "push" }] } });
+    const project = await api(d.url, "POST", "/v1/projects", owner, {
+      name: "bench",
+      repo_url: "https://git.example.com/a.git",
+      default_branch: "main",
+    });
+    const pipeline = await api(d.url, "POST", `/v1/projects/${project.id}/pipelines`, owner, {
+      name: "build",
+      config: { platform: "any", steps: [{ name: "s", run: "true" }], triggers: [{ event: "push" }] },
+    });
     const hook = await api(d.url, "POST", `/v1/projects/${project.id}/webhooks`, owner, { provider: "github", report_status: false });
     const runner = await api(d.url, "POST", "/v1/runners/register", owner, { name: "bench", capabilities: { platforms: ["android"] } });
 
@@ -76,9 +87,19 @@ async function main() {
     };
     const viaHook = await measure(async (i) => {
       const sha = createHmac("sha1", "h").update(`hook${i}`).digest("hex");
-      const body = JSON.stringify({ ref: "refs/heads/main", after: sha, head_commit: { id: sha, message: "bench" }, repository: { full_name: "a/b" }, sender: { login: "bench" } });
+      const body = JSON.stringify({
+        ref: "refs/heads/main",
+        after: sha,
+        head_commit: { id: sha, message: "bench" },
+        repository: { full_name: "a/b" },
+        sender: { login: "bench" },
+      });
       const sig = createHmac("sha256", hook.secret).update(body).digest("hex");
-      await api(d.url, "POST", `/v1/hooks/${hook.id}`, undefined, body, { "x-github-event": "push", "x-github-delivery": crypto.randomUUID(), "x-hub-signature-256": `sha256=${sig}` });
+      await api(d.url, "POST", `/v1/hooks/${hook.id}`, undefined, body, {
+        "x-github-event": "push",
+        "x-github-delivery": crypto.randomUUID(),
+        "x-hub-signature-256": `sha256=${sig}`,
+      });
     });
     const viaApi = await measure(async (i) => {
       const sha = createHmac("sha1", "a").update(`api${i}`).digest("hex");
@@ -105,10 +126,17 @@ async function main() {
     const receiver = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
     await api(d.url, "POST", `/v1/projects/${project.id}/notifications`, owner, { kind: "webhook", url: receiver, on: ["canceled"] });
     for (let i = 0; i < NOTIFICATIONS; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, async (_, j) => {
-        const b = await api(d.url, "POST", `/v1/projects/${project.id}/builds`, owner, { pipeline_id: pipeline.id, commit_sha: createHmac("sha1", "n").update(`${i + j}`).digest("hex") });
-        await api(d.url, "POST", `/v1/builds/${b.id}/cancel`, owner);
-      }));
+      await Promise.all(
+        Array.from({ length: 50 }, async (_, j) => {
+          const b = await api(d.url, "POST", `/v1/projects/${project.id}/builds`, owner, {
+            pipeline_id: pipeline.id,
+            commit_sha: createHmac("sha1", "n")
+              .update(`${i + j}`)
+              .digest("hex"),
+          });
+          await api(d.url, "POST", `/v1/builds/${b.id}/cancel`, owner);
+        }),
+      );
     }
     await d.stop();
     const all = new Promise<void>((r) => (onAll = r));
@@ -122,23 +150,31 @@ async function main() {
     const body = JSON.stringify({ type: "build.canceled", data: { pad: "x".repeat(1500) } });
     const loopStarted = performance.now();
     let next = 0;
-    await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-      while (next < NOTIFICATIONS) {
-        next++;
-        const r = await fetch(receiver, { method: "POST", headers: { "content-type": "application/json" }, body });
-        await r.text();
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (next < NOTIFICATIONS) {
+          next++;
+          const r = await fetch(receiver, { method: "POST", headers: { "content-type": "application/json" }, body });
+          await r.text();
+        }
+      }),
+    );
     const loopS = (performance.now() - loopStarted) / 1000;
     server.close();
 
     const fmt = (v: number[]) => `p50 ${pct(v, 50).toFixed(2)} ms, p99 ${pct(v, 99).toFixed(2)} ms`;
     console.log(`push sent → claim (${PUSHES} pushes):          ${fmt(viaHook.total)}`);
     console.log(`API trigger sent → claim (the limit):   ${fmt(viaApi.total)}`);
-    console.log(`ratio p50 ${(pct(viaHook.total, 50) / pct(viaApi.total, 50)).toFixed(2)}x, p99 ${(pct(viaHook.total, 99) / pct(viaApi.total, 99)).toFixed(2)}x`);
+    console.log(
+      `ratio p50 ${(pct(viaHook.total, 50) / pct(viaApi.total, 50)).toFixed(2)}x, p99 ${(pct(viaHook.total, 99) / pct(viaApi.total, 99)).toFixed(2)}x`,
+    );
     console.log(`hook's 200 → claim (0 when the claim came first): ${fmt(viaHook.afterAnswer)}; API answer → claim: ${fmt(viaApi.afterAnswer)}`);
-    console.log(`outbox: ${NOTIFICATIONS} notifications in ${outboxS.toFixed(2)} s = ${(NOTIFICATIONS / outboxS).toFixed(0)}/s (includes the daemon's start); ${outboxCopies} requests for ${delivered.size} webhook-ids`);
-    console.log(`plain fetch loop (the limit, ${CONCURRENCY} at a time): ${(NOTIFICATIONS / loopS).toFixed(0)}/s; outbox at ${((NOTIFICATIONS / outboxS) / (NOTIFICATIONS / loopS) * 100).toFixed(1)} % of it`);
+    console.log(
+      `outbox: ${NOTIFICATIONS} notifications in ${outboxS.toFixed(2)} s = ${(NOTIFICATIONS / outboxS).toFixed(0)}/s (includes the daemon's start); ${outboxCopies} requests for ${delivered.size} webhook-ids`,
+    );
+    console.log(
+      `plain fetch loop (the limit, ${CONCURRENCY} at a time): ${(NOTIFICATIONS / loopS).toFixed(0)}/s; outbox at ${((NOTIFICATIONS / outboxS / (NOTIFICATIONS / loopS)) * 100).toFixed(1)} % of it`,
+    );
   } finally {
     await d.stop();
     rmSync(dataDir, { recursive: true, force: true });

@@ -119,7 +119,8 @@ function median(values: number[]): number {
   return sorted[Math.floor(sorted.length / 2)]!;
 }
 
-const fmt = (f: Figures) => `${f.rps.toFixed(0).padStart(7)} req/s   ${f.cpuUs === undefined ? "" : `CPU ${f.cpuUs.toFixed(0)} µs/req   `}p50 ${String(f.p50).padStart(3)} ms   p99 ${String(f.p99).padStart(3)} ms   errors ${f.errors} non-2xx ${f.non2xx}`;
+const fmt = (f: Figures) =>
+  `${f.rps.toFixed(0).padStart(7)} req/s   ${f.cpuUs === undefined ? "" : `CPU ${f.cpuUs.toFixed(0)} µs/req   `}p50 ${String(f.p50).padStart(3)} ms   p99 ${String(f.p99).padStart(3)} ms   errors ${f.errors} non-2xx ${f.non2xx}`;
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-bench-"));
@@ -134,8 +135,11 @@ async function main(): Promise<void> {
     const env = { HANGAR_DATA_DIR: dataDir, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" };
     // bin/hangar.mjs compiles dist/hangar.cjs with the V8 code cache the first `serve` after a build writes
     // (1 s after its start): said here, since the first start of a fresh build runs without one.
-    const codeCacheAtStart = !existsSync(join(BENCH_ROOT, "dist", "hangar.cjs")) ? "n/a (no dist/hangar.cjs in this checkout)"
-      : existsSync(join(BENCH_ROOT, "dist", "hangar.cjs.v8cache")) ? "yes" : "no (that start wrote it; the timed starts used it)";
+    const codeCacheAtStart = !existsSync(join(BENCH_ROOT, "dist", "hangar.cjs"))
+      ? "n/a (no dist/hangar.cjs in this checkout)"
+      : existsSync(join(BENCH_ROOT, "dist", "hangar.cjs.v8cache"))
+        ? "yes"
+        : "no (that start wrote it; the timed starts used it)";
     const daemon = await spawnUntil([HANGAR_BIN, "serve"], env, listening);
     children.push(daemon.proc);
     const session = await completeSetup(daemon.url, env);
@@ -177,10 +181,14 @@ async function main(): Promise<void> {
     console.log(`bare node:http (same bytes)         ${fmt(bareFigures)}`);
     console.log(`hangar GET /v1/users/me             ${fmt(hangarFigures)}`);
     console.log(`hangar, request log off             ${fmt(quietFigures)}`);
-    console.log(`ratio hangar / bare (target >= 0.25): ${(hangarFigures.rps / bareFigures.rps).toFixed(3)} (request log off: ${(quietFigures.rps / bareFigures.rps).toFixed(3)})`);
+    console.log(
+      `ratio hangar / bare (target >= 0.25): ${(hangarFigures.rps / bareFigures.rps).toFixed(3)} (request log off: ${(quietFigures.rps / bareFigures.rps).toFixed(3)})`,
+    );
     if (compareFigures) {
       console.log(`compared checkout ${COMPARE_ROOT}: ${fmt(compareFigures)}`);
-      console.log(`ratio compared / this checkout: ${(compareFigures.rps / hangarFigures.rps).toFixed(3)} (compared / bare ${(compareFigures.rps / bareFigures.rps).toFixed(3)})`);
+      console.log(
+        `ratio compared / this checkout: ${(compareFigures.rps / hangarFigures.rps).toFixed(3)} (compared / bare ${(compareFigures.rps / bareFigures.rps).toFixed(3)})`,
+      );
     }
     if (process.env.BENCH_SKIP_START === "1") return;
 

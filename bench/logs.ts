@@ -141,7 +141,9 @@ async function bareSse(): Promise<{ url: string; close(): Promise<void> }> {
 
 async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-bench-logs-"));
-  const { deps, close } = await createNodeDeps(loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_MAX_LOG_BYTES: String((LOG_MIB + 8) * 1024 * 1024) }));
+  const { deps, close } = await createNodeDeps(
+    loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_MAX_LOG_BYTES: String((LOG_MIB + 8) * 1024 * 1024) }),
+  );
   // Made before any request: building it takes seconds, longer than an idle keep-alive connection lives.
   const log = makeLog(LOG_MIB * 1024 * 1024);
   const server = createServer(createNodeListener(deps));
@@ -163,10 +165,16 @@ async function main(): Promise<void> {
   await call("POST", "/v1/setup/complete", setup);
   const session = (await call("POST", "/v1/auth/local/login", undefined, {})).session_token as string;
   const project = await call("POST", "/v1/projects", session, { name: "bench", repo_url: "https://git.example.com/app.git" });
-  const pipeline = await call("POST", `/v1/projects/${project.id}/pipelines`, session, { name: "build", config: { platform: "any", steps: [{ name: "build", run: "./gradlew assembleRelease" }] } });
+  const pipeline = await call("POST", `/v1/projects/${project.id}/pipelines`, session, {
+    name: "build",
+    config: { platform: "any", steps: [{ name: "build", run: "./gradlew assembleRelease" }] },
+  });
   const runner = await call("POST", "/v1/runners/register", session, { name: "bench-runner", capabilities: { platforms: ["android"] } });
   const startBuild = async () => {
-    const b = await call("POST", `/v1/projects/${project.id}/builds`, session, { pipeline_id: pipeline.id, commit_sha: "0123456789abcdef0123456789abcdef01234567" });
+    const b = await call("POST", `/v1/projects/${project.id}/builds`, session, {
+      pipeline_id: pipeline.id,
+      commit_sha: "0123456789abcdef0123456789abcdef01234567",
+    });
     const job = await call("POST", `/v1/runners/${runner.id}/claim`, runner.token);
     if (job.build_id !== b.id) throw new Error("claimed another build");
     await call("POST", `/v1/runners/${runner.id}/jobs/${b.id}/status`, runner.token, { status: "running" });
@@ -176,7 +184,8 @@ async function main(): Promise<void> {
   // The 50 MiB build, finished.
   const bigId = await startBuild();
   const upStart = performance.now();
-  for (let off = 0; off < log.length; off += CHUNK) await call("POST", `/v1/runners/${runner.id}/jobs/${bigId}/logs?offset=${off}`, runner.token, undefined, log.subarray(off, off + CHUNK));
+  for (let off = 0; off < log.length; off += CHUNK)
+    await call("POST", `/v1/runners/${runner.id}/jobs/${bigId}/logs?offset=${off}`, runner.token, undefined, log.subarray(off, off + CHUNK));
   const uploadMs = performance.now() - upStart;
   await call("POST", `/v1/runners/${runner.id}/jobs/${bigId}/status`, runner.token, { status: "succeeded", exit_code: 0 });
   let lineCount = 0;
@@ -192,7 +201,9 @@ async function main(): Promise<void> {
     await page.getByRole("button", { name: "Sign in on this machine" }).click();
     await page.waitForURL((u) => u.pathname !== "/login");
 
-    console.log(`bench:logs — ${LOG_MIB} MiB log (${lineCount} lines) uploaded in ${f(uploadMs)} ms; Chromium ${browser.version()}; ${cpus().length} CPUs, load ${loadavg()[0]!.toFixed(2)}`);
+    console.log(
+      `bench:logs — ${LOG_MIB} MiB log (${lineCount} lines) uploaded in ${f(uploadMs)} ms; Chromium ${browser.version()}; ${cpus().length} CPUs, load ${loadavg()[0]!.toFixed(2)}`,
+    );
     console.log("");
     console.log("| measure (5 runs, median) | ms | longest task ms | limit: raw fetch of the same bytes in the page, ms | × limit |");
     console.log("|---|---|---|---|---|");
@@ -221,15 +232,23 @@ async function main(): Promise<void> {
       const text = (await page.evaluate(`document.getElementById("L1").querySelector(".ln-text").textContent`)) as string;
       if (!text.startsWith("> Task :app:compileReleaseKotlin step 0")) throw new Error(`line 1 reads ${JSON.stringify(text)}`);
       // The limit: the same browser fetching the whole log raw, same origin, same session.
-      const rawMs = (await page.evaluate(`(async () => { const s = performance.now(); const r = await fetch("/builds/${bigId}/log"); const b = await r.arrayBuffer(); if (b.byteLength !== ${log.length}) throw new Error("raw " + b.byteLength); return performance.now() - s; })()`)) as number;
+      const rawMs = (await page.evaluate(
+        `(async () => { const s = performance.now(); const r = await fetch("/builds/${bigId}/log"); const b = await r.arrayBuffer(); if (b.byteLength !== ${log.length}) throw new Error("raw " + b.byteLength); return performance.now() - s; })()`,
+      )) as number;
       raw.push(rawMs);
     }
     const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
     const rawMed = med(raw);
-    console.log(`| navigation → last screen of the log rendered | ${f(med(firstScreen))} | ${f(med(firstTask))} | ${f(rawMed)} | ${(med(firstScreen) / rawMed).toFixed(3)} |`);
-    console.log(`| jump to #L1 (all ${LOG_MIB} windows of 1 MiB loaded) | ${f(med(jump))} | ${f(med(jumpTask))} | ${f(rawMed)} | ${(med(jump) / rawMed).toFixed(2)} |`);
+    console.log(
+      `| navigation → last screen of the log rendered | ${f(med(firstScreen))} | ${f(med(firstTask))} | ${f(rawMed)} | ${(med(firstScreen) / rawMed).toFixed(3)} |`,
+    );
+    console.log(
+      `| jump to #L1 (all ${LOG_MIB} windows of 1 MiB loaded) | ${f(med(jump))} | ${f(med(jumpTask))} | ${f(rawMed)} | ${(med(jump) / rawMed).toFixed(2)} |`,
+    );
     console.log("");
-    console.log(`runs: first screen ${firstScreen.map(f).join(", ")}; longest task ${firstTask.map(f).join(", ")}; jump ${jump.map(f).join(", ")}; jump task ${jumpTask.map(f).join(", ")}; raw ${raw.map(f).join(", ")}`);
+    console.log(
+      `runs: first screen ${firstScreen.map(f).join(", ")}; longest task ${firstTask.map(f).join(", ")}; jump ${jump.map(f).join(", ")}; jump task ${jumpTask.map(f).join(", ")}; raw ${raw.map(f).join(", ")}`,
+    );
 
     // Live delivery on a running build, against the bare push server.
     const liveId = await startBuild();
@@ -250,15 +269,22 @@ async function main(): Promise<void> {
     const floorPage = await ctx.newPage();
     await floorPage.goto(bare.url);
     await until(floorPage, `document.body.dataset.open === "1"`, 20_000);
-    const floor = await liveLatency(floorPage, LIVE_LINES, (i) => `fetch("/line", { method: "POST", body: ${JSON.stringify(`live ${i} ok compiled module ${i}
-`)} }).then((r) => r.arrayBuffer())`);
+    const floor = await liveLatency(
+      floorPage,
+      LIVE_LINES,
+      (i) =>
+        `fetch("/line", { method: "POST", body: ${JSON.stringify(`live ${i} ok compiled module ${i}
+`)} }).then((r) => r.arrayBuffer())`,
+    );
     await bare.close();
     console.log("");
     console.log(`| live line: POST …/logs answered → line in the DOM (${LIVE_LINES} lines) | p50 ms | p99 ms | max ms |`);
     console.log("|---|---|---|---|");
     console.log(`| Hangar (/builds/{id}/events) | ${f(pct(hangar, 50))} | ${f(pct(hangar, 99))} | ${f(hangar.at(-1)!)} |`);
     console.log(`| limit: bare node:http pushing to an EventSource | ${f(pct(floor, 50))} | ${f(pct(floor, 99))} | ${f(floor.at(-1)!)} |`);
-    console.log(`| × limit | ${(pct(hangar, 50) / Math.max(pct(floor, 50), 0.1)).toFixed(1)} | ${(pct(hangar, 99) / Math.max(pct(floor, 99), 0.1)).toFixed(1)} | |`);
+    console.log(
+      `| × limit | ${(pct(hangar, 50) / Math.max(pct(floor, 50), 0.1)).toFixed(1)} | ${(pct(hangar, 99) / Math.max(pct(floor, 99), 0.1)).toFixed(1)} | |`,
+    );
   } finally {
     await browser.close();
     await new Promise<void>((r) => {

@@ -12,7 +12,21 @@ const SECRET_BYTES = 8 * 1024;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 8);
 
 function textChunk(): Buffer {
-  const words = ["compiling", "Swift", "module", "warning:", "linking", "Pods", "xcodebuild", "[1/42]", "gradle", "task", ":app:assembleRelease", "UP-TO-DATE", "\n"];
+  const words = [
+    "compiling",
+    "Swift",
+    "module",
+    "warning:",
+    "linking",
+    "Pods",
+    "xcodebuild",
+    "[1/42]",
+    "gradle",
+    "task",
+    ":app:assembleRelease",
+    "UP-TO-DATE",
+    "\n",
+  ];
   const parts: string[] = [];
   let n = 0;
   while (n < MiB) {
@@ -25,7 +39,9 @@ function textChunk(): Buffer {
 
 function secretsFor(kind: "text" | "near-miss", count: number): Buffer[] {
   return Array.from({ length: count }, (_, i) =>
-    kind === "near-miss" ? Buffer.concat([Buffer.alloc(SECRET_BYTES - 2, "A"), Buffer.from([0x42, 0x30 + (i % 10)])]) : Buffer.from(randomBytes(SECRET_BYTES / 2).toString("hex")),
+    kind === "near-miss"
+      ? Buffer.concat([Buffer.alloc(SECRET_BYTES - 2, "A"), Buffer.from([0x42, 0x30 + (i % 10)])])
+      : Buffer.from(randomBytes(SECRET_BYTES / 2).toString("hex")),
   );
 }
 
@@ -40,7 +56,9 @@ function time(fn: () => void): number {
   return (performance.now() - started) / ROUNDS;
 }
 
-console.log(`bench:mask — 1 MiB chunks, secrets of ${SECRET_BYTES} bytes, ${ROUNDS} rounds; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(2)}`);
+console.log(
+  `bench:mask — 1 MiB chunks, secrets of ${SECRET_BYTES} bytes, ${ROUNDS} rounds; ${cpus().length} cores, load ${loadavg()[0]!.toFixed(2)}`,
+);
 console.log("chunk      secrets  build ms  mask ms  mask MiB/s  indexOf MiB/s (limit)  ratio");
 for (const kind of ["text", "near-miss"] as const) {
   const chunk = kind === "text" ? textChunk() : Buffer.alloc(MiB, "A");

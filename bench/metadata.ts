@@ -84,12 +84,28 @@ async function main() {
       makeIpaArchive({
         info: DEMO_INFO,
         profile: makeProfile({ kind: "ad_hoc", devices: 100 }),
-        icons: { "AppIcon60x60@3x.png": encodeCgbi(180, 180, samplePixels(180, 180)), "AppIcon60x60@2x.png": encodeCgbi(120, 120, samplePixels(120, 120)) },
+        icons: {
+          "AppIcon60x60@3x.png": encodeCgbi(180, 180, samplePixels(180, 180)),
+          "AppIcon60x60@2x.png": encodeCgbi(120, 120, samplePixels(120, 120)),
+        },
         fillerBytes: 200 * MiB,
       }),
     );
-    writeFileSync(apkPath, makeApk({ icons: [{ density: 640, png: encodePng(192, 192, samplePixels(192, 192)) }, { density: 480, png: encodePng(144, 144, samplePixels(144, 144)) }], fillerBytes: 100 * MiB }));
-    console.log(`bench:metadata — ${ROUNDS} rounds each, median; load average ${loadavg().map((l) => l.toFixed(1)).join(" ")} on this machine`);
+    writeFileSync(
+      apkPath,
+      makeApk({
+        icons: [
+          { density: 640, png: encodePng(192, 192, samplePixels(192, 192)) },
+          { density: 480, png: encodePng(144, 144, samplePixels(144, 144)) },
+        ],
+        fillerBytes: 100 * MiB,
+      }),
+    );
+    console.log(
+      `bench:metadata — ${ROUNDS} rounds each, median; load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(" ")} on this machine`,
+    );
     const rows: string[] = [];
     for (const [label, file, platform] of [
       ["IPA", ipaPath, "ios"],
@@ -105,10 +121,16 @@ async function main() {
         `  extract ${e.toFixed(1)} ms, peak RSS ${extract.peakRssMiB.toFixed(0)} MiB (+${(extract.peakRssMiB - extract.baselineRssMiB).toFixed(0)} over the process at start)`,
       );
       console.log(`  read once ${r.toFixed(1)} ms (${(size / MiB / (r / 1000)).toFixed(0)} MiB/s), peak RSS ${read.peakRssMiB.toFixed(0)} MiB`);
-      console.log(`  ratio: extraction takes ${((e / r) * 100).toFixed(2)}% of one full read; extra memory ${(((extract.peakRssMiB - extract.baselineRssMiB) / (size / MiB)) * 100).toFixed(1)}% of the file size`);
-      rows.push(`| ${label} | ${(size / MiB).toFixed(0)} MiB | ${e.toFixed(1)} ms | ${r.toFixed(1)} ms | ${((e / r) * 100).toFixed(2)}% | ${extract.peakRssMiB.toFixed(0)} MiB (+${(extract.peakRssMiB - extract.baselineRssMiB).toFixed(0)}) | ${read.peakRssMiB.toFixed(0)} MiB |`);
+      console.log(
+        `  ratio: extraction takes ${((e / r) * 100).toFixed(2)}% of one full read; extra memory ${(((extract.peakRssMiB - extract.baselineRssMiB) / (size / MiB)) * 100).toFixed(1)}% of the file size`,
+      );
+      rows.push(
+        `| ${label} | ${(size / MiB).toFixed(0)} MiB | ${e.toFixed(1)} ms | ${r.toFixed(1)} ms | ${((e / r) * 100).toFixed(2)}% | ${extract.peakRssMiB.toFixed(0)} MiB (+${(extract.peakRssMiB - extract.baselineRssMiB).toFixed(0)}) | ${read.peakRssMiB.toFixed(0)} MiB |`,
+      );
     }
-    console.log("\n| archive | size | extract (median) | read once (median) | ratio | extract peak RSS (over start) | read peak RSS |\n|---|---|---|---|---|---|---|");
+    console.log(
+      "\n| archive | size | extract (median) | read once (median) | ratio | extract peak RSS (over start) | read peak RSS |\n|---|---|---|---|---|---|---|",
+    );
     for (const row of rows) console.log(row);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -24,10 +24,17 @@ function rssOf(pid: number): number {
 
 function putFile(url: string, path: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: "POST", headers: { "content-type": "application/octet-stream", "content-length": String(SIZE), authorization: "Bearer ya29.fake-access-token" } }, (res) => {
-      res.resume();
-      res.on("end", () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      url,
+      {
+        method: "POST",
+        headers: { "content-type": "application/octet-stream", "content-length": String(SIZE), authorization: "Bearer ya29.fake-access-token" },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on("error", reject);
     pipeline(createReadStream(path, { highWaterMark: MiB }), req).catch(reject);
   });
@@ -51,10 +58,22 @@ async function main() {
   const sha256 = hash.digest("hex");
   const asc = makeAscKey();
   const placeholder = makeServiceAccount("http://127.0.0.1:9/token");
-  const stores = await startFakeStores({ ascPublicPem: asc.publicPem, ascIssuer: asc.issuerId, ascKeyId: asc.keyId, googlePublicPem: placeholder.publicPem, googleEmail: placeholder.clientEmail });
+  const stores = await startFakeStores({
+    ascPublicPem: asc.publicPem,
+    ascIssuer: asc.issuerId,
+    ascKeyId: asc.keyId,
+    googlePublicPem: placeholder.publicPem,
+    googleEmail: placeholder.clientEmail,
+  });
   stores.sinkUploads = true;
   const google = placeholder.json.replace("http://127.0.0.1:9/token", `${stores.url}/token`);
-  const env = { HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_OUTBOX_POLL_MS: "20", HANGAR_ASC_API_URL: stores.url, HANGAR_GOOGLE_API_URL: stores.url };
+  const env = {
+    HANGAR_DATA_DIR: dataDir,
+    HANGAR_LOG_REQUESTS: "0",
+    HANGAR_OUTBOX_POLL_MS: "20",
+    HANGAR_ASC_API_URL: stores.url,
+    HANGAR_GOOGLE_API_URL: stores.url,
+  };
   const daemon = await startDaemon(env);
   try {
     const c = daemonCaller(daemon.url);
@@ -66,16 +85,27 @@ async function main() {
     const project = await createProject(c, owner);
     await c.call("PUT", `/v1/projects/${project.id}/secrets/RELEASE`, { token: owner, body: { value: "x" } });
     await c.call("PUT", `/v1/projects/${project.id}/stores/google-play`, { token: owner, body: { service_account_json: google } });
-    const config = { platform: "any", steps: [{ name: "b", run: "true" }], publish: [{ to: "google_play", package_name: "com.example.demo", track: "internal" }] };
+    const config = {
+      platform: "any",
+      steps: [{ name: "b", run: "true" }],
+      publish: [{ to: "google_play", package_name: "com.example.demo", track: "internal" }],
+    };
     const pipe = await createPipeline(c, owner, project.id, config as never);
     const runner = await registerRunner(c, owner);
     const build = await queueBuild(c, owner, project.id, pipe.id);
     await claim(c, runner);
     await reportStatus(c, runner, build.id, { status: "running" });
     const jobPath = `/v1/runners/${runner.id}/jobs/${build.id}/artifacts`;
-    const created = await c.call("POST", jobPath, { token: runner.token, body: { filename: "app.aab", size_bytes: SIZE, content_type: "application/octet-stream", sha256 } });
+    const created = await c.call("POST", jobPath, {
+      token: runner.token,
+      body: { filename: "app.aab", size_bytes: SIZE, content_type: "application/octet-stream", sha256 },
+    });
     await new Promise<void>((resolve, reject) => {
-      const req = request(created.body.upload.url, { method: "PUT", headers: { "content-length": String(SIZE) } }, (res) => (res.resume(), res.on("end", () => resolve())));
+      const req = request(
+        created.body.upload.url,
+        { method: "PUT", headers: { "content-length": String(SIZE) } },
+        (res) => (res.resume(), res.on("end", () => resolve())),
+      );
       req.on("error", reject);
       pipeline(createReadStream(source, { highWaterMark: MiB }), req).catch(reject);
     });

@@ -42,11 +42,17 @@ try {
   const base = join(dataDir, "artifacts");
   const projectId = crypto.randomUUID();
   const pipelineId = crypto.randomUUID();
-  db.prepare("INSERT INTO projects (id, name, repo_url, default_branch, created_at, updated_at) VALUES (?, 'bench', 'https://git.example.com/b.git', 'main', ?, ?)").run(projectId, now, now);
-  db.prepare("INSERT INTO pipelines (id, project_id, name, config, created_at, updated_at) VALUES (?, ?, 'build', '{\"platform\":\"any\",\"steps\":[]}', ?, ?)").run(pipelineId, projectId, now, now);
-  const insertBuild = db.prepare(`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, commit_sha, branch, config_snapshot, timeout_s,
+  db.prepare(
+    "INSERT INTO projects (id, name, repo_url, default_branch, created_at, updated_at) VALUES (?, 'bench', 'https://git.example.com/b.git', 'main', ?, ?)",
+  ).run(projectId, now, now);
+  db.prepare(
+    'INSERT INTO pipelines (id, project_id, name, config, created_at, updated_at) VALUES (?, ?, \'build\', \'{"platform":"any","steps":[]}\', ?, ?)',
+  ).run(pipelineId, projectId, now, now);
+  const insertBuild =
+    db.prepare(`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, commit_sha, branch, config_snapshot, timeout_s,
     queued_at, started_at, finished_at, created_at, updated_at) VALUES (?, ?, ?, ?, 'succeeded', 'any', 'manual', '0123456789abcdef0123456789abcdef01234567', ?, '{}', 3600, ?, ?, ?, ?, ?)`);
-  const insertArtifact = db.prepare(`INSERT INTO artifacts (id, build_id, runner_id, filename, size_bytes, content_type, status, storage_location, completed_at, created_at, updated_at)
+  const insertArtifact =
+    db.prepare(`INSERT INTO artifacts (id, build_id, runner_id, filename, size_bytes, content_type, status, storage_location, completed_at, created_at, updated_at)
     VALUES (?, ?, 'r', 'app.ipa', ?, 'application/octet-stream', 'available', ?, ?, ?, ?)`);
   let doomed = 0;
   const seedStart = performance.now();
@@ -58,18 +64,36 @@ try {
     if (old) doomed++;
     const finishedAt = old ? now - 40 * DAY - i : now - DAY;
     insertBuild.run(buildId, projectId, pipelineId, i + 1, `branch-${i % 20}`, finishedAt, finishedAt, finishedAt, finishedAt, finishedAt);
-    insertArtifact.run(artifactId, buildId, ARTIFACT_BYTES, JSON.stringify({ provider: "local", base_dir: base, key: `${buildId}/${artifactId}` }), finishedAt, finishedAt, finishedAt);
+    insertArtifact.run(
+      artifactId,
+      buildId,
+      ARTIFACT_BYTES,
+      JSON.stringify({ provider: "local", base_dir: base, key: `${buildId}/${artifactId}` }),
+      finishedAt,
+      finishedAt,
+      finishedAt,
+    );
     mkdirSync(join(base, buildId), { recursive: true, mode: 0o700 });
     sparseFile(join(base, buildId, artifactId), ARTIFACT_BYTES);
   }
-  db.prepare("INSERT INTO instance_settings (key, value, updated_at) VALUES ('retention', ?, ?)").run(JSON.stringify({ artifacts: { keep_last: null, max_age_days: 30 }, logs: { max_age_days: null } }), now);
+  db.prepare("INSERT INTO instance_settings (key, value, updated_at) VALUES ('retention', ?, ?)").run(
+    JSON.stringify({ artifacts: { keep_last: null, max_age_days: 30 }, logs: { max_age_days: null } }),
+    now,
+  );
   // A pass ran just now: none is due until the idle window is measured and this row is moved two days back.
   const seeded = Math.floor(Date.now() / 1000);
-  db.prepare("INSERT INTO retention_passes (id, trigger, started_at, finished_at, lease_owner, lease_expires_at) VALUES ('seed', 'scheduled', ?, ?, 'seed', 0)").run(seeded, seeded);
+  db.prepare(
+    "INSERT INTO retention_passes (id, trigger, started_at, finished_at, lease_owner, lease_expires_at) VALUES ('seed', 'scheduled', ?, ?, 'seed', 0)",
+  ).run(seeded, seeded);
   db.exec("COMMIT");
-  console.error(`seeded ${BUILDS} builds, ${((BUILDS * ARTIFACT_BYTES) / 1e9).toFixed(0)} GB of sparse artifacts in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`);
+  console.error(
+    `seeded ${BUILDS} builds, ${((BUILDS * ARTIFACT_BYTES) / 1e9).toFixed(0)} GB of sparse artifacts in ${((performance.now() - seedStart) / 1000).toFixed(1)} s`,
+  );
 
-  const daemon = await startDaemon({ ...env, HANGAR_SWEEP_INTERVAL_MS: "250" }, { stderrMode: process.env.BENCH_DAEMON_STDERR ? "inherit" : "ignore" });
+  const daemon = await startDaemon(
+    { ...env, HANGAR_SWEEP_INTERVAL_MS: "250" },
+    { stderrMode: process.env.BENCH_DAEMON_STDERR ? "inherit" : "ignore" },
+  );
   try {
     const samples: Array<{ at: number; ms: number }> = [];
     let passStart = 0;
@@ -96,10 +120,19 @@ try {
       }
     }
     if (!passEnd) throw new Error("the pass did not finish in time");
-    const passRow = db.prepare("SELECT artifacts_count, artifacts_bytes, started_at, finished_at FROM retention_passes WHERE id != 'seed'").get() as Record<string, number>;
+    const passRow = db
+      .prepare("SELECT artifacts_count, artifacts_bytes, started_at, finished_at FROM retention_passes WHERE id != 'seed'")
+      .get() as Record<string, number>;
     // The first requests warm the daemon up (JIT, statement cache): left out of the idle figures.
-    const idle = samples.slice(50).filter((s) => s.at < passStart - 200).map((s) => s.ms).sort((a, b) => a - b);
-    const during = samples.filter((s) => s.at > passStart && s.at < passEnd).map((s) => s.ms).sort((a, b) => a - b);
+    const idle = samples
+      .slice(50)
+      .filter((s) => s.at < passStart - 200)
+      .map((s) => s.ms)
+      .sort((a, b) => a - b);
+    const during = samples
+      .filter((s) => s.at > passStart && s.at < passEnd)
+      .map((s) => s.ms)
+      .sort((a, b) => a - b);
     // The pass's own clock is in whole seconds; the bench's sampling of it is within one request of the truth.
     const passS = (passEnd - passStart) / 1000;
     await stopProcess(daemon.proc);
@@ -141,7 +174,12 @@ try {
       raw_rm_files_per_s: Math.round(doomed / rawS),
       pass_vs_raw_rm: Number((rawS / passS).toFixed(3)),
       idle: { n: idle.length, p50_ms: Number(percentile(idle, 50).toFixed(2)), p99_ms: Number(percentile(idle, 99).toFixed(2)) },
-      during_pass: { n: during.length, p50_ms: Number(percentile(during, 50).toFixed(2)), p99_ms: Number(percentile(during, 99).toFixed(2)), max_ms: Number((during.at(-1) ?? NaN).toFixed(2)) },
+      during_pass: {
+        n: during.length,
+        p50_ms: Number(percentile(during, 50).toFixed(2)),
+        p99_ms: Number(percentile(during, 99).toFixed(2)),
+        max_ms: Number((during.at(-1) ?? NaN).toFixed(2)),
+      },
       p99_ratio: Number((percentile(during, 99) / percentile(idle, 99)).toFixed(2)),
       loadavg_1m: Number(loadavg()[0]!.toFixed(2)),
     };

@@ -76,8 +76,13 @@ try {
   const fmt = (ms: number) => `${ms.toFixed(1)} ms`;
   console.log(`leftovers: ${LEFTOVERS} processes of ${USER}, each in its own session; ${ROUNDS} rounds, medians`);
   console.log(`physical limit (root SIGKILLs the ${LEFTOVERS} pids, waits until /proc shows none): ${fmt(lim)}`);
-  console.log(`runner, --run-as without a cgroup (every process of the user ended): ${fmt(median(userOnly))} (${(median(userOnly) / lim).toFixed(2)}x the limit)`);
-  if (support.ok) console.log(`runner, --run-as with the job's cgroup (cgroup.kill, then the user sweep): ${fmt(median(withCgroup))} (${(median(withCgroup) / lim).toFixed(2)}x the limit)`);
+  console.log(
+    `runner, --run-as without a cgroup (every process of the user ended): ${fmt(median(userOnly))} (${(median(userOnly) / lim).toFixed(2)}x the limit)`,
+  );
+  if (support.ok)
+    console.log(
+      `runner, --run-as with the job's cgroup (cgroup.kill, then the user sweep): ${fmt(median(withCgroup))} (${(median(withCgroup) / lim).toFixed(2)}x the limit)`,
+    );
   else console.log(`no cgroup mode here: ${support.reason}`);
 } finally {
   await endUserProcesses(uid, gid).catch(() => 0);

@@ -50,7 +50,11 @@ function gone(p: { pid: number; start: string | null }): boolean {
  * A holder shell (without the cookie) starts `count` processes carrying it, each `setsid`'d, and reaps them when
  * they die. Resolves with their pids once all of them are visible to the sweep's own search.
  */
-async function startLeftovers(cookie: string, count: number, ignoreTerm: boolean): Promise<{ pids: Array<{ pid: number; start: string | null }>; holder: ChildProcess }> {
+async function startLeftovers(
+  cookie: string,
+  count: number,
+  ignoreTerm: boolean,
+): Promise<{ pids: Array<{ pid: number; start: string | null }>; holder: ChildProcess }> {
   const body = ignoreTerm ? `trap '' TERM; exec sleep 300` : "exec sleep 300";
   const script = `i=0; while [ $i -lt ${count} ]; do ${COOKIE_VAR}=${cookie} setsid sh -c "${body}" & echo $!; i=$((i+1)); done; echo ready; wait`;
   const holder = spawn("sh", ["-c", script], { stdio: ["ignore", "pipe", "inherit"] });
@@ -58,7 +62,13 @@ async function startLeftovers(cookie: string, count: number, ignoreTerm: boolean
     let out = "";
     holder.stdout!.on("data", (d: Buffer) => {
       out += d.toString();
-      if (out.includes("ready\n")) resolve(out.split("\n").filter((l) => /^\d+$/.test(l)).map(Number));
+      if (out.includes("ready\n"))
+        resolve(
+          out
+            .split("\n")
+            .filter((l) => /^\d+$/.test(l))
+            .map(Number),
+        );
     });
   });
   const uids = new Set([process.getuid!()]);
@@ -116,7 +126,12 @@ function usage(pid: number): { cpuS: number; rssMiB: number } {
   return { cpuS, rssMiB: rss ? Number(rss[1]) / 1024 : NaN };
 }
 
-function spawnUntil(args: string[], env: Record<string, string>, pattern: RegExp, stream: "stdout" | "stderr" = "stdout"): Promise<{ proc: ChildProcess; match: RegExpExecArray }> {
+function spawnUntil(
+  args: string[],
+  env: Record<string, string>,
+  pattern: RegExp,
+  stream: "stdout" | "stderr" = "stdout",
+): Promise<{ proc: ChildProcess; match: RegExpExecArray }> {
   const proc = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
   return new Promise((resolve, reject) => {
     let out = "";
@@ -184,7 +199,8 @@ async function idleRunners(): Promise<void> {
     await call(url, "POST", "/v1/setup/local-owner/create", { email: "bench@example.com" }, setup);
     await call(url, "POST", "/v1/setup/complete", undefined, setup);
     const session = (await call(url, "POST", "/v1/auth/local/login", {})).session_token as string;
-    const register = async (name: string) => (await call(url, "POST", "/v1/runners/register", { name, capabilities: { platforms: ["android"] } }, session)) as { id: string; token: string };
+    const register = async (name: string) =>
+      (await call(url, "POST", "/v1/runners/register", { name, capabilities: { platforms: ["android"] } }, session)) as { id: string; token: string };
 
     const online = /runner \S+ online at/;
     const start = async (name: string, args: string[]) => {
@@ -202,7 +218,10 @@ async function idleRunners(): Promise<void> {
     // Settle (start-up work, the first heartbeat), then measure every process over the same window.
     await new Promise((r) => setTimeout(r, 3000));
     const procs = { standalone, cli, bare } as const;
-    const before = Object.fromEntries(Object.entries(procs).map(([k, p]) => [k, usage(p.pid!)])) as Record<keyof typeof procs, ReturnType<typeof usage>>;
+    const before = Object.fromEntries(Object.entries(procs).map(([k, p]) => [k, usage(p.pid!)])) as Record<
+      keyof typeof procs,
+      ReturnType<typeof usage>
+    >;
     const requestsBefore = await runnerRequests(url);
     const rss: Record<keyof typeof procs, number[]> = { standalone: [], cli: [], bare: [] };
     const t0 = performance.now();
@@ -212,7 +231,10 @@ async function idleRunners(): Promise<void> {
     }
     const wallS = (performance.now() - t0) / 1000;
     const requests = (await runnerRequests(url)) - requestsBefore;
-    const after = Object.fromEntries(Object.entries(procs).map(([k, p]) => [k, usage(p.pid!)])) as Record<keyof typeof procs, ReturnType<typeof usage>>;
+    const after = Object.fromEntries(Object.entries(procs).map(([k, p]) => [k, usage(p.pid!)])) as Record<
+      keyof typeof procs,
+      ReturnType<typeof usage>
+    >;
 
     const cpuMs = (k: keyof typeof procs) => (after[k].cpuS - before[k].cpuS) * 1000;
     const line = (label: string, k: keyof typeof procs) =>
@@ -221,9 +243,12 @@ async function idleRunners(): Promise<void> {
     console.log(line("standalone runner (dist/hangar-runner.mjs)", "standalone"));
     console.log(line("hangar runner (bin/hangar.mjs, dist bundle)", "cli"));
     console.log(line("bare node, sleeping (the limit)", "bare"));
-    const ratio = (k: keyof typeof procs) => `RSS ${(median(rss[k]) / median(rss.bare)).toFixed(2)}×, CPU +${(cpuMs(k) - cpuMs("bare")).toFixed(0)} ms`;
+    const ratio = (k: keyof typeof procs) =>
+      `RSS ${(median(rss[k]) / median(rss.bare)).toFixed(2)}×, CPU +${(cpuMs(k) - cpuMs("bare")).toFixed(0)} ms`;
     console.log(`ratio to the sleeping node: standalone ${ratio("standalone")}; hangar runner ${ratio("cli")}`);
-    console.log(`runner requests answered by the daemon in the window (both runners): ${requests} (${((requests / 2 / wallS) * 60).toFixed(1)} per runner per minute)`);
+    console.log(
+      `runner requests answered by the daemon in the window (both runners): ${requests} (${((requests / 2 / wallS) * 60).toFixed(1)} per runner per minute)`,
+    );
   } finally {
     for (const c of children.reverse()) await stop(c);
     rmSync(dataDir, { recursive: true, force: true });
@@ -241,8 +266,12 @@ async function main(): Promise<void> {
     const m = (f: (r: (typeof rounds)[number]) => number) => median(rounds.map(f));
     const label = ignoreTerm ? "ignoring SIGTERM" : "exiting on SIGTERM";
     console.log(
-      `sweep, ${LEFTOVERS} setsid'd processes ${label.padEnd(18)}: ${m((r) => r.sweepMs).toFixed(0).padStart(5)} ms (killed ${m((r) => r.killed)}; one /proc search ${m((r) => r.scanMs).toFixed(1)} ms)   ` +
-        `floor (pids known, signalled, polled) ${m((r) => r.floorMs).toFixed(0).padStart(5)} ms   ratio ${(m((r) => r.sweepMs) / m((r) => r.floorMs)).toFixed(2)}`,
+      `sweep, ${LEFTOVERS} setsid'd processes ${label.padEnd(18)}: ${m((r) => r.sweepMs)
+        .toFixed(0)
+        .padStart(5)} ms (killed ${m((r) => r.killed)}; one /proc search ${m((r) => r.scanMs).toFixed(1)} ms)   ` +
+        `floor (pids known, signalled, polled) ${m((r) => r.floorMs)
+          .toFixed(0)
+          .padStart(5)} ms   ratio ${(m((r) => r.sweepMs) / m((r) => r.floorMs)).toFixed(2)}`,
     );
   }
   await idleRunners();

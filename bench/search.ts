@@ -51,13 +51,15 @@ function logLine(i: number): string {
     case 3:
       return `w: /Users/ci/work/${m}/src/main/kotlin/com/example/${m}/${w}Manager.kt: (${rand(400)}, ${rand(80)}): Parameter 'ctx${rand(9)}' is never used`;
     case 4:
-      return rand(20) === 0 ? `\x1b[31merror:\x1b[0m ${m}: Provisioning profile "App ${m} AdHoc" expired on 2026-0${1 + rand(9)}-1${rand(9)}` : `Downloading https://repo.maven.apache.org/maven2/org/${m}/${w}/${rand(9)}.${rand(20)}.${rand(9)}/${w}-${rand(9)}.jar`;
+      return rand(20) === 0
+        ? `\x1b[31merror:\x1b[0m ${m}: Provisioning profile "App ${m} AdHoc" expired on 2026-0${1 + rand(9)}-1${rand(9)}`
+        : `Downloading https://repo.maven.apache.org/maven2/org/${m}/${w}/${rand(9)}.${rand(20)}.${rand(9)}/${w}-${rand(9)}.jar`;
     case 5:
       return `Ld /Users/ci/Library/Developer/Xcode/DerivedData/App-${(i * 7919).toString(36)}/Build/Products/Debug-iphonesimulator/${m}.framework/${m} normal`;
     case 6:
       return `[${String(rand(24)).padStart(2, "0")}:${String(rand(60)).padStart(2, "0")}:${String(rand(60)).padStart(2, "0")}] ${w} ${m} ${rand(100)}% (${rand(5000)}/${5000})`;
     default:
-      return `    at com.example.${m}.${w[0]!.toUpperCase()}${w.slice(1)}Service.run(${w}Service.kt:${rand(500)}) request_id=${(i * 2654435761 >>> 0).toString(16)}`;
+      return `    at com.example.${m}.${w[0]!.toUpperCase()}${w.slice(1)}Service.run(${w}Service.kt:${rand(500)}) request_id=${((i * 2654435761) >>> 0).toString(16)}`;
   }
 }
 
@@ -75,7 +77,11 @@ function buildLog(buildIndex: number): { bytes: Uint8Array; lines: string[] } {
 async function main() {
   const dir = mkdtempSync(join(tmpdir(), "hangar-bench-search-"));
   const builds = Math.max(1, Math.round((TOTAL_MB * 1024 * 1024) / PER_BUILD));
-  console.log(`bench:search — ${builds} builds × ${PER_BUILD / 1024} KiB = ${f((builds * PER_BUILD) / 2 ** 20, 0)} MiB of log; ${cpus().length} cores, load ${loadavg().map((l) => f(l, 2)).join(" ")}`);
+  console.log(
+    `bench:search — ${builds} builds × ${PER_BUILD / 1024} KiB = ${f((builds * PER_BUILD) / 2 ** 20, 0)} MiB of log; ${cpus().length} cores, load ${loadavg()
+      .map((l) => f(l, 2))
+      .join(" ")}`,
+  );
   try {
     const opened = await openDb(`file:${join(dir, "hangar.db")}`);
     const { db } = opened;
@@ -83,7 +89,9 @@ async function main() {
     const config = loadConfig({});
     const deps = { db, clock: { now: () => 2_000_000_000 }, config };
     const raw = new Database(join(dir, "raw.db"));
-    raw.exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE VIRTUAL TABLE raw_search USING fts5(line, build_id UNINDEXED, line_number UNINDEXED)");
+    raw.exec(
+      "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE VIRTUAL TABLE raw_search USING fts5(line, build_id UNINDEXED, line_number UNINDEXED)",
+    );
 
     // Store the logs as appendLog leaves them (chunks with newline counts), final builds past their grace.
     let logBytes = 0;
@@ -93,7 +101,9 @@ async function main() {
       raw.exec("BEGIN");
       for (let i = 0; i < rows.length; i += 250) {
         const part = rows.slice(i, i + 250);
-        raw.prepare(`INSERT INTO raw_search (rowid, line, build_id, line_number) VALUES ${part.map(() => "(?, ?, ?, ?)").join(", ")}`).run(part.flat());
+        raw
+          .prepare(`INSERT INTO raw_search (rowid, line, build_id, line_number) VALUES ${part.map(() => "(?, ?, ?, ?)").join(", ")}`)
+          .run(part.flat());
       }
       raw.exec("COMMIT");
       rawMs += performance.now() - t0;
@@ -115,7 +125,8 @@ async function main() {
       await db.batch(statements as [(typeof statements)[number], ...typeof statements]);
       insertRaw(lines.map((l, i) => [(b + 1) * 134_217_728 + i + 1, searchableLine(l), id, i + 1]));
     }
-    const pageBytes = async () => Number((await db.get<{ n: number }>(sql`SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()`))!.n);
+    const pageBytes = async () =>
+      Number((await db.get<{ n: number }>(sql`SELECT page_count * page_size AS n FROM pragma_page_count(), pragma_page_size()`))!.n);
     const before = await pageBytes();
 
     // 1. Indexing through the maintenance pass.
@@ -124,14 +135,30 @@ async function main() {
     const indexMs = performance.now() - t0;
     const after = await pageBytes();
     const mib = logBytes / 2 ** 20;
-    console.log(`indexing: ${f(mib / (indexMs / 1000))} MiB/s through indexEndedLogs (${f(indexMs / 1000)} s); bare FTS5 inserts ${f(mib / (rawMs / 1000))} MiB/s (${f(rawMs / 1000)} s): ratio ${f(rawMs / indexMs, 2)}`);
-    console.log(`index size: ${f((after - before) / 2 ** 20)} MiB for ${f(mib)} MiB of stored log = ${f(((after - before) / logBytes) * 100, 0)} % (line text kept in the FTS table + the inverted index); bare FTS5 file ${f(statSync(join(dir, "raw.db")).size / 2 ** 20)} MiB`);
+    console.log(
+      `indexing: ${f(mib / (indexMs / 1000))} MiB/s through indexEndedLogs (${f(indexMs / 1000)} s); bare FTS5 inserts ${f(mib / (rawMs / 1000))} MiB/s (${f(rawMs / 1000)} s): ratio ${f(rawMs / indexMs, 2)}`,
+    );
+    console.log(
+      `index size: ${f((after - before) / 2 ** 20)} MiB for ${f(mib)} MiB of stored log = ${f(((after - before) / logBytes) * 100, 0)} % (line text kept in the FTS table + the inverted index); bare FTS5 file ${f(statSync(join(dir, "raw.db")).size / 2 ** 20)} MiB`,
+    );
 
     // 2. Queries.
-    const queries = ["expired", '"Provisioning profile"', "Provision*", "request_id", '"normal arm64" payments', "Downloading maven", "nomatchword", "Service.kt:12", "feed AND lint"];
+    const queries = [
+      "expired",
+      '"Provisioning profile"',
+      "Provision*",
+      "request_id",
+      '"normal arm64" payments',
+      "Downloading maven",
+      "nomatchword",
+      "Service.kt:12",
+      "feed AND lint",
+    ];
     const ours: number[] = [];
     const bare: number[] = [];
-    const rawStmt = raw.prepare("SELECT rowid, build_id, line_number, line, highlight(raw_search, 0, '[', ']') FROM raw_search WHERE raw_search MATCH ? ORDER BY rowid DESC LIMIT 50");
+    const rawStmt = raw.prepare(
+      "SELECT rowid, build_id, line_number, line, highlight(raw_search, 0, '[', ']') FROM raw_search WHERE raw_search MATCH ? ORDER BY rowid DESC LIMIT 50",
+    );
     for (let round = 0; round < 20; round++) {
       for (const q of queries) {
         const a = performance.now();
@@ -144,7 +171,9 @@ async function main() {
     }
     ours.sort((x, y) => x - y);
     bare.sort((x, y) => x - y);
-    console.log(`queries (${ours.length}, ${queries.length} kinds): searchLogs p50 ${f(pct(ours, 50), 2)} ms p99 ${f(pct(ours, 99), 2)} ms; bare MATCH p50 ${f(pct(bare, 50), 2)} ms p99 ${f(pct(bare, 99), 2)} ms: ratio p50 ${f(pct(bare, 50) / pct(ours, 50), 2)}, p99 ${f(pct(bare, 99) / pct(ours, 99), 2)}`);
+    console.log(
+      `queries (${ours.length}, ${queries.length} kinds): searchLogs p50 ${f(pct(ours, 50), 2)} ms p99 ${f(pct(ours, 99), 2)} ms; bare MATCH p50 ${f(pct(bare, 50), 2)} ms p99 ${f(pct(bare, 99), 2)} ms: ratio p50 ${f(pct(bare, 50) / pct(ours, 50), 2)}, p99 ${f(pct(bare, 99) / pct(ours, 99), 2)}`,
+    );
     const filtered: number[] = [];
     for (let round = 0; round < 20; round++) {
       const a = performance.now();

@@ -39,7 +39,9 @@ try {
     const sealed = await Promise.all(values.map((v) => deps.secrets.seal(v)));
     const sealMs = performance.now() - s0;
     for (let i = 0; i < count; i += 50) {
-      await deps.db.insert(projectSecrets).values(sealed.slice(i, i + 50).map((valueSealed, j) => ({ projectId: id, name: `VAR_${i + j}`, valueSealed, createdAt: 0, updatedAt: 0 })));
+      await deps.db
+        .insert(projectSecrets)
+        .values(sealed.slice(i, i + 50).map((valueSealed, j) => ({ projectId: id, name: `VAR_${i + j}`, valueSealed, createdAt: 0, updatedAt: 0 })));
     }
     const project = await getProject(deps, id);
 
@@ -60,7 +62,9 @@ try {
     const nowMs = await time(async () => {
       await matcherFor(await projectLogSecretsFingerprint(deps, project), () => Promise.reject(new Error("cache miss")));
     }, ROUNDS * 20);
-    console.log(`${`${count} × ${size / 1024} KiB`.padEnd(18)} ${f(sealMs).padStart(11)}  ${f(buildMs).padStart(14)}  ${f(beforeMs).padStart(19)}  ${f(nowMs).padStart(16)}`);
+    console.log(
+      `${`${count} × ${size / 1024} KiB`.padEnd(18)} ${f(sealMs).padStart(11)}  ${f(buildMs).padStart(14)}  ${f(beforeMs).padStart(19)}  ${f(nowMs).padStart(16)}`,
+    );
   }
 } finally {
   close();

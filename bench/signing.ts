@@ -35,7 +35,10 @@ async function main(): Promise<void> {
   const profileBytes = profiles.reduce((n, p) => n + p.length, 0);
   const results: Record<string, unknown> = { load_average_1m: loadavg()[0], profiles: profiles.length, profile_bytes: profileBytes };
 
-  for (const [name, p12] of [["modern (AES-256, PBKDF2-SHA256)", identity.p12], ["legacy (RC2-40, 3DES, SHA-1 MAC)", identity.p12Legacy]] as const) {
+  for (const [name, p12] of [
+    ["modern (AES-256, PBKDF2-SHA256)", identity.p12],
+    ["legacy (RC2-40, 3DES, SHA-1 MAC)", identity.p12Legacy],
+  ] as const) {
     const input = { certificate_p12_base64: b64(p12), certificate_password: P12_PASSWORD, provisioning_profiles_base64: profiles.map(b64) };
     await checkIosSigning(input); // warm-up (JIT)
     const ms: number[] = [];
@@ -53,9 +56,15 @@ async function main(): Promise<void> {
   const ms: number[] = [];
   for (let i = 0; i < Math.min(ROUNDS, 5); i++) {
     const started = performance.now();
-    execFileSync("openssl", ["pkcs12", "-in", p12File, "-passin", `pass:${P12_PASSWORD}`, "-nodes", "-out", join(dir, "out.pem")], { stdio: "ignore" });
+    execFileSync("openssl", ["pkcs12", "-in", p12File, "-passin", `pass:${P12_PASSWORD}`, "-nodes", "-out", join(dir, "out.pem")], {
+      stdio: "ignore",
+    });
     for (let p = 0; p < profiles.length; p++) {
-      execFileSync("openssl", ["cms", "-verify", "-noverify", "-inform", "DER", "-in", join(dir, `p${p}.mobileprovision`), "-out", join(dir, "plist.xml")], { stdio: "ignore" });
+      execFileSync(
+        "openssl",
+        ["cms", "-verify", "-noverify", "-inform", "DER", "-in", join(dir, `p${p}.mobileprovision`), "-out", join(dir, "plist.xml")],
+        { stdio: "ignore" },
+      );
     }
     ms.push(performance.now() - started);
   }
@@ -66,7 +75,11 @@ async function main(): Promise<void> {
   const security: CommandRunner = {
     async run(argv) {
       calls.push(argv);
-      return { code: 0, stdout: argv[1] === "list-keychains" && argv.length === 4 ? '    "/Users/ci/Library/Keychains/login.keychain-db"\n' : "", stderr: "" };
+      return {
+        code: 0,
+        stdout: argv[1] === "list-keychains" && argv.length === 4 ? '    "/Users/ci/Library/Keychains/login.keychain-db"\n' : "",
+        stderr: "",
+      };
     },
   };
   const secrets = join(dir, "build-1-x", "secrets");
@@ -76,13 +89,19 @@ async function main(): Promise<void> {
   writeFileSync(certPath, identity.p12);
   const installed = { keychain: null as string | null, profiles: [] as string[] };
   const started = performance.now();
-  await installProfiles(secrets, home, profiles.map((bytes, i) => ({ uuid: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, bytes })), installed);
+  await installProfiles(
+    secrets,
+    home,
+    profiles.map((bytes, i) => ({ uuid: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, bytes })),
+    installed,
+  );
   await createJobKeychain(security, secrets, certPath, P12_PASSWORD, installed);
   const setUpMs = performance.now() - started;
   const installedBytes = readdirSync(profilesDirectory(home)).reduce((n, f) => n + statSync(join(profilesDirectory(home), f)).size, 0);
   const manifestBytes = statSync(join(secrets, "installed.json")).size;
   results["runner set-up: security commands"] = calls.length;
-  results["runner set-up: bytes written (p12 + profiles in the job dir and installed + manifest)"] = identity.p12.length + 2 * profileBytes + manifestBytes;
+  results["runner set-up: bytes written (p12 + profiles in the job dir and installed + manifest)"] =
+    identity.p12.length + 2 * profileBytes + manifestBytes;
   results["runner set-up: installed profile bytes"] = installedBytes;
   results["runner set-up: wall ms without the security commands themselves"] = Number(setUpMs.toFixed(1));
   results["runner removal: security commands"] = 3;

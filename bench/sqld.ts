@@ -70,7 +70,10 @@ async function queueAll(world: World, bases: string[]): Promise<void> {
   for (let i = 0; i < BUILDS; i += 50) {
     await Promise.all(
       Array.from({ length: 50 }, (_, k) =>
-        json(`${bases[k % bases.length]}/v1/projects/${world.projectId}/builds`, "POST", world.owner, { pipeline_id: world.android, commit_sha: "abcdef0123456789" }),
+        json(`${bases[k % bases.length]}/v1/projects/${world.projectId}/builds`, "POST", world.owner, {
+          pipeline_id: world.android,
+          commit_sha: "abcdef0123456789",
+        }),
       ),
     );
   }
@@ -163,7 +166,10 @@ async function crossPickup(world: World, a: string, b: string): Promise<{ fromSe
   for (let i = 0; i < PICKUP_BUILDS; i++) {
     await sleep(100 + Math.random() * 300);
     const s = performance.now();
-    const body = await json(`${a}/v1/projects/${world.projectId}/builds`, "POST", world.owner, { pipeline_id: world.ios, commit_sha: "abcdef0123456789" });
+    const body = await json(`${a}/v1/projects/${world.projectId}/builds`, "POST", world.owner, {
+      pipeline_id: world.ios,
+      commit_sha: "abcdef0123456789",
+    });
     sentAt.set(body.build_number, s);
     queuedAt.set(body.build_number, performance.now());
   }
@@ -191,7 +197,9 @@ async function main() {
     process.stdout.write(`${line}\n`);
   };
   try {
-    say(`bench:sqld: ${BUILDS} builds, ${RUNNERS} runners, ${cpus().length} cores, Node ${process.version}, load average ${loadavg()[0]!.toFixed(1)} at the start`);
+    say(
+      `bench:sqld: ${BUILDS} builds, ${RUNNERS} runners, ${cpus().length} cores, Node ${process.version}, load average ${loadavg()[0]!.toFixed(1)} at the start`,
+    );
 
     // One daemon on the embedded file.
     const fileDir = mkdtempSync(join(tmpdir(), "hangar-bench-sqld-file-"));
@@ -203,7 +211,9 @@ async function main() {
     await queueAll(fileWorld, [single.url]);
     const file = await httpCycles(fileWorld);
     await stopProcess(single.proc);
-    say(`  one daemon, embedded file:       ${file.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(file.claims, 50))} p99 ${ms(percentile(file.claims, 99))}`);
+    say(
+      `  one daemon, embedded file:       ${file.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(file.claims, 50))} p99 ${ms(percentile(file.claims, 99))}`,
+    );
 
     // Two daemons on one sqld, sharing the master key.
     sqld = await startSqld();
@@ -220,20 +230,33 @@ async function main() {
     await queueAll(world, [a.url, b.url]);
     const before5xx = [...statuses].filter(([s]) => s >= 500).reduce((n, [, c]) => n + c, 0);
     const two = await httpCycles(world);
-    say(`  two daemons, one sqld:           ${two.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(two.claims, 50))} p99 ${ms(percentile(two.claims, 99))}`);
+    say(
+      `  two daemons, one sqld:           ${two.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(two.claims, 50))} p99 ${ms(percentile(two.claims, 99))}`,
+    );
 
     // The limit, on the same server and rows.
     client = createClient({ url: sqld.url });
-    const raw = await rawCycles(client, world.fleet.map((r) => r.id));
-    say(`  raw client loop, same sqld:      ${raw.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(raw.claims, 50))} p99 ${ms(percentile(raw.claims, 99))} (20 concurrent loops, 3 write batches per cycle)`);
+    const raw = await rawCycles(
+      client,
+      world.fleet.map((r) => r.id),
+    );
+    say(
+      `  raw client loop, same sqld:      ${raw.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(raw.claims, 50))} p99 ${ms(percentile(raw.claims, 99))} (20 concurrent loops, 3 write batches per cycle)`,
+    );
     // ABBA: the daemons again after the raw loop, so a drift in the machine's load weighs on both alike.
     await client.execute(REQUEUE);
     const two2 = await httpCycles(world);
-    say(`  two daemons, one sqld (again):   ${two2.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(two2.claims, 50))} p99 ${ms(percentile(two2.claims, 99))}`);
+    say(
+      `  two daemons, one sqld (again):   ${two2.rate.toFixed(0)} cycles/s, claim p50 ${ms(percentile(two2.claims, 50))} p99 ${ms(percentile(two2.claims, 99))}`,
+    );
     const twoRate = (two.rate + two2.rate) / 2;
-    say(`  ratio two daemons on sqld / raw loop on sqld: ${(twoRate / raw.rate).toFixed(3)}; two daemons on sqld / one daemon on the file: ${(twoRate / file.rate).toFixed(3)}`);
+    say(
+      `  ratio two daemons on sqld / raw loop on sqld: ${(twoRate / raw.rate).toFixed(3)}; two daemons on sqld / one daemon on the file: ${(twoRate / file.rate).toFixed(3)}`,
+    );
     const fives = [...statuses].filter(([s]) => s >= 500).reduce((n, [, c]) => n + c, 0);
-    say(`  5xx answers: ${fives} (during the sqld cycles: ${fives - before5xx}); answers by status: ${[...statuses].map(([s, c]) => `${s}×${c}`).join(", ")}`);
+    say(
+      `  5xx answers: ${fives} (during the sqld cycles: ${fives - before5xx}); answers by status: ${[...statuses].map(([s, c]) => `${s}×${c}`).join(", ")}`,
+    );
 
     const { fromSent, fromQueued } = await crossPickup(world, a.url, b.url);
     say(

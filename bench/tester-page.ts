@@ -47,7 +47,11 @@ async function main(): Promise<void> {
   const server = createServer(createNodeListener(deps));
   const base = await listen(server);
   const json = async (method: string, path: string, body?: unknown, token?: string) => {
-    const res = await fetch(base + path, { method, headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(base + path, {
+      method,
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return (await res.json()) as Record<string, unknown>;
   };
   const { token } = await issueBootstrapToken(deps);
@@ -56,23 +60,57 @@ async function main(): Promise<void> {
   await json("POST", "/v1/setup/complete", undefined, setup);
   const session = (await json("POST", "/v1/auth/local/login", {})).session_token as string;
   const project = await json("POST", "/v1/projects", { name: "app", repo_url: "https://git.example.com/app.git" }, session);
-  const pipeline = await json("POST", `/v1/projects/${project.id}/pipelines`, { name: "beta", config: { platform: "android", steps: [{ name: "b", run: "true" }] } }, session);
+  const pipeline = await json(
+    "POST",
+    `/v1/projects/${project.id}/pipelines`,
+    { name: "beta", config: { platform: "android", steps: [{ name: "b", run: "true" }] } },
+    session,
+  );
   // 100 releases: succeeded builds with an APK each, written as the daemon stores them.
   const now = Math.floor(Date.now() / 1000);
   for (let i = 1; i <= RELEASES; i++) {
     const buildId = crypto.randomUUID();
     const t = now - (RELEASES - i) * 3600;
     await deps.db.insert(builds).values({
-      id: buildId, projectId: project.id as string, pipelineId: pipeline.id as string, buildNumber: i, status: "succeeded", platform: "android",
-      triggerType: "manual", commitSha: i.toString(16).padStart(40, "0"), branch: "main", configSnapshot: {}, timeoutS: 3600,
+      id: buildId,
+      projectId: project.id as string,
+      pipelineId: pipeline.id as string,
+      buildNumber: i,
+      status: "succeeded",
+      platform: "android",
+      triggerType: "manual",
+      commitSha: i.toString(16).padStart(40, "0"),
+      branch: "main",
+      configSnapshot: {},
+      timeoutS: 3600,
       releaseNotes: `Release ${i}: fixed the login screen, faster sync, and the settings page remembers your choice.`,
-      queuedAt: t, createdAt: t, updatedAt: t, finishedAt: t,
+      queuedAt: t,
+      createdAt: t,
+      updatedAt: t,
+      finishedAt: t,
     });
     await deps.db.insert(artifacts).values({
-      id: crypto.randomUUID(), buildId, runnerId: "r", filename: "app.apk", sizeBytes: 40_000_000, contentType: "application/vnd.android.package-archive",
-      status: "available", storageLocation: { provider: "local", key: `x/${i}` },
-      appMetadata: { platform: "android", name: "Demo", bundle_identifier: "com.example.demo", version: `1.${i}`, build: String(i), min_os: "24", has_icon: false, signing: null },
-      completedAt: t, createdAt: t, updatedAt: t,
+      id: crypto.randomUUID(),
+      buildId,
+      runnerId: "r",
+      filename: "app.apk",
+      sizeBytes: 40_000_000,
+      contentType: "application/vnd.android.package-archive",
+      status: "available",
+      storageLocation: { provider: "local", key: `x/${i}` },
+      appMetadata: {
+        platform: "android",
+        name: "Demo",
+        bundle_identifier: "com.example.demo",
+        version: `1.${i}`,
+        build: String(i),
+        min_os: "24",
+        has_icon: false,
+        signing: null,
+      },
+      completedAt: t,
+      createdAt: t,
+      updatedAt: t,
     });
   }
   const channel = await json("POST", `/v1/projects/${project.id}/channels`, { name: "beta", pipeline_id: pipeline.id }, session);
@@ -90,12 +128,22 @@ async function main(): Promise<void> {
   const floorBase = await listen(floorServer);
   const floor = await timed(floorBase + "/page.html");
 
-  console.log(`tester page, ${RELEASES} releases, ${N} sequential GETs; ${cpus().length} CPUs, load ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+  console.log(
+    `tester page, ${RELEASES} releases, ${N} sequential GETs; ${cpus().length} CPUs, load ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(" ")}`,
+  );
   console.log(`HTML size: ${bytes.length} bytes`);
   console.log(`| | TTFB p50 | TTFB p99 | total p50 | total p99 |`);
-  console.log(`| Hangar /apps/{token} | ${f(pct(hangar.ttfb, 50))} ms | ${f(pct(hangar.ttfb, 99))} ms | ${f(pct(hangar.total, 50))} ms | ${f(pct(hangar.total, 99))} ms |`);
-  console.log(`| JSON releases (same queries) | ${f(pct(api.ttfb, 50))} ms | ${f(pct(api.ttfb, 99))} ms | ${f(pct(api.total, 50))} ms | ${f(pct(api.total, 99))} ms |`);
-  console.log(`| bare node:http, same bytes | ${f(pct(floor.ttfb, 50))} ms | ${f(pct(floor.ttfb, 99))} ms | ${f(pct(floor.total, 50))} ms | ${f(pct(floor.total, 99))} ms |`);
+  console.log(
+    `| Hangar /apps/{token} | ${f(pct(hangar.ttfb, 50))} ms | ${f(pct(hangar.ttfb, 99))} ms | ${f(pct(hangar.total, 50))} ms | ${f(pct(hangar.total, 99))} ms |`,
+  );
+  console.log(
+    `| JSON releases (same queries) | ${f(pct(api.ttfb, 50))} ms | ${f(pct(api.ttfb, 99))} ms | ${f(pct(api.total, 50))} ms | ${f(pct(api.total, 99))} ms |`,
+  );
+  console.log(
+    `| bare node:http, same bytes | ${f(pct(floor.ttfb, 50))} ms | ${f(pct(floor.ttfb, 99))} ms | ${f(pct(floor.total, 50))} ms | ${f(pct(floor.total, 99))} ms |`,
+  );
   console.log(`floor ÷ Hangar (TTFB p50): ${(pct(floor.ttfb, 50) / pct(hangar.ttfb, 50)).toFixed(2)}`);
   floorServer.close();
   server.close();

@@ -48,7 +48,11 @@ async function main(): Promise<void> {
   const server = createServer(createNodeListener(deps));
   const base = await listen(server);
   const json = async (method: string, path: string, body?: unknown, token?: string) => {
-    const res = await fetch(base + path, { method, headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(base + path, {
+      method,
+      headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return (await res.json()) as Record<string, unknown>;
   };
   const { token } = await issueBootstrapToken(deps);
@@ -60,7 +64,9 @@ async function main(): Promise<void> {
   for (let i = 0; i < 5; i++) await json("POST", "/v1/runners/register", { name: `runner-${i}`, capabilities: { platforms: ["ios"] } }, session);
 
   console.log(`bench:ui — ${N} sequential loads per route over loopback, signed in; ${cpus().length} CPUs, load ${loadavg()[0]!.toFixed(2)}`);
-  console.log("| page | p50 ms | p99 ms | JSON twin | twin p50 | twin p99 | bare-server p50 (same bytes) | p50 × floor | HTML bytes | script bytes |");
+  console.log(
+    "| page | p50 ms | p99 ms | JSON twin | twin p50 | twin p99 | bare-server p50 (same bytes) | p50 × floor | HTML bytes | script bytes |",
+  );
   console.log("|---|---|---|---|---|---|---|---|---|---|");
   const rows: string[] = [];
   for (const { page, api } of PAGES) {

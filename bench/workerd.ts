@@ -56,7 +56,12 @@ const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floo
 async function interleaved(targets: Array<() => Promise<Figures>>): Promise<Figures[]> {
   const runs: Figures[][] = targets.map(() => []);
   for (let round = 0; round < ROUNDS; round++) for (const [i, run] of targets.entries()) runs[i]!.push(await run());
-  return runs.map((r) => ({ rps: median(r.map((f) => f.rps)), p50: median(r.map((f) => f.p50)), p99: median(r.map((f) => f.p99)), failed: r.reduce((n, f) => n + f.failed, 0) }));
+  return runs.map((r) => ({
+    rps: median(r.map((f) => f.rps)),
+    p50: median(r.map((f) => f.p50)),
+    p99: median(r.map((f) => f.p99)),
+    failed: r.reduce((n, f) => n + f.failed, 0),
+  }));
 }
 
 const fmt = (name: string, f: Figures) =>
@@ -99,7 +104,9 @@ async function main(): Promise<void> {
       () => measure(`${daemon.url}/v1/users/me`, session, ROUND_S),
       () => measure(`${worker}/v1/users/me`, session, ROUND_S),
     ]);
-    console.log(`bench:workerd  ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${ROUND_S} s (medians), load average ${load} at the start`);
+    console.log(
+      `bench:workerd  ${CONNECTIONS} connections, ${ROUNDS} interleaved rounds of ${ROUND_S} s (medians), load average ${load} at the start`,
+    );
     console.log(fmt("sqld, raw `select 1` client loop", raw!));
     console.log(fmt("Node daemon  GET /healthz", nodeHealth!) + `   ${((nodeHealth!.rps / raw!.rps) * 100).toFixed(0)} % of the raw loop`);
     console.log(fmt("workerd      GET /healthz", workerHealth!) + `   ${((workerHealth!.rps / raw!.rps) * 100).toFixed(0)} % of the raw loop`);

@@ -46,7 +46,9 @@ async function buildRunnerBundle() {
     format: "esm",
     // Not minified: whoever runs it (as root, with --run-as) can read what it does.
     plugins: [englishOnlyZod],
-    banner: { js: '#!/usr/bin/env node\n// hangar-runner: the Hangar reference build runner, standalone (Node 20+). `node hangar-runner.mjs --help`.\nimport { createRequire as __hangarCreateRequire } from "node:module"; const require = __hangarCreateRequire(import.meta.url);' },
+    banner: {
+      js: '#!/usr/bin/env node\n// hangar-runner: the Hangar reference build runner, standalone (Node 20+). `node hangar-runner.mjs --help`.\nimport { createRequire as __hangarCreateRequire } from "node:module"; const require = __hangarCreateRequire(import.meta.url);',
+    },
     legalComments: "inline",
     logLevel: "warning",
   });
@@ -119,7 +121,9 @@ await esbuild.build({
   define: { "import.meta.url": "__hangarModuleUrl" },
   // The file is the function Node wraps every CommonJS module in, written out: bin/hangar.mjs compiles it as
   // read (no 1.2 MB string concatenated and copied at every start) and calls it with Node's own arguments.
-  banner: { js: '(function (exports, require, module, __filename, __dirname) { "use strict"; const __hangarModuleUrl = require("node:url").pathToFileURL(__filename).href;' },
+  banner: {
+    js: '(function (exports, require, module, __filename, __dirname) { "use strict"; const __hangarModuleUrl = require("node:url").pathToFileURL(__filename).href;',
+  },
   footer: { js: "})" },
   // Whitespace and syntax minified, names kept: a third less source for V8 to read and pre-parse at start, stack
   // traces still name every function (and the linked source map points at the TypeScript).

@@ -95,7 +95,10 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
   app.route("/", apiPages(deps, openApi));
   app.get(
     "/v1/openapi.json",
-    apiDoc({ summary: "This document: OpenAPI 3.1 of every /v1/ route (public)", responses: { 200: { contentType: "application/json", description: "The OpenAPI document" } } }),
+    apiDoc({
+      summary: "This document: OpenAPI 3.1 of every /v1/ route (public)",
+      responses: { 200: { contentType: "application/json", description: "The OpenAPI document" } },
+    }),
     (c) => c.json(openApi()),
   );
 

@@ -21,7 +21,11 @@ export const ConfigSchema = z.object({
   HANGAR_GOOGLE_API_URL: z.string().url().default("https://androidpublisher.googleapis.com"),
   HANGAR_PUBLISH_POLL_MS: z.coerce.number().int().min(10).default(10_000),
   HANGAR_PUBLISH_LEASE_MS: z.coerce.number().int().min(1_000).default(90_000),
-  HANGAR_MAX_UPLOAD_BYTES: z.coerce.number().int().min(1).default(4 * 1024 ** 3),
+  HANGAR_MAX_UPLOAD_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(4 * 1024 ** 3),
   HANGAR_LOG_REQUESTS: z.enum(["0", "1"]).default("1"),
   HANGAR_METRICS_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
   HANGAR_DB_SYNCHRONOUS: z
@@ -34,7 +38,11 @@ export const ConfigSchema = z.object({
   // Comma-separated CIDRs the outbound guard lets through (docs/api.md §12); empty refuses every private address.
   HANGAR_OUTBOUND_ALLOW: z.string().default(""),
   HANGAR_ALLOW_LOCAL_REPOS: z.enum(["0", "1"]).default("0"),
-  HANGAR_MAX_LOG_BYTES: z.coerce.number().int().min(1024).default(64 * 1024 * 1024),
+  HANGAR_MAX_LOG_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(64 * 1024 * 1024),
   HANGAR_LOG_GRACE_S: z.coerce.number().int().min(0).default(60),
   HANGAR_LOG_STREAM_MAX_S: seconds(300),
   HANGAR_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
@@ -153,6 +161,8 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     bodyTimeoutMs: e.HANGAR_BODY_TIMEOUT_MS,
     signingCheckIntervalS: e.HANGAR_SIGNING_CHECK_INTERVAL_S,
     retentionLeaseS: e.HANGAR_RETENTION_LEASE_S,
-    localLoginUsers: e.HANGAR_LOCAL_LOGIN_USERS.split(",").map((u) => u.trim()).filter((u) => u !== ""),
+    localLoginUsers: e.HANGAR_LOCAL_LOGIN_USERS.split(",")
+      .map((u) => u.trim())
+      .filter((u) => u !== ""),
   };
 }

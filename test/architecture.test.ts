@@ -68,7 +68,14 @@ describe("architecture (docs/architecture.md)", () => {
   it("detects a cycle when there is one", () => {
     const a = join(SRC, "a.ts");
     const b = join(SRC, "b.ts");
-    expect(cycles(new Map([[a, [b]], [b, [a]]]))).toEqual([["a.ts", "b.ts", "a.ts"]]);
+    expect(
+      cycles(
+        new Map([
+          [a, [b]],
+          [b, [a]],
+        ]),
+      ),
+    ).toEqual([["a.ts", "b.ts", "a.ts"]]);
   });
 
   it("keeps the runner to its own code and the pure modules it shares with the daemon", () => {

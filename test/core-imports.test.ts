@@ -9,7 +9,13 @@ import { buildWorker } from "./helpers/workerd.ts";
 const SRC = join(PROJECT_ROOT, "src");
 
 /** Packages that only run on Node (or pull in a native driver); their web variants are allowed. */
-const NODE_ONLY_PACKAGES = [/^@libsql\/client(?!\/web$)(\/|$)/, /^drizzle-orm\/libsql(?!\/web$)(\/|$)/, /^@hono\/node-server(\/|$)/, /^tsx(\/|$)/, /^libsql(\/|$)/];
+const NODE_ONLY_PACKAGES = [
+  /^@libsql\/client(?!\/web$)(\/|$)/,
+  /^drizzle-orm\/libsql(?!\/web$)(\/|$)/,
+  /^@hono\/node-server(\/|$)/,
+  /^tsx(\/|$)/,
+  /^libsql(\/|$)/,
+];
 
 const NODE_GLOBALS = new Set(["process", "Buffer", "__dirname", "__filename", "require"]);
 
@@ -104,7 +110,13 @@ describe("the core's import graph", () => {
     const { files, findings } = auditGraph(join(SRC, "app.ts"));
     expect(findings).toEqual([]);
     // The walk really covers the handler set.
-    for (const f of ["src/app.ts", "src/domain/setup/setup.ts", "src/domain/auth/users.ts", "src/http/routes/setup.ts", "src/http/middleware/loopback.ts"]) {
+    for (const f of [
+      "src/app.ts",
+      "src/domain/setup/setup.ts",
+      "src/domain/auth/users.ts",
+      "src/http/routes/setup.ts",
+      "src/http/middleware/loopback.ts",
+    ]) {
       expect(files).toContain(f);
     }
     expect(files.some((f) => f.startsWith("src/runtime/") || f.startsWith("src/cli/"))).toBe(false);
@@ -116,7 +128,8 @@ describe("the core's import graph", () => {
     expect(files).toContain("src/app.ts");
     expect(files).toContain("src/runtime/worker-db.ts");
     expect(files).toContain("src/db/busy.ts");
-    const importsOf = (file: string) => valueImports(ts.createSourceFile(file, readFileSync(join(SRC, "runtime", file), "utf8"), ts.ScriptTarget.ES2022));
+    const importsOf = (file: string) =>
+      valueImports(ts.createSourceFile(file, readFileSync(join(SRC, "runtime", file), "utf8"), ts.ScriptTarget.ES2022));
     expect(importsOf("worker.ts")).toContain("drizzle-orm/libsql/web");
     expect(importsOf("worker-db.ts")).toContain("@libsql/client/web");
   });
@@ -135,14 +148,20 @@ describe("the core's import graph", () => {
     expect(result.errors).toEqual([]);
     const inputs = Object.keys(result.metafile.inputs);
     expect(inputs.some((i) => i.includes("@libsql/hrana-client"))).toBe(true);
-    expect(inputs.filter((i) => i.startsWith("node:") || i.includes("@libsql/client/lib-esm/node") || i.includes("libsql/lib-esm/sqlite3"))).toEqual([]);
+    expect(inputs.filter((i) => i.startsWith("node:") || i.includes("@libsql/client/lib-esm/node") || i.includes("libsql/lib-esm/sqlite3"))).toEqual(
+      [],
+    );
     expect(result.outputFiles[0]!.contents.length).toBeGreaterThan(0);
   }, 60_000);
 
   it("answers 500 internal_error, without details, while the Worker's bindings are incomplete", async () => {
     const worker = (await import("../src/runtime/worker.ts")).default;
     const ctx = { waitUntil: () => {}, passThroughOnException: () => {}, props: {} };
-    for (const env of [{}, { HANGAR_DATABASE_URL: "libsql://db.example.com" }, { HANGAR_DATABASE_URL: "libsql://db.example.com", HANGAR_MASTER_KEY: "c2hvcnQ" }]) {
+    for (const env of [
+      {},
+      { HANGAR_DATABASE_URL: "libsql://db.example.com" },
+      { HANGAR_DATABASE_URL: "libsql://db.example.com", HANGAR_MASTER_KEY: "c2hvcnQ" },
+    ]) {
       const res = await worker.fetch(new Request("https://hangar.example.com/healthz"), env, ctx);
       expect(res.status).toBe(500);
       expect(await res.json()).toEqual({ code: "internal_error", message: "the service is not configured" });

@@ -70,7 +70,10 @@ describe("BusyRetryClient on the embedded file", () => {
     await tx.execute("INSERT INTO t (who) VALUES ('holder')");
     const release = setTimeout(() => void tx.commit(), 300);
     // A batch that reads, then writes: the kind that fails at once in a deferred transaction.
-    const [count] = await writer.db.batch([writer.db.all(sql`SELECT count(*) AS n FROM t`), writer.db.run(sql`INSERT INTO t (who) VALUES ('writer')`)]);
+    const [count] = await writer.db.batch([
+      writer.db.all(sql`SELECT count(*) AS n FROM t`),
+      writer.db.run(sql`INSERT INTO t (who) VALUES ('writer')`),
+    ]);
     clearTimeout(release);
     expect(count).toEqual([{ n: 1 }]);
     expect(retryStats(writer).retries).toBeGreaterThan(0);

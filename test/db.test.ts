@@ -135,7 +135,8 @@ describe("migrations at start (docs/benchmarks.md)", () => {
   };
   const appliedCount = async (db: Awaited<ReturnType<typeof openDb>>["db"]) =>
     Number((await db.values<[number]>(sql`SELECT count(*) FROM __drizzle_migrations`))[0]?.[0]);
-  const journalLength = () => (JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta", "_journal.json"), "utf8")) as { entries: unknown[] }).entries.length;
+  const journalLength = () =>
+    (JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta", "_journal.json"), "utf8")) as { entries: unknown[] }).entries.length;
 
   it("applies migrations newer than the database's last one, on a database migrated by an older release", async () => {
     const total = journalLength();
@@ -145,7 +146,8 @@ describe("migrations at start (docs/benchmarks.md)", () => {
       // The first eight (0000–0007): queue_version comes with 0008, so it is absent until the later ones run.
       await migrateDb(opened.db, migrationsCopy(8));
       expect(await appliedCount(opened.db)).toBe(8);
-      const queueTable = async () => (await opened.db.values<[string]>(sql`SELECT name FROM sqlite_master WHERE name = 'queue_version'`)).map((r) => r[0]);
+      const queueTable = async () =>
+        (await opened.db.values<[string]>(sql`SELECT name FROM sqlite_master WHERE name = 'queue_version'`)).map((r) => r[0]);
       expect(await queueTable()).toEqual([]);
       await migrateDb(opened.db);
       expect(await appliedCount(opened.db)).toBe(total);
@@ -178,10 +180,15 @@ describe("migrations at start (docs/benchmarks.md)", () => {
 });
 
 describe("embedded database connections (docs/benchmarks.md)", () => {
-  const synchronousOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) => Number((await run("PRAGMA synchronous")).rows[0]?.[0]);
+  const synchronousOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) =>
+    Number((await run("PRAGMA synchronous")).rows[0]?.[0]);
 
   it("sets synchronous=NORMAL with WAL on every connection by default, FULL with HANGAR_DB_SYNCHRONOUS=full", async () => {
-    for (const [setting, expected] of [[undefined, 1], ["full", 2], ["NORMAL", 1]] as const) {
+    for (const [setting, expected] of [
+      [undefined, 1],
+      ["full", 2],
+      ["NORMAL", 1],
+    ] as const) {
       const dataDir = mkdtempSync(join(tmpdir(), "hangar-db-sync-"));
       dirs.push(dataDir);
       const config = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_DB_SYNCHRONOUS: setting });
@@ -215,8 +222,12 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
   });
 
   it("checkpoints the WAL from a timer, off the commit path; SQLite's own checkpoint is only a bound (HANGAR_DB_CHECKPOINT_MS)", async () => {
-    const autocheckpointOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) => Number((await run("PRAGMA wal_autocheckpoint")).rows[0]?.[0]);
-    for (const [setting, expected] of [[undefined, 10_000], ["0", 1000]] as const) {
+    const autocheckpointOf = async (run: (sql: string) => Promise<{ rows: ArrayLike<unknown>[] }>) =>
+      Number((await run("PRAGMA wal_autocheckpoint")).rows[0]?.[0]);
+    for (const [setting, expected] of [
+      [undefined, 10_000],
+      ["0", 1000],
+    ] as const) {
       const dataDir = mkdtempSync(join(tmpdir(), "hangar-db-ckpt-"));
       dirs.push(dataDir);
       const config = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_DB_CHECKPOINT_MS: setting });
@@ -242,7 +253,9 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
       writeFileSync(copy, readFileSync(path));
       const c = createClient({ url: `file:${copy}` });
       try {
-        return Number((await c.execute("SELECT count(*) FROM sqlite_master WHERE name = 't'")).rows[0]?.[0]) === 0 ? 0 : Number((await c.execute("SELECT count(*) FROM t")).rows[0]?.[0]);
+        return Number((await c.execute("SELECT count(*) FROM sqlite_master WHERE name = 't'")).rows[0]?.[0]) === 0
+          ? 0
+          : Number((await c.execute("SELECT count(*) FROM t")).rows[0]?.[0]);
       } finally {
         c.close();
       }
@@ -254,7 +267,10 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
       const client = new EmbeddedClient(path, { timeoutMs: 1000, synchronous: "normal", checkpointEveryMs: every });
       try {
         await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)");
-        await client.batch(Array.from({ length: 50 }, (_, i) => ({ sql: "INSERT INTO t (name) VALUES (?)", args: [`row ${i}`] })), "write");
+        await client.batch(
+          Array.from({ length: 50 }, (_, i) => ({ sql: "INSERT INTO t (name) VALUES (?)", args: [`row ${i}`] })),
+          "write",
+        );
         await new Promise((r) => setTimeout(r, 300));
         // Without the timer the few pages stay in the WAL (under SQLite's 1,000-page threshold); with it they are copied.
         expect(await rowsInMainFile(dir, path)).toBe(every ? 50 : 0);
@@ -338,7 +354,10 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
       const updated = await client.execute({ sql: "UPDATE t SET name = ? WHERE id = 1 RETURNING name", args: ["b"] });
       expect(updated.rows[0]?.name).toBe("b");
       await expect(client.execute("INSERT INTO t (id) VALUES (1)")).rejects.toMatchObject({ code: "SQLITE_CONSTRAINT" });
-      await expect(client.batch(["INSERT INTO t (name) VALUES ('c')", "INSERT INTO t (id) VALUES (1)"])).rejects.toMatchObject({ code: "SQLITE_CONSTRAINT", statementIndex: 1 });
+      await expect(client.batch(["INSERT INTO t (name) VALUES ('c')", "INSERT INTO t (id) VALUES (1)"])).rejects.toMatchObject({
+        code: "SQLITE_CONSTRAINT",
+        statementIndex: 1,
+      });
       expect(Number((await client.execute("SELECT count(*) FROM t")).rows[0]?.[0])).toBe(1);
     } finally {
       client.close();

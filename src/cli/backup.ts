@@ -1,7 +1,18 @@
 // `hangar backup` and `hangar restore` (docs/api.md §13): a consistent online snapshot of the embedded database,
 // the key file and optionally the local artifacts, with a manifest of counts and checksums. Node only.
 import { createHash } from "node:crypto";
-import { chmodSync, copyFileSync, createReadStream, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { sql } from "drizzle-orm";
 import type { HangarConfig } from "../config.ts";
@@ -201,7 +212,9 @@ export async function runRestore(config: HangarConfig, options: { from: string }
   const manifest = readManifest(from);
   const dataDir = resolve(config.dataDir);
   if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
-    throw new BackupError(`the data directory ${dataDir} is not empty: restore only into an empty or new directory (HANGAR_DATA_DIR), with the daemon stopped`);
+    throw new BackupError(
+      `the data directory ${dataDir} is not empty: restore only into an empty or new directory (HANGAR_DATA_DIR), with the daemon stopped`,
+    );
   }
   if (existsSync(dbPath)) throw new BackupError(`a database already exists at ${dbPath}`);
 

@@ -267,12 +267,16 @@ async function loginCommand(config: HangarConfig, args: string[]): Promise<numbe
     if (values["print-token"]) {
       const signedIn = await createCliSession(deps, email);
       process.stdout.write(`${signedIn.session_token}\n`);
-      process.stderr.write(`hangar: signed in as ${signedIn.user.email} (${signedIn.user.role}) until ${new Date(signedIn.expires_at * 1000).toISOString()}; ${describeStore(config)}\n`);
+      process.stderr.write(
+        `hangar: signed in as ${signedIn.user.email} (${signedIn.user.role}) until ${new Date(signedIn.expires_at * 1000).toISOString()}; ${describeStore(config)}\n`,
+      );
       return 0;
     }
     const { code, user } = await createLocalLoginCode(deps, email);
     process.stdout.write(`${daemonUrl}/login/local/${code}\n`);
-    process.stderr.write(`hangar: open the link within 5 minutes to sign in as ${user.email} (${user.role}); it works once; ${describeStore(config)}\n`);
+    process.stderr.write(
+      `hangar: open the link within 5 minutes to sign in as ${user.email} (${user.role}); it works once; ${describeStore(config)}\n`,
+    );
     return 0;
   } finally {
     opened.close();

@@ -53,7 +53,11 @@ export async function openDb(url: string, authToken?: string, options: OpenDbOpt
     // file:///abs and file://localhost/abs name the same absolute path; the query string is not part of it.
     path = path.replace(/^\/\/localhost(?=\/)/, "").replace(/\?.*$/, "");
     if (path && path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    client = new EmbeddedClient(path || ":memory:", { timeoutMs: options.busyTimeoutMs ?? BUSY_TIMEOUT_MS, synchronous: options.synchronous ?? "normal", checkpointEveryMs: options.checkpointEveryMs });
+    client = new EmbeddedClient(path || ":memory:", {
+      timeoutMs: options.busyTimeoutMs ?? BUSY_TIMEOUT_MS,
+      synchronous: options.synchronous ?? "normal",
+      checkpointEveryMs: options.checkpointEveryMs,
+    });
   } else {
     const { createClient } = await import("@libsql/client");
     client = createClient({ url, authToken });

@@ -209,5 +209,8 @@ export function buildOpenApiDocument(app: Hono<AppEnv>, info: { version: string 
 }
 
 export function operationId(op: Pick<Operation, "method" | "path">): string {
-  return `${op.method}_${op.path.replace(/^\/v1\//, "").replace(/[{}]/g, "").replace(/[^A-Za-z0-9]+/g, "_")}`;
+  return `${op.method}_${op.path
+    .replace(/^\/v1\//, "")
+    .replace(/[{}]/g, "")
+    .replace(/[^A-Za-z0-9]+/g, "_")}`;
 }

@@ -17,7 +17,15 @@ import {
   USER_ROLES,
   USER_STATUSES,
 } from "../db/schema/constants.ts";
-import type { abortArtifact, createArtifact, createDownloadLink, getArtifact, listBuildArtifacts, receiveLocalUpload, toArtifactJson } from "../domain/artifacts/artifacts.ts";
+import type {
+  abortArtifact,
+  createArtifact,
+  createDownloadLink,
+  getArtifact,
+  listBuildArtifacts,
+  receiveLocalUpload,
+  toArtifactJson,
+} from "../domain/artifacts/artifacts.ts";
 import type { createInstallLink } from "../domain/artifacts/install.ts";
 import type { LOCAL_LOGIN_MODES, localLogin, readLocalLoginSetting } from "../domain/auth/local-login.ts";
 import type { configureOidcSettings, configureSetupOidc, completeOidcSignIn, startOidcSignIn, verifySetupOwnerOidc } from "../domain/auth/oidc.ts";
@@ -62,7 +70,9 @@ function buildAnswerSchemas() {
   const ErrorJson = z.object({
     code: z.enum(ERROR_CODES),
     message: z.string(),
-    issues: z.array(z.object({ path: z.string(), message: z.string(), line: z.number().int().optional(), column: z.number().int().optional() })).optional(),
+    issues: z
+      .array(z.object({ path: z.string(), message: z.string(), line: z.number().int().optional(), column: z.number().int().optional() }))
+      .optional(),
   });
 
   const OkJson = z.object({ ok: z.literal(true) });
@@ -151,7 +161,9 @@ function buildAnswerSchemas() {
 
   const PreflightJson = z.object({
     ready: z.boolean(),
-    checks: z.array(z.object({ id: z.string(), label: z.string(), ok: z.boolean(), message: z.string(), failure_code: z.enum(ERROR_CODES), required: z.boolean() })),
+    checks: z.array(
+      z.object({ id: z.string(), label: z.string(), ok: z.boolean(), message: z.string(), failure_code: z.enum(ERROR_CODES), required: z.boolean() }),
+    ),
   });
 
   const OidcSettingsJson = z.object({
@@ -443,8 +455,74 @@ function buildAnswerSchemas() {
     created_at: time,
   });
   const NotificationCreatedJson = NotificationJson.extend({ secret: z.string().optional() });
-  const DeliveryAttemptJson = z.object({ id, attempt: z.number().int(), status_code: z.number().int().nullable(), error: z.string().nullable(), created_at: time });
-  return { ErrorJson, OkJson, SetupStatusJson, SessionTokenJson, SetupPreferencesJson, OwnerCreatedJson, OidcOwnerVerifiedJson, SetupCompleteJson, OidcConfiguredJson, AuthorizationJson, TrustedProxyConfiguredJson, SignedInJson, UserJson, OwnershipTransferJson, AuditEventJson, PreferencesJson, PreferencesUpdatedJson, NetworkSettingsJson, NetworkSettingsAnswerJson, PreflightJson, OidcSettingsJson, LocalLoginSettingJson, ArtifactStorageJson, ProjectJson, PipelineJson, SecretJson, ProtectionJson, BuildJson, QueueJson, BuildWithQueueJson, CreatedBuildJson, RunnerJson, RegisteredRunnerJson, RunnerTokenJson, HeartbeatJson, ClaimedJobJson, JobJson, LogAppendedJson, CheckoutAuthJson, AndroidSigningJson, IosSigningJson, SigningJson, SigningAnswerJson, SigningHealthJson, JobSecretsJson, AppMetadataJson, ArtifactJson, ArtifactCreatedJson, ArtifactAnswerJson, UploadReceivedJson, DownloadLinkJson, InstallLinkJson, WebhookJson, WebhookCreatedJson, WebhookDeliveryJson, HookAnswerJson, NotificationJson, NotificationCreatedJson, DeliveryAttemptJson };
+  const DeliveryAttemptJson = z.object({
+    id,
+    attempt: z.number().int(),
+    status_code: z.number().int().nullable(),
+    error: z.string().nullable(),
+    created_at: time,
+  });
+  return {
+    ErrorJson,
+    OkJson,
+    SetupStatusJson,
+    SessionTokenJson,
+    SetupPreferencesJson,
+    OwnerCreatedJson,
+    OidcOwnerVerifiedJson,
+    SetupCompleteJson,
+    OidcConfiguredJson,
+    AuthorizationJson,
+    TrustedProxyConfiguredJson,
+    SignedInJson,
+    UserJson,
+    OwnershipTransferJson,
+    AuditEventJson,
+    PreferencesJson,
+    PreferencesUpdatedJson,
+    NetworkSettingsJson,
+    NetworkSettingsAnswerJson,
+    PreflightJson,
+    OidcSettingsJson,
+    LocalLoginSettingJson,
+    ArtifactStorageJson,
+    ProjectJson,
+    PipelineJson,
+    SecretJson,
+    ProtectionJson,
+    BuildJson,
+    QueueJson,
+    BuildWithQueueJson,
+    CreatedBuildJson,
+    RunnerJson,
+    RegisteredRunnerJson,
+    RunnerTokenJson,
+    HeartbeatJson,
+    ClaimedJobJson,
+    JobJson,
+    LogAppendedJson,
+    CheckoutAuthJson,
+    AndroidSigningJson,
+    IosSigningJson,
+    SigningJson,
+    SigningAnswerJson,
+    SigningHealthJson,
+    JobSecretsJson,
+    AppMetadataJson,
+    ArtifactJson,
+    ArtifactCreatedJson,
+    ArtifactAnswerJson,
+    UploadReceivedJson,
+    DownloadLinkJson,
+    InstallLinkJson,
+    WebhookJson,
+    WebhookCreatedJson,
+    WebhookDeliveryJson,
+    HookAnswerJson,
+    NotificationJson,
+    NotificationCreatedJson,
+    DeliveryAttemptJson,
+  };
 }
 
 let answerSchemas: ReturnType<typeof buildAnswerSchemas> | undefined;

@@ -4,7 +4,6 @@ import { SmartRouter } from "hono/router/smart-router";
 import { TrieRouter } from "hono/router/trie-router";
 import { mayCarryToken } from "./middleware/context.ts";
 
-
 /**
  * Hono's default router (RegExpRouter, else TrieRouter) with its answers remembered per method and path.
  * Hangar's route table mixes static and parameter segments under one prefix for one method

@@ -3,8 +3,22 @@ import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { classifyRepoUrl, type GitClient, type GitCredentials, type LsRemoteResult, type ReadFileOptions, type ReadFileResult } from "../domain/projects/git.ts";
-import { checkResolved, checkUrlWithoutDns, EMPTY_ALLOW_LIST, findDestinationNotAllowed, parseIpLiteral, type OutboundAllowList } from "../domain/common/outbound.ts";
+import {
+  classifyRepoUrl,
+  type GitClient,
+  type GitCredentials,
+  type LsRemoteResult,
+  type ReadFileOptions,
+  type ReadFileResult,
+} from "../domain/projects/git.ts";
+import {
+  checkResolved,
+  checkUrlWithoutDns,
+  EMPTY_ALLOW_LIST,
+  findDestinationNotAllowed,
+  parseIpLiteral,
+  type OutboundAllowList,
+} from "../domain/common/outbound.ts";
 
 const LS_REMOTE_TIMEOUT_MS = 15_000;
 
@@ -66,7 +80,15 @@ async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Tar
   // Whether a local repository may be read at all is the domain's decision (local mode or the env switch).
   if (kind === "local") return { ok: true, url, protocols: "file" };
   if (kind !== "http") {
-    return { ok: false, result: { ok: false, reason: "not allowed", notAllowed: "the daemon resolves branches over http(s) only (ssh would use the daemon user's keys); use the repository's https URL or pass commit_sha" } };
+    return {
+      ok: false,
+      result: {
+        ok: false,
+        reason: "not allowed",
+        notAllowed:
+          "the daemon resolves branches over http(s) only (ssh would use the daemon user's keys); use the repository's https URL or pass commit_sha",
+      },
+    };
   }
   // The WHATWG parser normalises every IPv4 spelling (2130706433, 0x7f.1, 127.1) to what curl would connect to.
   const parsed = new URL(url);
@@ -74,7 +96,9 @@ async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Tar
     const { literal } = checkUrlWithoutDns(parsed, allow);
     if (literal) {
       // localhost is pinned to 127.0.0.1, so no resolver (and no ::1 the allow list may not hold) decides.
-      const pin = parseIpLiteral(parsed.hostname) ? undefined : `${parsed.hostname}:${parsed.port || (parsed.protocol === "https:" ? "443" : "80")}:127.0.0.1`;
+      const pin = parseIpLiteral(parsed.hostname)
+        ? undefined
+        : `${parsed.hostname}:${parsed.port || (parsed.protocol === "https:" ? "443" : "80")}:127.0.0.1`;
       return { ok: true, url: parsed.href, protocols: "http:https", pin };
     }
     let addresses: LookupAddress[];
@@ -83,7 +107,11 @@ async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Tar
     } catch {
       return { ok: false, result: { ok: false, reason: "the repository's host name does not resolve" } };
     }
-    const { usable } = checkResolved(parsed.hostname, addresses.map((a) => a.address), allow);
+    const { usable } = checkResolved(
+      parsed.hostname,
+      addresses.map((a) => a.address),
+      allow,
+    );
     const port = parsed.port || (parsed.protocol === "https:" ? "443" : "80");
     const pinned = usable.map((a) => (a.includes(":") ? `[${a}]` : a)).join(",");
     return { ok: true, url: parsed.href, protocols: "http:https", pin: `${parsed.hostname}:${port}:${pinned}` };
@@ -95,7 +123,8 @@ async function prepareTarget(url: string, allow: OutboundAllowList): Promise<Tar
 }
 
 /** What git says on stderr when it never reached the repository (LC_ALL=C keeps these messages in English). */
-const CANNOT_CONNECT = /Could not resolve host|Failed to connect|Couldn't connect|Connection refused|Connection timed out|timed out|Network is unreachable|No route to host/i;
+const CANNOT_CONNECT =
+  /Could not resolve host|Failed to connect|Couldn't connect|Connection refused|Connection timed out|timed out|Network is unreachable|No route to host/i;
 
 type GitRun = { ok: true; stdout: Buffer } | { ok: false; timedOut: boolean; stderr: string };
 
@@ -123,12 +152,18 @@ function runGit(args: string[], options: { env: NodeJS.ProcessEnv; cwd: string; 
 async function readFileAt(url: string, commitSha: string, path: string, options: ReadFileOptions, allow: OutboundAllowList): Promise<ReadFileResult> {
   const deadline = Date.now() + options.timeoutMs;
   if (!/^[0-9a-f]{40}([0-9a-f]{24})?$/.test(commitSha)) {
-    return { ok: false, kind: "failed", reason: "the pipeline file is read at a full commit sha (40 hexadecimal characters); an abbreviated one cannot be fetched" };
+    return {
+      ok: false,
+      kind: "failed",
+      reason: "the pipeline file is read at a full commit sha (40 hexadecimal characters); an abbreviated one cannot be fetched",
+    };
   }
   const target = await prepareTarget(url, allow);
   if (!target.ok) {
     const r = target.result as { notAllowed?: string; reason?: string };
-    return r.notAllowed ? { ok: false, kind: "not_allowed", reason: r.notAllowed } : { ok: false, kind: "unreachable", reason: r.reason ?? "the repository cannot be reached" };
+    return r.notAllowed
+      ? { ok: false, kind: "not_allowed", reason: r.notAllowed }
+      : { ok: false, kind: "unreachable", reason: r.reason ?? "the repository cannot be reached" };
   }
   const home = mkdtempSync(join(tmpdir(), "hangar-git-read-"));
   try {
@@ -143,7 +178,10 @@ async function readFileAt(url: string, commitSha: string, path: string, options:
       `[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = ${JSON.stringify(target.url)}\n\tpromisor = true\n\tpartialclonefilter = blob:none\n`,
     );
     const inRepo = { ...small, cwd: repo };
-    const fetched = await runGit(["fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--no-write-fetch-head", "origin", commitSha], inRepo);
+    const fetched = await runGit(
+      ["fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--no-write-fetch-head", "origin", commitSha],
+      inRepo,
+    );
     if (!fetched.ok) return failure(fetched, "git fetch of the commit failed");
     const listed = await runGit(["ls-tree", "-z", commitSha, "--", path], inRepo);
     if (!listed.ok) return failure(listed, "git ls-tree failed");

@@ -133,7 +133,10 @@ export interface NodeRuntime {
 
 /** Opens the database (migrated), the key file and the rest of AppDeps for a Node host. */
 export async function createNodeDeps(config: HangarConfig, overrides: Partial<AppDeps> = {}): Promise<NodeRuntime> {
-  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, { synchronous: config.dbSynchronous, checkpointEveryMs: config.dbCheckpointMs });
+  const opened = await openDb(config.databaseUrl, config.databaseAuthToken, {
+    synchronous: config.dbSynchronous,
+    checkpointEveryMs: config.dbCheckpointMs,
+  });
   const outbound = createNodeOutbound(config.outboundAllow);
   try {
     await migrateDb(opened.db);
@@ -154,7 +157,8 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       // sharing the database wake this daemon's long-polls (docs/api.md §8).
       jobSignal: new JobSignal({
         readVersion: () => readQueueVersion(opened.db),
-        onError: (err) => stderrLogger({ time: new Date().toISOString(), level: "warn", msg: "queue version read failed", error: describeError(err) }),
+        onError: (err) =>
+          stderrLogger({ time: new Date().toISOString(), level: "warn", msg: "queue version read failed", error: describeError(err) }),
       }),
       openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
       uploadFetch: outbound.streamingFetch,

@@ -44,7 +44,9 @@ export async function startDaemon(config: HangarConfig): Promise<RunningDaemon> 
       });
       s.listen(config.port, config.host, () => resolve(s));
       // A taken port or an address this machine does not have: a clear message instead of a crash.
-      s.once("error", (err: NodeJS.ErrnoException) => reject(new ListenError(`cannot listen on ${config.host}:${config.port}: ${err.code ?? err.message}`)));
+      s.once("error", (err: NodeJS.ErrnoException) =>
+        reject(new ListenError(`cannot listen on ${config.host}:${config.port}: ${err.code ?? err.message}`)),
+      );
     });
   } catch (err) {
     runtime.close();

@@ -37,7 +37,11 @@ export function guardedLookup(allow: OutboundAllowList): LookupFunction {
       if (err) return callback(err, "", 0);
       let usable: string[];
       try {
-        ({ usable } = checkResolved(hostname, addresses.map((a) => a.address), allow));
+        ({ usable } = checkResolved(
+          hostname,
+          addresses.map((a) => a.address),
+          allow,
+        ));
       } catch (refusal) {
         return callback(refusal as NodeJS.ErrnoException, "", 0);
       }
@@ -71,7 +75,8 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
     const request = new Request(input, init);
     // Most bodies the daemon sends are small forms and JSON; buffering keeps Content-Length (no chunked upload).
     // An upload to a store (docs/publishing.md) declares its Content-Length and is streamed as storage reads it.
-    const streamed = request.body !== null && request.headers.has("content-length") && Number(request.headers.get("content-length")) > STREAM_BODY_ABOVE;
+    const streamed =
+      request.body !== null && request.headers.has("content-length") && Number(request.headers.get("content-length")) > STREAM_BODY_ABOVE;
     const body = !request.body ? undefined : streamed ? request.body : new Uint8Array(await request.arrayBuffer());
     const { agent, undiciFetch } = await loadClient();
     const res = await undiciFetch(request.url, {
@@ -104,11 +109,17 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
       }
       let addresses: LookupAddress[];
       try {
-        addresses = await new Promise((resolve, reject) => dnsLookup(hostname, { all: true, verbatim: true }, (err, list) => (err ? reject(err) : resolve(list))));
+        addresses = await new Promise((resolve, reject) =>
+          dnsLookup(hostname, { all: true, verbatim: true }, (err, list) => (err ? reject(err) : resolve(list))),
+        );
       } catch {
         return { addresses: [], listed: false };
       }
-      const { usable, listed } = checkResolved(hostname, addresses.map((a) => a.address), allow);
+      const { usable, listed } = checkResolved(
+        hostname,
+        addresses.map((a) => a.address),
+        allow,
+      );
       return { addresses: usable, listed };
     },
     close: async () => {

@@ -33,7 +33,8 @@ export function addressBytes(address: string): Uint8Array | null {
   const [head = "", tail] = text.split("::");
   const headGroups = head === "" ? [] : head.split(":");
   const tailGroups = tail === undefined || tail === "" ? [] : tail.split(":");
-  const groups = tail === undefined ? headGroups : [...headGroups, ...new Array<string>(8 - headGroups.length - tailGroups.length).fill("0"), ...tailGroups];
+  const groups =
+    tail === undefined ? headGroups : [...headGroups, ...new Array<string>(8 - headGroups.length - tailGroups.length).fill("0"), ...tailGroups];
   if (groups.length !== 8) return null;
   const out = new Uint8Array(16);
   groups.forEach((g, i) => {

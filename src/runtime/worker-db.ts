@@ -39,7 +39,8 @@ export function blobsAsBytes(result: ResultSet): ResultSet {
       const value = original instanceof ArrayBuffer ? new Uint8Array(original) : original;
       Object.defineProperty(copy, i, { value });
       const name = result.columns[i];
-      if (name !== undefined && !Object.hasOwn(copy, name)) Object.defineProperty(copy, name, { value, enumerable: true, configurable: true, writable: true });
+      if (name !== undefined && !Object.hasOwn(copy, name))
+        Object.defineProperty(copy, name, { value, enumerable: true, configurable: true, writable: true });
     }
     result.rows[r] = copy;
   }

@@ -74,7 +74,11 @@ async function build(env: WorkerEnv): Promise<Built> {
     fetch: createGuardedFetch(globalThis.fetch.bind(globalThis), config.outboundAllow),
     git: unavailableGit,
     jobSignal: new JobSignal(),
-    openArtifactStore: (target) => openWorkerArtifactStore(target, createGuardedFetch(globalThis.fetch.bind(globalThis), config.outboundAllow, { timeoutMs: null, maxResponseBytes: null })),
+    openArtifactStore: (target) =>
+      openWorkerArtifactStore(
+        target,
+        createGuardedFetch(globalThis.fetch.bind(globalThis), config.outboundAllow, { timeoutMs: null, maxResponseBytes: null }),
+      ),
   };
   return { app: createApp(deps), deps };
 }

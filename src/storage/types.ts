@@ -74,10 +74,7 @@ export interface ArtifactStore {
   /** S3/R2: a presigned PUT the runner sends the bytes to. */
   presignUpload?(key: string, options: { contentType: string; expiresInS: number; now: number }): Promise<PresignedRequest>;
   /** S3/R2: a presigned GET whose response carries the given Content-Disposition and Content-Type. */
-  presignDownload?(
-    key: string,
-    options: { contentDisposition: string; contentType: string; expiresInS: number; now: number },
-  ): Promise<string>;
+  presignDownload?(key: string, options: { contentDisposition: string; contentType: string; expiresInS: number; now: number }): Promise<string>;
   /** Local disk: stream a body to the key (temporary file, checks, fsync, rename). Answers the body's SHA-256. */
   writeStream?(key: string, body: AsyncIterable<Uint8Array>, options: WriteOptions): Promise<{ sha256: string }>;
   /** The stored object's size, or null when there is none. */

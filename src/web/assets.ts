@@ -129,7 +129,6 @@ export const SCRIPT = `
 })();
 `;
 
-
 export const stylesheetUrl = hashedAssetUrl("hangar", "css", () => STYLESHEET);
 export const scriptUrl = hashedAssetUrl("hangar", "js", () => SCRIPT);
 
@@ -148,11 +147,19 @@ function onlyAtUrl(url: () => string, body: () => string, contentType: string) {
 
 /** /assets/hangar.<hash>.css and .js; an outdated hash still gets today's file (a page cached across an upgrade). */
 export function assetRoutes() {
-  return new Hono<AppEnv>()
-    .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.css}", (c) => serveAsset(c, STYLESHEET, CSS))
-    .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.js}", (c) => serveAsset(c, SCRIPT, JS))
-    // The build page's log viewer (docs/decisions.md): its module, the ansi_up module it imports, its stylesheet.
-    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.js}", onlyAtUrl(logViewerUrl, logViewerSource, JS))
-    .get("/assets/:file{ansi_up\\.[0-9a-f]{8}\\.js}", onlyAtUrl(ansiUpUrl, () => ANSI_UP_SOURCE, JS))
-    .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.css}", onlyAtUrl(logStylesheetUrl, () => LOG_STYLESHEET, CSS));
+  return (
+    new Hono<AppEnv>()
+      .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.css}", (c) => serveAsset(c, STYLESHEET, CSS))
+      .get("/assets/:file{hangar\\.[0-9a-f]{8}\\.js}", (c) => serveAsset(c, SCRIPT, JS))
+      // The build page's log viewer (docs/decisions.md): its module, the ansi_up module it imports, its stylesheet.
+      .get("/assets/:file{log-viewer\\.[0-9a-f]{8}\\.js}", onlyAtUrl(logViewerUrl, logViewerSource, JS))
+      .get(
+        "/assets/:file{ansi_up\\.[0-9a-f]{8}\\.js}",
+        onlyAtUrl(ansiUpUrl, () => ANSI_UP_SOURCE, JS),
+      )
+      .get(
+        "/assets/:file{log-viewer\\.[0-9a-f]{8}\\.css}",
+        onlyAtUrl(logStylesheetUrl, () => LOG_STYLESHEET, CSS),
+      )
+  );
 }

@@ -39,7 +39,15 @@ export function Button(props: {
     );
   }
   return (
-    <button class={cls} type={props.type ?? "submit"} name={props.name} value={props.value} id={props.id} data-copy={props["data-copy"]} disabled={props.disabled}>
+    <button
+      class={cls}
+      type={props.type ?? "submit"}
+      name={props.name}
+      value={props.value}
+      id={props.id}
+      data-copy={props["data-copy"]}
+      disabled={props.disabled}
+    >
       {props.children}
     </button>
   );
@@ -106,7 +114,15 @@ export function Field(props: {
 }
 
 /** A labelled multi-line input. */
-export function TextArea(props: { label: string; name: string; value?: string | null; error?: string | null; hint?: Child; rows?: number; id?: string }) {
+export function TextArea(props: {
+  label: string;
+  name: string;
+  value?: string | null;
+  error?: string | null;
+  hint?: Child;
+  rows?: number;
+  id?: string;
+}) {
   const id = props.id ?? `f-${props.name}`;
   return (
     <div class={props.error ? "field has-error" : "field"}>

@@ -20,8 +20,18 @@ export async function renderErrorPage(deps: AppDeps, c: Context<AppEnv>, err: un
     const title = err.status === 404 ? "Not found" : err.status === 403 ? "Not allowed" : "That did not work";
     return renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title={title} message={sentence(err.message)} />, status);
   }
-  deps.log({ time: new Date().toISOString(), level: "error", request_id: c.get("requestId"), msg: "unhandled error in a page", error: describeError(err) });
-  return renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title="Something went wrong" message="Hangar hit an internal error. The daemon's log has the details." />, 500);
+  deps.log({
+    time: new Date().toISOString(),
+    level: "error",
+    request_id: c.get("requestId"),
+    msg: "unhandled error in a page",
+    error: describeError(err),
+  });
+  return renderPage(
+    c,
+    <ErrorPage ctx={pageContext(c, deps)} title="Something went wrong" message="Hangar hit an internal error. The daemon's log has the details." />,
+    500,
+  );
 }
 
 /** The domain's messages are lower-case clauses; a page shows them as sentences. */

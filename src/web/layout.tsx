@@ -30,8 +30,8 @@ function DiskBanner(props: { ctx: PageCtx }) {
   const manager = MANAGERS.includes(props.ctx.user.role);
   return (
     <div class="flash flash-error" role="alert" id="disk-banner">
-      The disk holding Hangar's data is nearly full: {gib(space.free_bytes)} free of {gib(space.total_bytes)} ({percent} %). Uploads and builds fail once it is full.{" "}
-      {manager ? <a href="/settings#retention">Set a retention policy or run it now</a> : "Tell the owner or an admin."}
+      The disk holding Hangar's data is nearly full: {gib(space.free_bytes)} free of {gib(space.total_bytes)} ({percent} %). Uploads and builds fail
+      once it is full. {manager ? <a href="/settings#retention">Set a retention policy or run it now</a> : "Tell the owner or an admin."}
     </div>
   );
 }

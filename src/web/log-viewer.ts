@@ -35,7 +35,8 @@ export const LOG_WINDOW_BYTES = 1024 * 1024;
 
 /** The viewer module (it names ansi_up by its hashed URL, so it is built on first use too). */
 let logViewerModule: string | undefined;
-export const logViewerSource = (): string => (logViewerModule ??= `
+export const logViewerSource = (): string =>
+  (logViewerModule ??= `
 import { AnsiUp } from ${JSON.stringify(ansiUpUrl())};
 
 const LH = 18;          // px per line: fixed (white-space: pre, no wrapping), so line i sits at i * LH

@@ -90,11 +90,22 @@ export function pageContext(c: Context<AppEnv>, deps: Pick<AppDeps, "clock">): P
   } catch {
     user = undefined;
   }
-  return { user, nonce: c.get("cspNonce") ?? "", path: c.req.path, flash: takeFlash(c), now: deps.clock.now(), lowDiskSpace: c.get("lowDiskSpace") ?? null };
+  return {
+    user,
+    nonce: c.get("cspNonce") ?? "",
+    path: c.req.path,
+    flash: takeFlash(c),
+    now: deps.clock.now(),
+    lowDiskSpace: c.get("lowDiskSpace") ?? null,
+  };
 }
 
 /** Renders a page as a full HTML document. */
-export async function renderPage(c: Context, page: JSX.Element | Promise<JSX.Element>, status: 200 | 400 | 403 | 404 | 409 | 410 | 429 | 500 | 502 | 503 = 200) {
+export async function renderPage(
+  c: Context,
+  page: JSX.Element | Promise<JSX.Element>,
+  status: 200 | 400 | 403 | 404 | 409 | 410 | 429 | 500 | 502 | 503 = 200,
+) {
   const body = `<!DOCTYPE html>${String(await page)}`;
   return c.html(body, status);
 }
@@ -123,7 +134,11 @@ export function requireBrowserUser(deps: AppDeps, options: { roles?: readonly Us
     if (options.roles && !options.roles.includes(session.user.role)) {
       return renderPage(
         c,
-        <ErrorPage ctx={pageContext(c, deps)} title="Not available for your role" message="Your role does not give access to this page. Ask the owner or an admin if you need it." />,
+        <ErrorPage
+          ctx={pageContext(c, deps)}
+          title="Not available for your role"
+          message="Your role does not give access to this page. Ask the owner or an admin if you need it."
+        />,
         403,
       );
     }

@@ -28,8 +28,9 @@ export function neutralise(text: string | null | undefined): string {
  * JSON.stringify already escapes the C0 controls.
  */
 export function jsonForDisplay(value: unknown): string {
-  return JSON.stringify(value, null, 2).replace(/[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069\u007F-\u009F\u2028\u2029]/g, (ch) =>
-    `\\u${(ch.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`,
+  return JSON.stringify(value, null, 2).replace(
+    /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069\u007F-\u009F\u2028\u2029]/g,
+    (ch) => `\\u${(ch.codePointAt(0) ?? 0).toString(16).padStart(4, "0")}`,
   );
 }
 
@@ -54,7 +55,14 @@ export function shortTime(epochSeconds: number): string {
 export function relativeTime(epochSeconds: number, now: number): string {
   const delta = epochSeconds - now;
   const abs = Math.abs(delta);
-  const unit = abs < 60 ? `${abs} s` : abs < 3600 ? `${Math.round(abs / 60)} min` : abs < 86400 * 2 ? `${Math.round(abs / 3600)} h` : `${Math.round(abs / 86400)} d`;
+  const unit =
+    abs < 60
+      ? `${abs} s`
+      : abs < 3600
+        ? `${Math.round(abs / 60)} min`
+        : abs < 86400 * 2
+          ? `${Math.round(abs / 3600)} h`
+          : `${Math.round(abs / 86400)} d`;
   if (abs < 5) return "just now";
   return delta < 0 ? `${unit} ago` : `in ${unit}`;
 }

@@ -5,9 +5,18 @@ import { assertRunnerReport, BUILD_TRANSITIONS, canTransition, isFinalStatus, RE
 
 // The whole table, written out independently of the implementation: [from, to] pairs that are allowed.
 const ALLOWED = new Set([
-  "queued>assigned", "queued>canceled", "queued>expired",
-  "assigned>running", "assigned>queued", "assigned>failed", "assigned>canceled",
-  "running>running", "running>succeeded", "running>failed", "running>canceled", "running>timed_out",
+  "queued>assigned",
+  "queued>canceled",
+  "queued>expired",
+  "assigned>running",
+  "assigned>queued",
+  "assigned>failed",
+  "assigned>canceled",
+  "running>running",
+  "running>succeeded",
+  "running>failed",
+  "running>canceled",
+  "running>timed_out",
 ]);
 
 describe("build state machine", () => {

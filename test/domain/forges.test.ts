@@ -51,7 +51,16 @@ describe("GitHub parse on @octokit/webhooks-examples", () => {
       if (["opened", "synchronize", "reopened"].includes(p.action)) {
         expect(parsed).toMatchObject({
           kind: "requests",
-          requests: [{ event: "pull_request", ref: `refs/pull/${p.number}/head`, branch: p.pull_request.head.ref, baseBranch: p.pull_request.base.ref, commitSha: p.pull_request.head.sha, fork: false }],
+          requests: [
+            {
+              event: "pull_request",
+              ref: `refs/pull/${p.number}/head`,
+              branch: p.pull_request.head.ref,
+              baseBranch: p.pull_request.base.ref,
+              commitSha: p.pull_request.head.sha,
+              fork: false,
+            },
+          ],
         });
       } else {
         expect(parsed.kind).toBe("ignored");
@@ -78,23 +87,47 @@ describe("GitLab parse on the documented samples", () => {
       kind: "requests",
       actor: "jsmith",
       repo: { apiBase: "http://example.com/api/v4", repo: "15" },
-      requests: [{ event: "push", ref: "refs/heads/master", branch: "master", commitSha: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", message: "fixed readme", fork: false }],
+      requests: [
+        {
+          event: "push",
+          ref: "refs/heads/master",
+          branch: "master",
+          commitSha: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7",
+          message: "fixed readme",
+          fork: false,
+        },
+      ],
     });
   });
   it("Tag Push Hook of an annotated tag builds checkout_sha (the commit), not after (the tag object)", () => {
     const parsed = parseGitlab("Tag Push Hook", fixture("gitlab-tag-push"));
-    expect(parsed).toMatchObject({ kind: "requests", requests: [{ event: "tag", ref: "refs/tags/v1.0.0", branch: "v1.0.0", commitSha: "5937ac0a7beb003549fc5fd26fc247adbce4a52e" }] });
+    expect(parsed).toMatchObject({
+      kind: "requests",
+      requests: [{ event: "tag", ref: "refs/tags/v1.0.0", branch: "v1.0.0", commitSha: "5937ac0a7beb003549fc5fd26fc247adbce4a52e" }],
+    });
   });
   it("Merge Request Hook open builds refs/merge-requests/N/head; close and updates without commits are ignored", () => {
     const mr = fixture("gitlab-merge-request") as { object_attributes: Record<string, unknown> };
     expect(parseGitlab("Merge Request Hook", mr)).toMatchObject({
       kind: "requests",
       actor: "root",
-      requests: [{ event: "pull_request", ref: "refs/merge-requests/1/head", branch: "ms-viewport", baseBranch: "master", commitSha: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7", fork: false }],
+      requests: [
+        {
+          event: "pull_request",
+          ref: "refs/merge-requests/1/head",
+          branch: "ms-viewport",
+          baseBranch: "master",
+          commitSha: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7",
+          fork: false,
+        },
+      ],
     });
     expect(parseGitlab("Merge Request Hook", { ...mr, object_attributes: { ...mr.object_attributes, action: "close" } }).kind).toBe("ignored");
     expect(parseGitlab("Merge Request Hook", { ...mr, object_attributes: { ...mr.object_attributes, action: "update" } }).kind).toBe("ignored");
-    const updated = parseGitlab("Merge Request Hook", { ...mr, object_attributes: { ...mr.object_attributes, action: "update", oldrev: "b6568db1bc1dcd7f8b4d5a946b0b91f9dacd7327" } });
+    const updated = parseGitlab("Merge Request Hook", {
+      ...mr,
+      object_attributes: { ...mr.object_attributes, action: "update", oldrev: "b6568db1bc1dcd7f8b4d5a946b0b91f9dacd7327" },
+    });
     expect(updated.kind).toBe("requests");
     const fork = parseGitlab("Merge Request Hook", { ...mr, object_attributes: { ...mr.object_attributes, source_project_id: 99 } });
     expect(fork.kind === "requests" && fork.requests[0]!.fork).toBe(true);
@@ -107,12 +140,24 @@ describe("Gitea/Forgejo parse on the documented samples", () => {
       kind: "requests",
       actor: "gitea",
       repo: { apiBase: "http://localhost:3000/api/v1", repo: "gitea/webhooks" },
-      requests: [{ event: "push", ref: "refs/heads/develop", branch: "develop", commitSha: "bffeb74224043ba2feb48d137756c8a9331c449a", message: "Webhooks Yay!", fork: false }],
+      requests: [
+        {
+          event: "push",
+          ref: "refs/heads/develop",
+          branch: "develop",
+          commitSha: "bffeb74224043ba2feb48d137756c8a9331c449a",
+          message: "Webhooks Yay!",
+          fork: false,
+        },
+      ],
     });
   });
   it("pull_request opened builds refs/pull/N/head; a head repository of another id is a fork", () => {
     const pr = fixture("gitea-pull-request") as { pull_request: { head: { repo: { id: number } } } };
-    expect(parseGitea("pull_request", pr)).toMatchObject({ kind: "requests", requests: [{ ref: "refs/pull/7/head", branch: "feature", baseBranch: "master", fork: false }] });
+    expect(parseGitea("pull_request", pr)).toMatchObject({
+      kind: "requests",
+      requests: [{ ref: "refs/pull/7/head", branch: "feature", baseBranch: "master", fork: false }],
+    });
     const fork = structuredClone(pr);
     fork.pull_request.head.repo.id = 141;
     const parsed = parseGitea("pull_request", fork);
@@ -126,7 +171,16 @@ describe("Bitbucket parse on the documented samples", () => {
       kind: "requests",
       actor: "amills",
       repo: { apiBase: "https://api.bitbucket.org/2.0", repo: "ntrs/jenkins-jobs" },
-      requests: [{ event: "push", ref: "refs/heads/master", branch: "master", commitSha: "109d5aaf0c2daf86d429c22f6a8c34d8a6ab9114", message: "conflict free\n", fork: false }],
+      requests: [
+        {
+          event: "push",
+          ref: "refs/heads/master",
+          branch: "master",
+          commitSha: "109d5aaf0c2daf86d429c22f6a8c34d8a6ab9114",
+          message: "conflict free\n",
+          fork: false,
+        },
+      ],
     });
   });
   it("a deleted branch (new: null) has no commit", () => {
@@ -137,7 +191,10 @@ describe("Bitbucket parse on the documented samples", () => {
   });
   it("pullrequest:created builds the source commit; another source repository is a fork", () => {
     const pr = fixture("bitbucket-pullrequest-created") as { pullrequest: { source: { repository: { full_name: string } } } };
-    expect(parseBitbucket("pullrequest:created", pr)).toMatchObject({ kind: "requests", requests: [{ event: "pull_request", branch: "feature", baseBranch: "master", commitSha: "109d5aaf0c2d", fork: false }] });
+    expect(parseBitbucket("pullrequest:created", pr)).toMatchObject({
+      kind: "requests",
+      requests: [{ event: "pull_request", branch: "feature", baseBranch: "master", commitSha: "109d5aaf0c2d", fork: false }],
+    });
     pr.pullrequest.source.repository.full_name = "mallory/jenkins-jobs";
     const parsed = parseBitbucket("pullrequest:created", pr);
     expect(parsed.kind === "requests" && parsed.requests[0]!.fork).toBe(true);
@@ -169,7 +226,14 @@ describe("ref globs", () => {
 });
 
 describe("config.triggers", () => {
-  const push = (branch: string) => ({ event: "push" as const, ref: `refs/heads/${branch}`, branch, commitSha: "a".repeat(40), message: null, fork: false });
+  const push = (branch: string) => ({
+    event: "push" as const,
+    ref: `refs/heads/${branch}`,
+    branch,
+    commitSha: "a".repeat(40),
+    message: null,
+    fork: false,
+  });
   it("absent means pushes to the default branch; an empty list means none", () => {
     expect(effectiveTriggers({}, "main")).toEqual([{ event: "push", branches: ["main"] }]);
     expect(pipelineWantsBuild({}, "main", push("main"))).toBe(true);
@@ -178,7 +242,15 @@ describe("config.triggers", () => {
   });
   it("a trigger without branches matches every branch; pull_request branches match the base branch", () => {
     expect(pipelineWantsBuild({ triggers: [{ event: "push" }] }, "main", push("x/y"))).toBe(true);
-    const pr = { event: "pull_request" as const, ref: "refs/pull/1/head", branch: "feature", baseBranch: "main", commitSha: "a".repeat(40), message: null, fork: false };
+    const pr = {
+      event: "pull_request" as const,
+      ref: "refs/pull/1/head",
+      branch: "feature",
+      baseBranch: "main",
+      commitSha: "a".repeat(40),
+      message: null,
+      fork: false,
+    };
     expect(pipelineWantsBuild({ triggers: [{ event: "pull_request", branches: ["main"] }] }, "main", pr)).toBe(true);
     expect(pipelineWantsBuild({ triggers: [{ event: "pull_request", branches: ["feature"] }] }, "main", pr)).toBe(false);
     const tag = { event: "tag" as const, ref: "refs/tags/v1.2", branch: "v1.2", commitSha: "a".repeat(40), message: null, fork: false };

@@ -9,8 +9,20 @@ const _ = null;
 /** The whole table: for each operation, the state it leads to from each state (null = refused). */
 const EXPECTED: Record<SetupOperation, Record<SetupState, SetupState | null>> = {
   //                          uninitialized          bootstrap_pending                 idp_configured                  owner_created                 ready
-  issue_bootstrap_token: { uninitialized: "bootstrap_pending", bootstrap_pending: "bootstrap_pending", idp_configured: "idp_configured", owner_created: "owner_created", ready: _ },
-  set_preferences: { uninitialized: "uninitialized", bootstrap_pending: "bootstrap_pending", idp_configured: "idp_configured", owner_created: _, ready: _ },
+  issue_bootstrap_token: {
+    uninitialized: "bootstrap_pending",
+    bootstrap_pending: "bootstrap_pending",
+    idp_configured: "idp_configured",
+    owner_created: "owner_created",
+    ready: _,
+  },
+  set_preferences: {
+    uninitialized: "uninitialized",
+    bootstrap_pending: "bootstrap_pending",
+    idp_configured: "idp_configured",
+    owner_created: _,
+    ready: _,
+  },
   configure_oidc: { uninitialized: _, bootstrap_pending: "idp_configured", idp_configured: "idp_configured", owner_created: _, ready: _ },
   configure_trusted_proxy: { uninitialized: _, bootstrap_pending: "idp_configured", idp_configured: "idp_configured", owner_created: _, ready: _ },
   verify_oidc_owner: { uninitialized: _, bootstrap_pending: _, idp_configured: "owner_created", owner_created: _, ready: _ },
@@ -23,8 +35,17 @@ const OPERATIONS = Object.keys(EXPECTED) as SetupOperation[];
 
 function instanceIn(state: SetupState): InstanceRow {
   return {
-    id: 1, instanceId: "i", state, runtimeMode: "local", remoteAuthMode: "oidc", keyStorageMode: "file", ownerUserId: null,
-    preferencesUpdatedAt: 0, setupCompletedAt: null, createdAt: 0, updatedAt: 0,
+    id: 1,
+    instanceId: "i",
+    state,
+    runtimeMode: "local",
+    remoteAuthMode: "oidc",
+    keyStorageMode: "file",
+    ownerUserId: null,
+    preferencesUpdatedAt: 0,
+    setupCompletedAt: null,
+    createdAt: 0,
+    updatedAt: 0,
   };
 }
 

@@ -30,7 +30,10 @@ function putFile(url: string, path: string, chunked: boolean): Promise<{ status:
 }
 
 /** GET a URL, hashing the body as it streams. */
-function hashGet(url: string, headers: Record<string, string> = {}): Promise<{ status: number; sha256: string; bytes: number; headers: Record<string, unknown> }> {
+function hashGet(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; sha256: string; bytes: number; headers: Record<string, unknown> }> {
   return new Promise((resolve, reject) => {
     request(url, { headers }, (res) => {
       const hash = createHash("sha256");
@@ -147,7 +150,10 @@ describe("artifacts through the daemon process", () => {
   it("refuses a body longer than declared with 400 size_mismatch, with or without Content-Length", async () => {
     const small = join(work, "small.bin");
     await pipeline(createReadStream(file, { start: 0, end: 2047 }), createWriteStream(small));
-    const created = await c.call("POST", jobPath, { token: runner.token, body: { filename: "s.apk", size_bytes: 1024, content_type: "application/octet-stream" } });
+    const created = await c.call("POST", jobPath, {
+      token: runner.token,
+      body: { filename: "s.apk", size_bytes: 1024, content_type: "application/octet-stream" },
+    });
     const put = await putFile(created.body.upload.url, small, false);
     expect(put.status).toBe(400);
     expect(JSON.parse(put.body).code).toBe("size_mismatch");
@@ -164,7 +170,10 @@ describe("artifacts through the daemon process", () => {
     });
     expect(network.status).toBe(200);
     const ipa = makeIpa({ plist: { CFBundleIdentifier: "com.example.e2e", CFBundleShortVersionString: "3.1", CFBundleName: "E2E" } });
-    const created = await c.call("POST", jobPath, { token: runner.token, body: { filename: "E2E.ipa", size_bytes: ipa.length, content_type: "application/octet-stream" } });
+    const created = await c.call("POST", jobPath, {
+      token: runner.token,
+      body: { filename: "E2E.ipa", size_bytes: ipa.length, content_type: "application/octet-stream" },
+    });
     expect((await fetch(created.body.upload.url, { method: "PUT", body: ipa })).status).toBe(200);
     await c.call("POST", `${jobPath}/${created.body.artifact.id}/complete`, { token: runner.token });
     const link = await c.call("POST", `/v1/artifacts/${created.body.artifact.id}/install-link`, { token: owner });

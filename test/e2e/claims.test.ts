@@ -132,10 +132,14 @@ describe("two daemons on one database file", () => {
         ...(await Promise.all(Array.from({ length: 20 }, (_, i) => queueBuild(i % 2 ? apiB : apiA, a.ownerToken, project.id, pipeline.id)))),
       );
     }
-    await waitFor("500 builds finished", async () => {
-      const rows = await db.db.select({ status: builds.status }).from(builds);
-      return rows.length === 500 && rows.every((r) => r.status === "succeeded");
-    }, 60_000);
+    await waitFor(
+      "500 builds finished",
+      async () => {
+        const rows = await db.db.select({ status: builds.status }).from(builds);
+        return rows.length === 500 && rows.every((r) => r.status === "succeeded");
+      },
+      60_000,
+    );
     stopAll = true;
     await Promise.all(loops);
     for (const out of [a.daemon.stderr(), b.stderr()]) expect(out).not.toContain("unhandled error");
@@ -176,10 +180,14 @@ describe("two daemons on one database file", () => {
     const claimedAfter: string[] = [];
     let stopA = false;
     const loopsA = fleetA.map((r) => runLoop(apiA, r, claimedAfter, () => stopA));
-    const final = await waitFor("no build left non-final", async () => {
-      const all = await db.db.select().from(builds);
-      return all.every((r) => ["succeeded", "failed", "canceled", "timed_out", "expired"].includes(r.status)) ? all : undefined;
-    }, 40_000);
+    const final = await waitFor(
+      "no build left non-final",
+      async () => {
+        const all = await db.db.select().from(builds);
+        return all.every((r) => ["succeeded", "failed", "canceled", "timed_out", "expired"].includes(r.status)) ? all : undefined;
+      },
+      40_000,
+    );
     stopA = true;
     await Promise.all(loopsA);
     expect(a.daemon.stderr()).not.toContain("unhandled error");
@@ -195,9 +203,13 @@ describe("two daemons on one database file", () => {
     // Each build of phase 2 that A's runners took was claimed once by them.
     expect(new Set(claimedAfter).size).toBe(claimedAfter.length);
     expect(claimedAfter).toHaveLength(30);
-    await waitFor("B's runners offline", async () => {
-      const rows = await db.db.select().from(runners);
-      return fleetB.every((r) => rows.find((x) => x.id === r.id)?.status === "offline");
-    }, 15_000);
+    await waitFor(
+      "B's runners offline",
+      async () => {
+        const rows = await db.db.select().from(runners);
+        return fleetB.every((r) => rows.find((x) => x.id === r.id)?.status === "offline");
+      },
+      15_000,
+    );
   }, 150_000);
 });

@@ -96,7 +96,10 @@ async function inviteLoop(ctx: Ctx): Promise<void> {
 /** Project → pipeline → build on it, over and over: a build must never exist without its project and pipeline. */
 async function projectLoop(ctx: Ctx): Promise<void> {
   for (let i = 0; ctx.alive; i++) {
-    const p = await send(ctx, "POST", "/v1/projects", { token: ctx.ownerToken, body: { name: `r${ctx.round}-p${i}`, repo_url: "https://git.example.com/a.git", config_path: null } });
+    const p = await send(ctx, "POST", "/v1/projects", {
+      token: ctx.ownerToken,
+      body: { name: `r${ctx.round}-p${i}`, repo_url: "https://git.example.com/a.git", config_path: null },
+    });
     if (!ok(p)) return;
     ctx.ledger.projects.set(p.body.id, { acked: true });
     const pl = await send(ctx, "POST", `/v1/projects/${p.body.id}/pipelines`, {
@@ -105,9 +108,20 @@ async function projectLoop(ctx: Ctx): Promise<void> {
     });
     if (!ok(pl)) return;
     ctx.ledger.pipelines.set(pl.body.id, p.body.id);
-    const b = await send(ctx, "POST", `/v1/projects/${p.body.id}/builds`, { token: ctx.ownerToken, body: { pipeline_id: pl.body.id, commit_sha: DEFAULT_SHA } });
+    const b = await send(ctx, "POST", `/v1/projects/${p.body.id}/builds`, {
+      token: ctx.ownerToken,
+      body: { pipeline_id: pl.body.id, commit_sha: DEFAULT_SHA },
+    });
     if (!ok(b)) return;
-    ctx.ledger.builds.set(b.body.id, { id: b.body.id, projectId: p.body.id, number: b.body.build_number, acked: 0, sent: 0, chunks: [], chunksAcked: 0 });
+    ctx.ledger.builds.set(b.body.id, {
+      id: b.body.id,
+      projectId: p.body.id,
+      number: b.body.build_number,
+      acked: 0,
+      sent: 0,
+      chunks: [],
+      chunksAcked: 0,
+    });
   }
 }
 
@@ -119,13 +133,24 @@ async function triggerLoop(ctx: Ctx): Promise<void> {
       body: { pipeline_id: ctx.sharedPipeline, commit_sha: DEFAULT_SHA },
     });
     if (!ok(b)) return;
-    ctx.ledger.builds.set(b.body.id, { id: b.body.id, projectId: ctx.sharedProject, number: b.body.build_number, acked: 0, sent: 0, chunks: [], chunksAcked: 0 });
+    ctx.ledger.builds.set(b.body.id, {
+      id: b.body.id,
+      projectId: ctx.sharedProject,
+      number: b.body.build_number,
+      acked: 0,
+      sent: 0,
+      chunks: [],
+      chunksAcked: 0,
+    });
   }
 }
 
 async function registerLoop(ctx: Ctx): Promise<void> {
   for (let i = 0; ctx.alive; i++) {
-    const r = await send(ctx, "POST", "/v1/runners/register", { token: ctx.ownerToken, body: { name: `r${ctx.round}-reg-${i}`, capabilities: { platforms: ["macos"] } } });
+    const r = await send(ctx, "POST", "/v1/runners/register", {
+      token: ctx.ownerToken,
+      body: { name: `r${ctx.round}-reg-${i}`, capabilities: { platforms: ["macos"] } },
+    });
     if (!ok(r)) return;
     ctx.ledger.runners.set(r.body.id, r.body.token);
   }
@@ -135,7 +160,10 @@ async function networkLoop(ctx: Ctx): Promise<void> {
   for (let i = ctx.ledger.network.ackedLast + 1; ctx.alive; i++) {
     ctx.ledger.network.sentLast = i;
     const url = `https://ci-${i}.example.com`;
-    const r = await send(ctx, "PUT", "/v1/settings/external-access/network", { token: ctx.ownerToken, body: { public_url: url, allowed_origins: [url] } });
+    const r = await send(ctx, "PUT", "/v1/settings/external-access/network", {
+      token: ctx.ownerToken,
+      body: { public_url: url, allowed_origins: [url] },
+    });
     if (!ok(r)) return;
     ctx.ledger.network.ackedLast = i;
   }
@@ -167,7 +195,11 @@ async function runnerLoop(ctx: Ctx): Promise<void> {
     for (let i = 0; i < 3; i++) {
       const chunk = `build-${rec.number}-chunk-${i}-${"z".repeat(200)}\n`;
       rec.chunks.push(chunk);
-      const r = await send(ctx, "POST", `${job}/logs?offset=${offset}`, { token: runner.token, rawBody: chunk, headers: { "content-type": "text/plain" } });
+      const r = await send(ctx, "POST", `${job}/logs?offset=${offset}`, {
+        token: runner.token,
+        rawBody: chunk,
+        headers: { "content-type": "text/plain" },
+      });
       if (!ok(r)) return;
       rec.chunksAcked = i + 1;
       offset += Buffer.byteLength(chunk);
@@ -190,7 +222,14 @@ async function artifactLoop(ctx: Ctx): Promise<void> {
       body: { filename: `app-${ctx.round}-${i}.apk`, size_bytes: bytes.length, content_type: "application/vnd.android.package-archive", sha256 },
     });
     if (!ok(created)) return;
-    const art: ArtifactRecord = { id: created.body.artifact.id, buildId: uploader.buildId, sha256, size: bytes.length, completeAcked: false, completeSent: false };
+    const art: ArtifactRecord = {
+      id: created.body.artifact.id,
+      buildId: uploader.buildId,
+      sha256,
+      size: bytes.length,
+      completeAcked: false,
+      completeSent: false,
+    };
     ledger.artifacts.set(art.id, art);
     const upload = new URL(created.body.upload.url);
     if (!ok(await send(ctx, "PUT", upload.pathname, { rawBody: bytes, headers: { "content-type": "application/octet-stream" } }))) return;
@@ -244,7 +283,10 @@ async function verify(api: Caller, token: string, ledger: Ledger, round: number)
     numbers.set(b.project_id, [...(numbers.get(b.project_id) ?? []), b.build_number]);
   }
   for (const [projectId, list] of numbers) {
-    expect(list.sort((x, y) => x - y), `${why}: build numbers of ${projectId}`).toEqual(Array.from({ length: list.length }, (_, i) => i + 1));
+    expect(
+      list.sort((x, y) => x - y),
+      `${why}: build numbers of ${projectId}`,
+    ).toEqual(Array.from({ length: list.length }, (_, i) => i + 1));
   }
   for (const rec of ledger.builds.values()) {
     const b = byId.get(rec.id);
@@ -304,12 +346,18 @@ describe("SIGKILL with writes in flight", () => {
     dataDir = d.dataDir;
     const ledger = new Ledger();
     const setup = d.api;
-    const shared = await setup.call("POST", "/v1/projects", { token: d.ownerToken, body: { name: "shared", repo_url: "https://git.example.com/s.git", config_path: null } });
+    const shared = await setup.call("POST", "/v1/projects", {
+      token: d.ownerToken,
+      body: { name: "shared", repo_url: "https://git.example.com/s.git", config_path: null },
+    });
     const sharedPipeline = await setup.call("POST", `/v1/projects/${shared.body.id}/pipelines`, {
       token: d.ownerToken,
       body: { name: "ci", config: { platform: "android", steps: [{ name: "s", run: "true" }] } },
     });
-    const reg = await setup.call("POST", "/v1/runners/register", { token: d.ownerToken, body: { name: "worker", capabilities: { platforms: ["android"] } } });
+    const reg = await setup.call("POST", "/v1/runners/register", {
+      token: d.ownerToken,
+      body: { name: "worker", capabilities: { platforms: ["android"] } },
+    });
     ledger.projects.set(shared.body.id, { acked: true });
     ledger.pipelines.set(sharedPipeline.body.id, shared.body.id);
     ledger.runners.set(reg.body.id, reg.body.token);
@@ -319,14 +367,31 @@ describe("SIGKILL with writes in flight", () => {
       token: d.ownerToken,
       body: { name: "ios", config: { platform: "ios", steps: [{ name: "s", run: "true" }] } },
     });
-    const upReg = await setup.call("POST", "/v1/runners/register", { token: d.ownerToken, body: { name: "uploader", capabilities: { platforms: ["ios"] } } });
-    const upBuild = await setup.call("POST", `/v1/projects/${shared.body.id}/builds`, { token: d.ownerToken, body: { pipeline_id: iosPipeline.body.id, commit_sha: DEFAULT_SHA } });
+    const upReg = await setup.call("POST", "/v1/runners/register", {
+      token: d.ownerToken,
+      body: { name: "uploader", capabilities: { platforms: ["ios"] } },
+    });
+    const upBuild = await setup.call("POST", `/v1/projects/${shared.body.id}/builds`, {
+      token: d.ownerToken,
+      body: { pipeline_id: iosPipeline.body.id, commit_sha: DEFAULT_SHA },
+    });
     expect((await setup.call("POST", `/v1/runners/${upReg.body.id}/claim`, { token: upReg.body.token })).body.build_id).toBe(upBuild.body.id);
-    const upRunning = await setup.call("POST", `/v1/runners/${upReg.body.id}/jobs/${upBuild.body.id}/status`, { token: upReg.body.token, body: { status: "running" } });
+    const upRunning = await setup.call("POST", `/v1/runners/${upReg.body.id}/jobs/${upBuild.body.id}/status`, {
+      token: upReg.body.token,
+      body: { status: "running" },
+    });
     expect(upRunning.status).toBe(200);
     ledger.pipelines.set(iosPipeline.body.id, shared.body.id);
     ledger.runners.set(upReg.body.id, upReg.body.token);
-    ledger.builds.set(upBuild.body.id, { id: upBuild.body.id, projectId: shared.body.id, number: upBuild.body.build_number, acked: LEVEL.running!, sent: LEVEL.running!, chunks: [], chunksAcked: 0 });
+    ledger.builds.set(upBuild.body.id, {
+      id: upBuild.body.id,
+      projectId: shared.body.id,
+      number: upBuild.body.build_number,
+      acked: LEVEL.running!,
+      sent: LEVEL.running!,
+      chunks: [],
+      chunksAcked: 0,
+    });
     const uploader = { id: upReg.body.id as string, token: upReg.body.token as string, buildId: upBuild.body.id as string };
 
     let daemon = d.daemon;
@@ -352,7 +417,9 @@ describe("SIGKILL with writes in flight", () => {
       };
       const loops = [inviteLoop, projectLoop, triggerLoop, triggerLoop, registerLoop, networkLoop, runnerLoop, artifactLoop].map((loop) => loop(ctx));
       await waitFor(`progress in round ${round}`, () =>
-        round === 1 ? succeeded() > start.succeeded && completed() > start.completed && ledger.acks - start.acks >= 50 : ledger.acks - start.acks >= 30,
+        round === 1
+          ? succeeded() > start.succeeded && completed() > start.completed && ledger.acks - start.acks >= 50
+          : ledger.acks - start.acks >= 30,
       );
       await new Promise((r) => setTimeout(r, killAfter[round - 1]));
       // The kill lands while every loop has a request in flight.

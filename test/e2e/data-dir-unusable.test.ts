@@ -14,7 +14,11 @@ afterAll(() => removeDir(scratch));
 /** Runs `hangar <args>`; SIGKILL after 30 s (a hang shows as a failed expectation, not a stuck run). */
 function run(args: string[], env: Record<string, string>): Promise<{ code: number | null; stderr: string; ms: number }> {
   const started = performance.now();
-  const proc = spawn(process.execPath, [HANGAR_BIN, ...args], { cwd: PROJECT_ROOT, env: { ...process.env, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", ...env }, stdio: ["ignore", "ignore", "pipe"] });
+  const proc = spawn(process.execPath, [HANGAR_BIN, ...args], {
+    cwd: PROJECT_ROOT,
+    env: { ...process.env, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", ...env },
+    stdio: ["ignore", "ignore", "pipe"],
+  });
   let stderr = "";
   proc.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
   const killer = setTimeout(() => proc.kill("SIGKILL"), 30_000);

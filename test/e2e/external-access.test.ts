@@ -54,7 +54,9 @@ describe("loopback over a real socket (local mode)", () => {
     const env = { HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0" };
     daemon = await startDaemon(env);
     const session = await setupSession(daemon, env);
-    expect((await http(daemon.url, "POST", "/v1/setup/local-owner/create", { token: session, body: { email: "owner@example.com" } })).status).toBe(200);
+    expect((await http(daemon.url, "POST", "/v1/setup/local-owner/create", { token: session, body: { email: "owner@example.com" } })).status).toBe(
+      200,
+    );
     expect((await http(daemon.url, "POST", "/v1/setup/complete", { token: session })).status).toBe(200);
     const login = await http(daemon.url, "POST", "/v1/auth/local/login", { body: { email: "owner@example.com" } });
     expect(login.status).toBe(200);
@@ -68,7 +70,10 @@ describe("loopback over a real socket (local mode)", () => {
 
   it("refuses local login from 127.0.0.1 when a forwarding header is present", async () => {
     for (const header of ["X-Forwarded-For", "Forwarded", "X-Real-IP", "CF-Connecting-IP", "True-Client-IP"]) {
-      const res = await http(daemon.url, "POST", "/v1/auth/local/login", { body: { email: "owner@example.com" }, headers: { [header]: "203.0.113.4" } });
+      const res = await http(daemon.url, "POST", "/v1/auth/local/login", {
+        body: { email: "owner@example.com" },
+        headers: { [header]: "203.0.113.4" },
+      });
       expect([res.status, res.body.code], header).toEqual([403, "local_login_loopback_required"]);
     }
   });
@@ -97,7 +102,11 @@ describe("loopback over a real socket (local mode)", () => {
 
   it("refuses network settings changes that are not loopback while in local mode", async () => {
     const body = { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"] };
-    const proxied = await http(daemon.url, "PUT", "/v1/settings/external-access/network", { token: ownerToken, body, headers: { "x-forwarded-for": "198.51.100.2" } });
+    const proxied = await http(daemon.url, "PUT", "/v1/settings/external-access/network", {
+      token: ownerToken,
+      body,
+      headers: { "x-forwarded-for": "198.51.100.2" },
+    });
     expect([proxied.status, proxied.body.code]).toEqual([403, "external_access_loopback_required"]);
     const direct = await http(daemon.url, "PUT", "/v1/settings/external-access/network", { token: ownerToken, body });
     expect(direct.status).toBe(200);
@@ -129,7 +138,10 @@ describe("trusted-proxy setup and login over a real socket", () => {
 
   it("configures, claims the owner, completes and signs users in through a proxy on this machine", async () => {
     const session = await setupSession(daemon, env);
-    const prefs = await http(daemon.url, "POST", "/v1/setup/preferences", { token: session, body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" } });
+    const prefs = await http(daemon.url, "POST", "/v1/setup/preferences", {
+      token: session,
+      body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" },
+    });
     expect(prefs.status).toBe(200);
     // Local login row: refused while setup is incomplete in remote mode.
     const early = await http(daemon.url, "POST", "/v1/auth/local/login", { body: { email: "owner@example.com" } });
@@ -146,7 +158,10 @@ describe("trusted-proxy setup and login over a real socket", () => {
     const proxy = { "X-Forwarded-For": "203.0.113.50", "X-Forwarded-Proto": "https", "X-HANGAR-USER-EMAIL": "owner@example.com" };
     const noSecret = await http(daemon.url, "POST", "/v1/setup/owner/claim-trusted-proxy", { token: session, headers: proxy });
     expect([noSecret.status, noSecret.body.code]).toEqual([401, "trusted_proxy_shared_secret_missing"]);
-    const claimed = await http(daemon.url, "POST", "/v1/setup/owner/claim-trusted-proxy", { token: session, headers: { ...proxy, "x-hangar-trusted-proxy-secret": SECRET } });
+    const claimed = await http(daemon.url, "POST", "/v1/setup/owner/claim-trusted-proxy", {
+      token: session,
+      headers: { ...proxy, "x-hangar-trusted-proxy-secret": SECRET },
+    });
     expect(claimed.status).toBe(200);
     expect(claimed.body).toMatchObject({ state: "owner_created", owner_email: "owner@example.com" });
     expect((await http(daemon.url, "POST", "/v1/setup/complete", { token: session })).status).toBe(200);
@@ -157,7 +172,9 @@ describe("trusted-proxy setup and login over a real socket", () => {
     const me = await http(daemon.url, "GET", "/v1/users/me", { token: login.body.session_token, headers: proxy });
     expect(me.body).toMatchObject({ email: "owner@example.com", role: "owner" });
 
-    const wrong = await http(daemon.url, "POST", "/v1/auth/trusted-proxy/login", { headers: { ...proxy, "X-Hangar-Trusted-Proxy-Secret": `${SECRET}!` } });
+    const wrong = await http(daemon.url, "POST", "/v1/auth/trusted-proxy/login", {
+      headers: { ...proxy, "X-Hangar-Trusted-Proxy-Secret": `${SECRET}!` },
+    });
     expect([wrong.status, wrong.body.code]).toEqual([401, "trusted_proxy_shared_secret_invalid"]);
     // Local login is off in remote mode until the owner turns it back on; through the proxy it is refused.
     const viaProxy = await http(daemon.url, "POST", "/v1/auth/local/login", { body: { email: "owner@example.com" }, headers: proxy });
@@ -183,7 +200,9 @@ describe("trusted-proxy setup and login over a real socket", () => {
     });
     expect(cors.status).toBe(204);
     expect(cors.headers.get("access-control-allow-origin")).toBe("https://ci.example.com");
-    const foreign = await fetch(`${daemon.url}/v1/users/me`, { headers: { origin: "https://elsewhere.example.com", authorization: `Bearer ${token}` } });
+    const foreign = await fetch(`${daemon.url}/v1/users/me`, {
+      headers: { origin: "https://elsewhere.example.com", authorization: `Bearer ${token}` },
+    });
     expect(foreign.status).toBe(403);
     expect(foreign.headers.get("access-control-allow-origin")).toBeNull();
   });

@@ -53,7 +53,12 @@ function decodeChunked(data: Buffer): Buffer {
  * Writes `request` to a fresh connection and reads until the server closes it. `halfClose` ends our side
  * after writing (a client that sent less than it announced); `destroyAfterMs` drops the connection instead.
  */
-function raw(host: string, port: number, request: Buffer | string, options: { halfClose?: boolean; destroyAfterMs?: number } = {}): Promise<RawResponse | null> {
+function raw(
+  host: string,
+  port: number,
+  request: Buffer | string,
+  options: { halfClose?: boolean; destroyAfterMs?: number } = {},
+): Promise<RawResponse | null> {
   return new Promise((resolve) => {
     const socket = net.connect(port, host);
     const chunks: Buffer[] = [];
@@ -84,7 +89,13 @@ function raw(host: string, port: number, request: Buffer | string, options: { ha
 }
 
 /** One HTTP/1.1 request with exactly these headers (Host included), closing the connection after the answer. */
-function request(method: string, path: string, headers: Record<string, string>, body?: Buffer | string, options: { contentLength?: number } = {}): Buffer {
+function request(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: Buffer | string,
+  options: { contentLength?: number } = {},
+): Buffer {
   const bytes = body === undefined ? Buffer.alloc(0) : Buffer.from(body);
   const lines = [`${method} ${path} HTTP/1.1`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), "Connection: close"];
   if (body !== undefined || options.contentLength !== undefined) lines.push(`Content-Length: ${options.contentLength ?? bytes.length}`);
@@ -107,7 +118,11 @@ let buildId: string;
 const LOCAL = "127.0.0.1";
 
 async function localRaw(method: string, path: string, headers: Record<string, string>, body?: unknown): Promise<RawResponse> {
-  const r = await raw(LOCAL, port, request(method, path, { Host: `127.0.0.1:${port}`, ...headers }, body === undefined ? undefined : JSON.stringify(body)));
+  const r = await raw(
+    LOCAL,
+    port,
+    request(method, path, { Host: `127.0.0.1:${port}`, ...headers }, body === undefined ? undefined : JSON.stringify(body)),
+  );
   if (!r) throw new Error(`${method} ${path}: no answer`);
   return r;
 }
@@ -125,17 +140,25 @@ beforeAll(async () => {
   expect((await api.call("POST", "/v1/setup/local-owner/create", { token: setup, body: { email: "owner@example.com" } })).status).toBe(200);
   expect((await api.call("POST", "/v1/setup/complete", { token: setup })).status).toBe(200);
   ownerToken = (await api.call("POST", "/v1/auth/local/login", { body: {} })).body.session_token;
-  const project = await api.call("POST", "/v1/projects", { token: ownerToken, body: { name: "app", repo_url: "https://git.example.com/app.git", config_path: null } });
+  const project = await api.call("POST", "/v1/projects", {
+    token: ownerToken,
+    body: { name: "app", repo_url: "https://git.example.com/app.git", config_path: null },
+  });
   const pipeline = await api.call("POST", `/v1/projects/${project.body.id}/pipelines`, {
     token: ownerToken,
     body: { name: "ci", config: { platform: "any", steps: [{ name: "s", run: "true" }] } },
   });
   const reg = await api.call("POST", "/v1/runners/register", { token: ownerToken, body: { capabilities: { platforms: ["ios"] } } });
   runner = reg.body;
-  const build = await api.call("POST", `/v1/projects/${project.body.id}/builds`, { token: ownerToken, body: { pipeline_id: pipeline.body.id, commit_sha: DEFAULT_SHA } });
+  const build = await api.call("POST", `/v1/projects/${project.body.id}/builds`, {
+    token: ownerToken,
+    body: { pipeline_id: pipeline.body.id, commit_sha: DEFAULT_SHA },
+  });
   buildId = build.body.id;
   await api.call("POST", `/v1/runners/${runner.id}/claim`, { token: runner.token });
-  expect((await api.call("POST", `/v1/runners/${runner.id}/jobs/${buildId}/status`, { token: runner.token, body: { status: "running" } })).status).toBe(200);
+  expect(
+    (await api.call("POST", `/v1/runners/${runner.id}/jobs/${buildId}/status`, { token: runner.token, body: { status: "running" } })).status,
+  ).toBe(200);
 }, 30_000);
 
 afterAll(async () => {
@@ -152,7 +175,10 @@ async function storeArtifact(filename: string, bytes: Buffer, extra: Record<stri
     body: { filename, size_bytes: bytes.length, content_type: "application/octet-stream", ...extra },
   });
   expect(created.status, created.text).toBe(200);
-  const put = await api.call("PUT", new URL(created.body.upload.url).pathname, { rawBody: bytes, headers: { "content-type": "application/octet-stream" } });
+  const put = await api.call("PUT", new URL(created.body.upload.url).pathname, {
+    rawBody: bytes,
+    headers: { "content-type": "application/octet-stream" },
+  });
   expect(put.status, put.text).toBe(200);
   const done = await api.call("POST", `${artifactsPath()}/${created.body.artifact.id}/complete`, { token: runner.token });
   expect(done.status, done.text).toBe(200);
@@ -190,7 +216,7 @@ describe("filenames", () => {
   });
 
   it("refuses a content type that would carry a header (it is echoed on download)", async () => {
-    for (const content_type of ["application/octet-stream\r\nX-Injected: 1", "text/html; charset=\"a\r\nb\"", "application/x\u0000y"]) {
+    for (const content_type of ["application/octet-stream\r\nX-Injected: 1", 'text/html; charset="a\r\nb"', "application/x\u0000y"]) {
       const res = await localRaw("POST", artifactsPath(), json(runner.token), { filename: "a.apk", size_bytes: 1, content_type });
       expect([res.status, res.json?.code], JSON.stringify(content_type)).toEqual([400, "invalid_input"]);
     }
@@ -243,7 +269,9 @@ describe("Host spoofing", () => {
       body: { public_url: "https://ci.example.com", artifact_delivery_url: "https://dl.example.com", allowed_origins: ["https://ci.example.com"] },
     });
     expect(network.status, network.text).toBe(200);
-    const id = await storeArtifact("app.ipa", randomBytes(64), { install_metadata: { bundle_identifier: "com.example.app", bundle_version: "1", title: "App" } });
+    const id = await storeArtifact("app.ipa", randomBytes(64), {
+      install_metadata: { bundle_identifier: "com.example.app", bundle_version: "1", title: "App" },
+    });
     // The install link is asked for with every header a proxy or an attacker could use to name another host.
     const res = await localRaw("POST", `/v1/artifacts/${id}/install-link`, {
       ...json(ownerToken),
@@ -282,7 +310,11 @@ describe("Host spoofing", () => {
 
 describe("who is loopback", () => {
   const login = (host: string, headers: Record<string, string>) =>
-    raw(host, port, request("POST", "/v1/auth/local/login", { "Content-Type": "application/json", ...headers }, JSON.stringify({ email: "owner@example.com" })));
+    raw(
+      host,
+      port,
+      request("POST", "/v1/auth/local/login", { "Content-Type": "application/json", ...headers }, JSON.stringify({ email: "owner@example.com" })),
+    );
 
   it("a loopback peer with a loopback Host and no forwarding header may sign in locally (the control)", async () => {
     const res = (await login(LOCAL, { Host: `127.0.0.1:${port}` }))!;
@@ -308,7 +340,7 @@ describe("who is loopback", () => {
       { Host: `127.0.0.1:${port}` },
       { Host: "localhost", "X-Forwarded-For": "127.0.0.1" },
       { Host: "localhost", "X-Real-IP": "127.0.0.1", "X-Forwarded-Host": "localhost" },
-      { Host: "[::1]", Forwarded: "for=\"[::1]\"" },
+      { Host: "[::1]", Forwarded: 'for="[::1]"' },
       { Host: "localhost", "X-Client-IP": "127.0.0.1", "X-Originating-IP": "127.0.0.1", "X-Remote-Addr": "127.0.0.1" },
     ];
     for (const headers of claims) {
@@ -317,7 +349,12 @@ describe("who is loopback", () => {
       const net = await raw(
         OTHER_ADDRESS!,
         port,
-        request("PUT", "/v1/settings/external-access/network", { ...json(ownerToken), ...headers }, JSON.stringify({ public_url: "https://x.example.com", allowed_origins: ["https://x.example.com"] })),
+        request(
+          "PUT",
+          "/v1/settings/external-access/network",
+          { ...json(ownerToken), ...headers },
+          JSON.stringify({ public_url: "https://x.example.com", allowed_origins: ["https://x.example.com"] }),
+        ),
       );
       expect([net!.status, net!.json?.code], JSON.stringify(headers)).toEqual([403, "external_access_loopback_required"]);
     }
@@ -339,8 +376,16 @@ describe("malformed and truncated requests", () => {
   });
 
   it.each([
-    ["Content-Length and Transfer-Encoding together (smuggling)", "POST /v1/auth/local/login HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400],
-    ["a malformed chunk size", "POST /v1/auth/local/login HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n", 400],
+    [
+      "Content-Length and Transfer-Encoding together (smuggling)",
+      "POST /v1/auth/local/login HTTP/1.1\r\nHost: localhost\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+      400,
+    ],
+    [
+      "a malformed chunk size",
+      "POST /v1/auth/local/login HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\nzz\r\n{}\r\n0\r\n\r\n",
+      400,
+    ],
     ["a NUL in the path", "GET /v1/builds/a\u0000b HTTP/1.1\r\nHost: localhost\r\n\r\n", 400],
     ["a header without a colon", "GET /v1/public/setup-status HTTP/1.1\r\nHost: localhost\r\nBroken header\r\n\r\n", 400],
     ["a space before the colon", "GET /v1/public/setup-status HTTP/1.1\r\nHost : localhost\r\n\r\n", 400],
@@ -356,8 +401,16 @@ describe("malformed and truncated requests", () => {
       request("POST", "/v1/auth/local/login", { Host: "localhost", "Content-Type": "application/json" }, '{"email":', { contentLength: 100 }),
       request("POST", "/v1/setup/bootstrap-token/verify", { Host: "localhost", "Content-Type": "text/plain" }, '{"token":', { contentLength: 100 }),
       request("POST", "/v1/projects", { Host: "localhost", ...json(ownerToken) }, '{"name":"x"', { contentLength: 5000 }),
-      Buffer.from(`POST /v1/auth/local/login HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n5\r\n{"ema`),
-      request("POST", `/v1/runners/${runner.id}/jobs/${buildId}/logs?offset=0`, { Host: "localhost", Authorization: `Bearer ${runner.token}`, "Content-Type": "text/plain" }, "partial log", { contentLength: 1000 }),
+      Buffer.from(
+        `POST /v1/auth/local/login HTTP/1.1\r\nHost: localhost\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n5\r\n{"ema`,
+      ),
+      request(
+        "POST",
+        `/v1/runners/${runner.id}/jobs/${buildId}/logs?offset=0`,
+        { Host: "localhost", Authorization: `Bearer ${runner.token}`, "Content-Type": "text/plain" },
+        "partial log",
+        { contentLength: 1000 },
+      ),
     ];
     for (const bytes of cases) {
       const res = await raw(LOCAL, port, bytes, { halfClose: true });
@@ -384,7 +437,9 @@ describe("malformed and truncated requests", () => {
       body: { filename: "retry.apk", size_bytes: bytes.length, content_type: "application/octet-stream" },
     });
     const path = new URL(created.body.upload.url).pathname;
-    const head = request("PUT", path, { Host: `127.0.0.1:${port}`, "Content-Type": "application/octet-stream" }, undefined, { contentLength: bytes.length });
+    const head = request("PUT", path, { Host: `127.0.0.1:${port}`, "Content-Type": "application/octet-stream" }, undefined, {
+      contentLength: bytes.length,
+    });
     await raw(LOCAL, port, Buffer.concat([head, bytes.subarray(0, 100_000)]), { destroyAfterMs: 150 });
     await new Promise((r) => setTimeout(r, 200));
     const early = await api.call("POST", `${artifactsPath()}/${created.body.artifact.id}/complete`, { token: runner.token });

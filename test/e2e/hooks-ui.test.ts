@@ -83,7 +83,12 @@ describe("builds on push from the project page", () => {
       after: SHA,
       deleted: false,
       head_commit: { id: SHA, message: "Fix the login screen" },
-      repository: { full_name: "acme/push-app", url: "https://api.github.com/repos/acme/push-app", html_url: "https://github.com/acme/push-app", default_branch: "main" },
+      repository: {
+        full_name: "acme/push-app",
+        url: "https://api.github.com/repos/acme/push-app",
+        html_url: "https://github.com/acme/push-app",
+        default_branch: "main",
+      },
       sender: { login: "octocat" },
       pusher: { name: "octocat" },
     });
@@ -132,7 +137,10 @@ describe("builds on push from the project page", () => {
     await expect.poll(() => p.locator(".flash").first().textContent()).toContain("Test message delivered (HTTP 200).");
     const got = receiver.requests.filter((r) => r.path === path);
     expect(got).toHaveLength(1);
-    const verified = new Webhook(secret).verify(got[0]!.body, got[0]!.headers as Record<string, string>) as { type: string; data: { project: { id: string } } };
+    const verified = new Webhook(secret).verify(got[0]!.body, got[0]!.headers as Record<string, string>) as {
+      type: string;
+      data: { project: { id: string } };
+    };
     expect(verified.type).toBe("build.succeeded");
     expect(verified.data.project.id).toBe(project.id);
     // The attempt is listed, the events and branches as chosen, the secret not shown again.

@@ -24,7 +24,9 @@ const daemons: ReadyDaemon[] = [];
 beforeAll(() => {
   if (cannotRun()) return;
   if (spawnSync("id", ["-u", OTHER_USER]).status !== 0) {
-    const made = spawnSync("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", OTHER_USER], { encoding: "utf8" });
+    const made = spawnSync("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", OTHER_USER], {
+      encoding: "utf8",
+    });
     // 9: created meanwhile by a parallel run; anything else is a real failure.
     if (made.status !== 0 && made.status !== 9) throw new Error(`useradd ${OTHER_USER}: ${made.stderr}`);
     createdUser = made.status === 0;
@@ -47,7 +49,11 @@ async function readyDaemon(env: Record<string, string> = {}): Promise<ReadyDaemo
 }
 
 /** One HTTP request from a fresh Node process running as `uid` (the daemon's user when undefined). */
-async function requestAs(uid: number | undefined, url: string, init: { method: string; body?: string; headers?: Record<string, string> }): Promise<{ status: number; body: string; location: string | null }> {
+async function requestAs(
+  uid: number | undefined,
+  url: string,
+  init: { method: string; body?: string; headers?: Record<string, string> },
+): Promise<{ status: number; body: string; location: string | null }> {
   const script = `
     const http = require("node:http");
     const { url, method, body, headers } = JSON.parse(process.argv[1]);
@@ -132,7 +138,12 @@ describe("local sign-in and the socket's OS user (real daemon)", { timeout: 180_
 
   it("refuses to start with a HANGAR_LOCAL_LOGIN_USERS name that is no user of the machine", async () => {
     const dataDir = makeDataDir();
-    const made = await runCli(["serve"], { HANGAR_DATA_DIR: dataDir, HANGAR_LOCAL_LOGIN_USERS: "no-such-user-here", HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0" });
+    const made = await runCli(["serve"], {
+      HANGAR_DATA_DIR: dataDir,
+      HANGAR_LOCAL_LOGIN_USERS: "no-such-user-here",
+      HANGAR_HOST: "127.0.0.1",
+      HANGAR_PORT: "0",
+    });
     removeDir(dataDir);
     expect(made.code).toBe(1);
     expect(made.stderr).toContain("no-such-user-here");

@@ -15,7 +15,9 @@ describe("log masking on the real daemon (docs/decisions.md)", () => {
     // The worst case of the old scan: a secret of 8191 'A' and a 'B', a chunk of nothing but 'A'.
     const secret = `${"A".repeat(8191)}B`;
     const project = await createProject(d.api, d.ownerToken, { repo_url: "https://git.example.com/app.git" });
-    expect((await d.api.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: d.ownerToken, body: { token: secret } })).status).toBe(200);
+    expect((await d.api.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: d.ownerToken, body: { token: secret } })).status).toBe(
+      200,
+    );
     const pipeline = await createPipeline(d.api, d.ownerToken, project.id);
     const runner = await registerRunner(d.api, d.ownerToken, {});
     const build = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: "abcdef1" });

@@ -6,7 +6,9 @@ import { makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon
 // A genuinely non-loopback peer: the daemon listens on one end of a veth pair, clients run inside a network
 // namespace made here on the other end. The addresses are a private test range that exists only on these two
 // links, so the traffic never leaves this machine.
-const SUFFIX = Math.floor(Math.random() * 0xffff).toString(16).padStart(4, "0");
+const SUFFIX = Math.floor(Math.random() * 0xffff)
+  .toString(16)
+  .padStart(4, "0");
 const NS = `hangar-t-${SUFFIX}`;
 const HOST_IF = `hgr${SUFFIX}h`;
 const NS_IF = `hgr${SUFFIX}n`;
@@ -64,7 +66,12 @@ describe.skipIf(unavailable !== null)("a daemon on a veth address, clients in a 
   let env: Record<string, string>;
 
   /** Sends one request from inside the namespace, from `from` (one of the namespace's two addresses). */
-  function fromNamespace(from: string, method: string, path: string, options: { body?: unknown; token?: string; headers?: Record<string, string> } = {}): Promise<Reply> {
+  function fromNamespace(
+    from: string,
+    method: string,
+    path: string,
+    options: { body?: unknown; token?: string; headers?: Record<string, string> } = {},
+  ): Promise<Reply> {
     const headers: Record<string, string> = { ...options.headers };
     if (options.token) headers.authorization = `Bearer ${options.token}`;
     let body: string | undefined;
@@ -107,7 +114,10 @@ describe.skipIf(unavailable !== null)("a daemon on a veth address, clients in a 
     await daemon?.stop();
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
     // Deleting the namespace destroys its end of the veth pair, and with it the host end.
-    for (const args of [["netns", "del", NS], ["link", "del", HOST_IF]]) {
+    for (const args of [
+      ["netns", "del", NS],
+      ["link", "del", HOST_IF],
+    ]) {
       try {
         ip(...args);
       } catch {
@@ -122,7 +132,10 @@ describe.skipIf(unavailable !== null)("a daemon on a veth address, clients in a 
     const verified = await fromNamespace(LISTED, "POST", "/v1/setup/bootstrap-token/verify", { body: { token: issued.stdout.trim() } });
     expect(verified.status).toBe(200);
     const session = verified.body.session_token as string;
-    const prefs = await fromNamespace(LISTED, "POST", "/v1/setup/preferences", { token: session, body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" } });
+    const prefs = await fromNamespace(LISTED, "POST", "/v1/setup/preferences", {
+      token: session,
+      body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" },
+    });
     expect(prefs.status).toBe(200);
     const configured = await fromNamespace(LISTED, "POST", "/v1/setup/trusted-proxy/configure", {
       token: session,

@@ -21,11 +21,20 @@ function slowLogin(port: number, email: string) {
   let started = () => {};
   const startedP = new Promise<void>((r) => (started = r));
   const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, method: "POST", path: "/v1/auth/local/login", headers: { "content-type": "application/json", "transfer-encoding": "chunked" } }, (res) => {
-      let body = "";
-      res.on("data", (d: Buffer) => (body += d.toString()));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        method: "POST",
+        path: "/v1/auth/local/login",
+        headers: { "content-type": "application/json", "transfer-encoding": "chunked" },
+      },
+      (res) => {
+        let body = "";
+        res.on("data", (d: Buffer) => (body += d.toString()));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+      },
+    );
     req.on("error", reject);
     req.write(`{"email":`, () => setTimeout(started, 100));
     finish = () => req.end(`"${email}"}`);
@@ -69,7 +78,8 @@ describe("the hangar command", () => {
       const tables = await client.execute("select name from sqlite_master where type = 'table'");
       client.close();
       const names = tables.rows.map((r) => String(r[0]));
-      for (const table of ["instance", "bootstrap_tokens", "setup_sessions", "users", "user_sessions", "audit_events"]) expect(names).toContain(table);
+      for (const table of ["instance", "bootstrap_tokens", "setup_sessions", "users", "user_sessions", "audit_events"])
+        expect(names).toContain(table);
     } finally {
       rmSync(migrateDir, { recursive: true, force: true });
     }
@@ -124,7 +134,9 @@ describe("a newcomer on a fresh data directory", () => {
     const verify = await http(base, "POST", "/v1/setup/bootstrap-token/verify", { body: { token: bootstrap } });
     expect(verify.status).toBe(200);
     const setup: string = verify.body.session_token;
-    expect((await http(base, "POST", "/v1/setup/preferences", { token: setup, body: { runtime_mode: "local" } })).body).toMatchObject({ runtime_mode: "local" });
+    expect((await http(base, "POST", "/v1/setup/preferences", { token: setup, body: { runtime_mode: "local" } })).body).toMatchObject({
+      runtime_mode: "local",
+    });
     const owner = await http(base, "POST", "/v1/setup/local-owner/create", { token: setup, body: { email: "me@example.com" } });
     expect(owner.body).toMatchObject({ state: "owner_created", owner_email: "me@example.com" });
     const done = await http(base, "POST", "/v1/setup/complete", { token: setup });

@@ -110,7 +110,10 @@ describe("the daemon's Node listener", () => {
 
   it("a chunked JSON body gets the same answer as the same body with a Content-Length", async () => {
     for (const body of ['{"token":"not-a-token"}', "{not json", '{"token":' + JSON.stringify("x".repeat(50_000)) + "}"]) {
-      const [a, b] = await onOneConnection(daemon.port, [chunked("/v1/setup/bootstrap-token/verify", body), withLength("/v1/setup/bootstrap-token/verify", body)]);
+      const [a, b] = await onOneConnection(daemon.port, [
+        chunked("/v1/setup/bootstrap-token/verify", body),
+        withLength("/v1/setup/bootstrap-token/verify", body),
+      ]);
       expect(a!.status, body.slice(0, 20)).toBe(b!.status);
       expect(JSON.parse(a!.body).code).toBe(JSON.parse(b!.body).code);
       expect(a!.status).toBeGreaterThanOrEqual(400);
@@ -139,7 +142,11 @@ describe("the daemon's Node listener", () => {
   });
 
   it("HEAD answers GET's status and headers with no body; both say what the body is", async () => {
-    const [head, getAnswer] = await onOneConnection(daemon.port, [get("/v1/public/setup-status", "HEAD"), get("/v1/public/setup-status")], new Set([0]));
+    const [head, getAnswer] = await onOneConnection(
+      daemon.port,
+      [get("/v1/public/setup-status", "HEAD"), get("/v1/public/setup-status")],
+      new Set([0]),
+    );
     expect(head!.status).toBe(getAnswer!.status);
     expect(head!.body).toBe("");
     const type = (a: Answer) => a.headers.find(([k]) => k === "content-type")?.[1];

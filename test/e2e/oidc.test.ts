@@ -74,7 +74,9 @@ describe("OIDC against the real daemon", () => {
       callback_ms: median(runs.map((r) => r.callbackMs)),
       max_total_ms: Math.max(...runs.map((r) => r.totalMs)),
     };
-    console.log(`OIDC sign-in round trip against the local provider, median of ${runs.length}: ${JSON.stringify(figures, (_k, v: unknown) => (typeof v === "number" ? Math.round(v * 10) / 10 : v))}`);
+    console.log(
+      `OIDC sign-in round trip against the local provider, median of ${runs.length}: ${JSON.stringify(figures, (_k, v: unknown) => (typeof v === "number" ? Math.round(v * 10) / 10 : v))}`,
+    );
 
     const invited = await http(first.url, "POST", "/v1/users/invite", { token: ownerToken, body: { email: "dev@example.com", role: "developer" } });
     expect(invited.status).toBe(200);
@@ -92,7 +94,13 @@ describe("OIDC against the real daemon", () => {
     expect(state).toBe(pending.body.state);
     const signedIn = await http(second.url, "POST", "/v1/auth/oidc/callback", { body: { code, state } });
     expect(signedIn.status).toBe(200);
-    expect(signedIn.body.user).toMatchObject({ user_id: invited.body.id, email: "dev@example.com", role: "developer", oidc_subject: "dev-sub", display_name: "Dev Eloper" });
+    expect(signedIn.body.user).toMatchObject({
+      user_id: invited.body.id,
+      email: "dev@example.com",
+      role: "developer",
+      oidc_subject: "dev-sub",
+      display_name: "Dev Eloper",
+    });
     const me = await http(second.url, "GET", "/v1/users/me", { token: signedIn.body.session_token });
     expect(me.body).toMatchObject({ email: "dev@example.com", status: "active", avatar_url: "https://img.example.test/dev.png" });
     const replay = await http(second.url, "POST", "/v1/auth/oidc/callback", { body: { code, state } });

@@ -104,7 +104,9 @@ describe("backup while the daemon writes, restore onto a new data directory", ()
       expect(created.status, created.text).toBe(200);
       const put = await fetch(created.body.upload.url, { method: "PUT", body: bytes, headers: created.body.upload.headers });
       expect(put.status).toBe(200);
-      const completed = await c.call("POST", `/v1/runners/${runner.id}/jobs/${job.build_id}/artifacts/${created.body.artifact.id}/complete`, { token: runner.token });
+      const completed = await c.call("POST", `/v1/runners/${runner.id}/jobs/${job.build_id}/artifacts/${created.body.artifact.id}/complete`, {
+        token: runner.token,
+      });
       expect(completed.status).toBe(200);
 
       // A workload that keeps writing (builds queued, log lines appended) while the backup runs.
@@ -139,7 +141,11 @@ describe("backup while the daemon writes, restore onto a new data directory", ()
       expect(manifest.counts.builds).toBeGreaterThanOrEqual(ackedBeforeBackup.length + 1);
       expect(manifest.counts.users).toBe(1);
       for (const f of manifest.files) {
-        expect(createHash("sha256").update(readFileSync(join(out, f.path))).digest("hex")).toBe(f.sha256);
+        expect(
+          createHash("sha256")
+            .update(readFileSync(join(out, f.path)))
+            .digest("hex"),
+        ).toBe(f.sha256);
       }
       const summary = JSON.parse(backup.stdout);
       expect(summary.files).toBe(manifest.files.length);
@@ -215,7 +221,15 @@ describe("service units", () => {
       expect(r.stdout).toMatch(/^\[Unit\][\s\S]*^\[Service\][\s\S]*^\[Install\]/m);
     } else {
       // verify reports problems on stderr; the only line allowed is about this test machine lacking the user.
-      const problems = analyze.stderr.split("\n").filter((l) => l.trim() && !/Failed to resolve user|is not executable|Unknown user|No such file or directory|Cannot add dependency job|network-online.target|multi-user.target/.test(l));
+      const problems = analyze.stderr
+        .split("\n")
+        .filter(
+          (l) =>
+            l.trim() &&
+            !/Failed to resolve user|is not executable|Unknown user|No such file or directory|Cannot add dependency job|network-online.target|multi-user.target/.test(
+              l,
+            ),
+        );
       expect(problems, analyze.stderr).toEqual([]);
     }
   });
@@ -224,7 +238,10 @@ describe("service units", () => {
     const r = await runCli(["service", "--launchd"], {});
     expect(r.code, r.stderr).toBe(0);
     const parsed = JSON.parse(
-      execFileSync("python3", ["-c", "import plistlib,sys,json; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))"], { input: r.stdout, encoding: "utf8" }),
+      execFileSync("python3", ["-c", "import plistlib,sys,json; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))"], {
+        input: r.stdout,
+        encoding: "utf8",
+      }),
     );
     expect(parsed.Label).toBe("dev.hangar.daemon");
     expect(parsed.ProgramArguments.slice(0, 2)).toEqual(["/bin/sh", "-c"]);
@@ -266,6 +283,15 @@ describe("npm start", () => {
     npm.kill("SIGTERM");
     await exited;
     // The daemon itself is gone: nothing answers on its port any more.
-    await expect.poll(async () => fetch(`${url}/healthz`).then(() => "up", () => "down"), { timeout: 15_000 }).toBe("down");
+    await expect
+      .poll(
+        async () =>
+          fetch(`${url}/healthz`).then(
+            () => "up",
+            () => "down",
+          ),
+        { timeout: 15_000 },
+      )
+      .toBe("down");
   }, 60_000);
 });

@@ -47,7 +47,10 @@ describe("outbox across kill -9", () => {
     const owner = (await c.call("POST", "/v1/auth/local/login", { body: { email: "owner@example.com" } })).body.session_token;
     const project = await createProject(c, owner);
     const pipeline = await createPipeline(c, owner, project.id);
-    const created = await c.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind: "webhook", url: receiverUrl, on: ["started", "failed"] } });
+    const created = await c.call("POST", `/v1/projects/${project.id}/notifications`, {
+      token: owner,
+      body: { kind: "webhook", url: receiverUrl, on: ["started", "failed"] },
+    });
     expect(created.status).toBe(200);
     const runner = await registerRunner(c, owner);
     for (let i = 0; i < BUILDS; i++) {

@@ -22,7 +22,13 @@ describe("publish across kill -9", () => {
   });
 
   it("resumes after the kill and finishes the publish once", async () => {
-    stores = await startFakeStores({ ascPublicPem: asc.publicPem, ascIssuer: asc.issuerId, ascKeyId: asc.keyId, googlePublicPem: google.publicPem, googleEmail: google.clientEmail });
+    stores = await startFakeStores({
+      ascPublicPem: asc.publicPem,
+      ascIssuer: asc.issuerId,
+      ascKeyId: asc.keyId,
+      googlePublicPem: google.publicPem,
+      googleEmail: google.clientEmail,
+    });
     const env = {
       HANGAR_DATA_DIR: dataDir,
       HANGAR_LOG_REQUESTS: "0",
@@ -43,7 +49,10 @@ describe("publish across kill -9", () => {
     const project = await createProject(c, owner);
     // A secret variable makes the project's builds of protected branches protected builds.
     expect((await c.call("PUT", `/v1/projects/${project.id}/secrets/RELEASE`, { token: owner, body: { value: "x" } })).status).toBe(200);
-    const put = await c.call("PUT", `/v1/projects/${project.id}/stores/app-store-connect`, { token: owner, body: { issuer_id: asc.issuerId, key_id: asc.keyId, private_key_p8: asc.privatePem } });
+    const put = await c.call("PUT", `/v1/projects/${project.id}/stores/app-store-connect`, {
+      token: owner,
+      body: { issuer_id: asc.issuerId, key_id: asc.keyId, private_key_p8: asc.privatePem },
+    });
     expect(put.status).toBe(200);
     const config = { platform: "any", steps: [{ name: "b", run: "true" }], publish: [{ to: "testflight", groups: ["QA"] }] };
     const pipeline = await createPipeline(c, owner, project.id, config as never);
@@ -53,7 +62,10 @@ describe("publish across kill -9", () => {
     await reportStatus(c, runner, build.id, { status: "running" });
     const ipa = makeIpaArchive({ info: DEMO_INFO, fillerBytes: 2_000_000 });
     const jobPath = `/v1/runners/${runner.id}/jobs/${build.id}/artifacts`;
-    const created = await c.call("POST", jobPath, { token: runner.token, body: { filename: "Demo.ipa", size_bytes: ipa.length, content_type: "application/octet-stream" } });
+    const created = await c.call("POST", jobPath, {
+      token: runner.token,
+      body: { filename: "Demo.ipa", size_bytes: ipa.length, content_type: "application/octet-stream" },
+    });
     expect(created.status).toBe(200);
     const upload = await fetch(created.body.upload.url, { method: "PUT", body: ipa });
     expect(upload.status).toBe(200);
@@ -73,7 +85,11 @@ describe("publish across kill -9", () => {
 
     daemon = await startDaemon(env);
     const c2 = daemonCaller(daemon.url);
-    await waitFor(async () => (await c2.call("GET", `/v1/builds/${build.id}/publishes`, { token: owner })).body[0]?.state === "done", 30_000, "the publish to finish");
+    await waitFor(
+      async () => (await c2.call("GET", `/v1/builds/${build.id}/publishes`, { token: owner })).body[0]?.state === "done",
+      30_000,
+      "the publish to finish",
+    );
     const [publish] = (await c2.call("GET", `/v1/builds/${build.id}/publishes`, { token: owner })).body;
     expect(publish).toMatchObject({ to: "testflight", state: "done" });
     expect(stores.ascUploaded).toHaveLength(1);

@@ -34,7 +34,10 @@ describe("release notes reported by the runner", () => {
       artifacts: ["app.apk"],
       release_notes: "NOTES.md",
     } as Parameters<typeof createPipeline>[3]);
-    const channel = await d.api.call("POST", `/v1/projects/${p.id}/channels`, { token: d.ownerToken, body: { name: "beta", pipeline_id: pipeline.id } });
+    const channel = await d.api.call("POST", `/v1/projects/${p.id}/channels`, {
+      token: d.ownerToken,
+      body: { name: "beta", pipeline_id: pipeline.id },
+    });
     expect(channel.status, channel.text).toBe(200);
     const runner = await registerRunner(d.api, d.ownerToken);
     const build = async (sha: string) => {

@@ -30,8 +30,17 @@ async function seed(dataDir: string, count: number, size = 512): Promise<{ old: 
     const clock = { now: () => now };
     const projectId = crypto.randomUUID();
     const pipelineId = crypto.randomUUID();
-    await opened.db.insert(projects).values({ id: projectId, name: "app", repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
-    await opened.db.insert(pipelines).values({ id: pipelineId, projectId, name: "build", config: { platform: "any", steps: [{ name: "b", run: "true" }] }, createdAt: now, updatedAt: now });
+    await opened.db
+      .insert(projects)
+      .values({ id: projectId, name: "app", repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
+    await opened.db.insert(pipelines).values({
+      id: pipelineId,
+      projectId,
+      name: "build",
+      config: { platform: "any", steps: [{ name: "b", run: "true" }] },
+      createdAt: now,
+      updatedAt: now,
+    });
     const base = join(dataDir, "artifacts");
     const old = new Set<string>();
     const all: string[] = [];
@@ -44,13 +53,35 @@ async function seed(dataDir: string, count: number, size = 512): Promise<{ old: 
         const artifactId = crypto.randomUUID();
         const finishedAt = i % 2 === 0 ? now - 40 * DAY : now - DAY;
         buildRows.push({
-          id: buildId, projectId, pipelineId, buildNumber: i + 1, status: "succeeded" as const, platform: "any", triggerType: "manual" as const,
-          commitSha: "0123456789abcdef0123456789abcdef01234567", branch: "main", configSnapshot: { platform: "any", steps: [] }, timeoutS: 3600,
-          queuedAt: finishedAt, startedAt: finishedAt, finishedAt, createdAt: finishedAt, updatedAt: finishedAt,
+          id: buildId,
+          projectId,
+          pipelineId,
+          buildNumber: i + 1,
+          status: "succeeded" as const,
+          platform: "any",
+          triggerType: "manual" as const,
+          commitSha: "0123456789abcdef0123456789abcdef01234567",
+          branch: "main",
+          configSnapshot: { platform: "any", steps: [] },
+          timeoutS: 3600,
+          queuedAt: finishedAt,
+          startedAt: finishedAt,
+          finishedAt,
+          createdAt: finishedAt,
+          updatedAt: finishedAt,
         });
         artifactRows.push({
-          id: artifactId, buildId, runnerId: "r", filename: "app.apk", sizeBytes: size, contentType: "application/octet-stream", status: "available" as const,
-          storageLocation: { provider: "local", base_dir: base, key: `${buildId}/${artifactId}` }, completedAt: finishedAt, createdAt: finishedAt, updatedAt: finishedAt,
+          id: artifactId,
+          buildId,
+          runnerId: "r",
+          filename: "app.apk",
+          sizeBytes: size,
+          contentType: "application/octet-stream",
+          status: "available" as const,
+          storageLocation: { provider: "local", base_dir: base, key: `${buildId}/${artifactId}` },
+          completedAt: finishedAt,
+          createdAt: finishedAt,
+          updatedAt: finishedAt,
         });
         mkdirSync(join(base, buildId), { recursive: true, mode: 0o700 });
         writeFileSync(join(base, buildId, artifactId), bytes, { mode: 0o600 });
@@ -60,7 +91,10 @@ async function seed(dataDir: string, count: number, size = 512): Promise<{ old: 
       await opened.db.insert(builds).values(buildRows);
       await opened.db.insert(artifacts).values(artifactRows);
     }
-    await writeSetting({ db: opened.db, clock }, RETENTION_SETTING, { artifacts: { keep_last: null, max_age_days: 30 }, logs: { max_age_days: null } });
+    await writeSetting({ db: opened.db, clock }, RETENTION_SETTING, {
+      artifacts: { keep_last: null, max_age_days: 30 },
+      logs: { max_age_days: null },
+    });
     return { old, all };
   } finally {
     opened.close();
@@ -109,7 +143,12 @@ async function waitFor<T>(what: string, probe: () => Promise<T | null | undefine
   }
 }
 
-const env = (dataDir: string) => ({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_RETENTION_LEASE_S: "2", HANGAR_SWEEP_INTERVAL_MS: "200" });
+const env = (dataDir: string) => ({
+  HANGAR_DATA_DIR: dataDir,
+  HANGAR_LOG_REQUESTS: "0",
+  HANGAR_RETENTION_LEASE_S: "2",
+  HANGAR_SWEEP_INTERVAL_MS: "200",
+});
 
 describe("a retention pass and the real daemon", () => {
   it("killed with SIGKILL half-way, is finished by the next start: no row without bytes, no bytes without row, one audit event", async () => {
@@ -142,7 +181,9 @@ describe("a retention pass and the real daemon", () => {
       expect(new Set(rows.filter((r) => r.status === "expired").map((r) => r.id))).toEqual(old);
       expect(rows.filter((r) => r.status === "available")).toHaveLength(all.length - old.size);
       expectConsistent(rows, storedKeys(dataDir));
-      const passes = await watcher.db.all<{ artifacts_count: number; finished_at: number }>(sql`SELECT artifacts_count, finished_at FROM retention_passes`);
+      const passes = await watcher.db.all<{ artifacts_count: number; finished_at: number }>(
+        sql`SELECT artifacts_count, finished_at FROM retention_passes`,
+      );
       expect(passes).toHaveLength(1);
       expect(Number(passes[0]!.artifacts_count)).toBe(old.size);
       const events = await watcher.db.all<{ details: string }>(sql`SELECT details FROM audit_events WHERE action = 'retention.pass'`);

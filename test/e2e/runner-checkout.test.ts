@@ -56,7 +56,10 @@ function decodeLine(log: string, key: string): string {
 describe("checkout of a private repository", () => {
   it("clones with the source token through git's environment; the token is in no log, step, URL or command line", async () => {
     const p = await createProject(d.api, d.ownerToken, { repo_url: `${git.url}/app.git` });
-    const creds = await d.api.call("PUT", `/v1/projects/${p.id}/source-credentials`, { token: d.ownerToken, body: { username: USERNAME, token: TOKEN } });
+    const creds = await d.api.call("PUT", `/v1/projects/${p.id}/source-credentials`, {
+      token: d.ownerToken,
+      body: { username: USERNAME, token: TOKEN },
+    });
     expect(creds.status).toBe(200);
     expect(creds.text).not.toContain(TOKEN);
     const pipeline = await createPipeline(d.api, d.ownerToken, p.id, {

@@ -41,7 +41,13 @@ export interface RunnerProcess {
 }
 
 /** Spawns the real `hangar runner`; credentials go in through the environment, as the help recommends. */
-export function startRunner(url: string, runner: { id: string; token: string }, args: string[], workdir: string, env: Record<string, string> = {}): RunnerProcess {
+export function startRunner(
+  url: string,
+  runner: { id: string; token: string },
+  args: string[],
+  workdir: string,
+  env: Record<string, string> = {},
+): RunnerProcess {
   const proc = spawn(process.execPath, [HANGAR_BIN, "runner", "--workdir", workdir, ...args], {
     cwd: PROJECT_ROOT,
     env: { ...process.env, HANGAR_URL: url, HANGAR_RUNNER_ID: runner.id, HANGAR_RUNNER_TOKEN: runner.token, ...env },
@@ -89,10 +95,14 @@ const FINAL = ["succeeded", "failed", "canceled", "timed_out", "expired"];
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON shapes are asserted by the tests
 export async function waitForFinal(d: ReadyDaemon, buildId: string, timeoutMs = 30_000): Promise<any> {
-  return waitFor(`build ${buildId} to finish`, async () => {
-    const b = await getBuild(d, buildId);
-    return FINAL.includes(b.status) ? b : undefined;
-  }, timeoutMs);
+  return waitFor(
+    `build ${buildId} to finish`,
+    async () => {
+      const b = await getBuild(d, buildId);
+      return FINAL.includes(b.status) ? b : undefined;
+    },
+    timeoutMs,
+  );
 }
 
 /** A free loopback port, so a restarted daemon can come back on the same URL. */

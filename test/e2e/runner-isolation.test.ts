@@ -45,7 +45,9 @@ describe("runner isolation, end to end", () => {
       ],
     });
     const secret = "deploy-key-9f8e7d6c5b4a";
-    expect((await d.api.call("PUT", `/v1/projects/${project.id}/secrets/DEPLOY_KEY`, { token: d.ownerToken, body: { value: secret } })).status).toBe(200);
+    expect((await d.api.call("PUT", `/v1/projects/${project.id}/secrets/DEPLOY_KEY`, { token: d.ownerToken, body: { value: secret } })).status).toBe(
+      200,
+    );
     const runner = await registerRunner(d.api, d.ownerToken);
     const build = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main });
     // The token reaches the runner through its environment and the command line: the two ways a step could see it.
@@ -88,7 +90,9 @@ describe("runner isolation, end to end", () => {
     const workdir = join(scratch, "work-b");
 
     // 1. Protected branches exclude main: the build runs without secrets or signing.
-    expect((await d.api.call("PUT", `/v1/projects/${project.id}/protection`, { token: d.ownerToken, body: { branches: ["release/**"] } })).status).toBe(200);
+    expect(
+      (await d.api.call("PUT", `/v1/projects/${project.id}/protection`, { token: d.ownerToken, body: { branches: ["release/**"] } })).status,
+    ).toBe(200);
     const unprotected = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main });
     let r = startRunner(d.daemon.url, runner, [], workdir);
     try {

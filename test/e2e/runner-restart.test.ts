@@ -48,7 +48,10 @@ describe("a daemon restart in the middle of a build", () => {
       platform: "any",
       steps: [
         { name: "count", run: 'for i in $(seq 1 30); do echo "line-$i"; sleep 0.1; done' },
-        { name: "more", run: `while [ ! -e ${gate} ]; do sleep 0.1; done; for i in $(seq 31 40); do echo "line-$i"; sleep 0.1; done; mkdir -p out; echo made-while-away > out/report.txt` },
+        {
+          name: "more",
+          run: `while [ ! -e ${gate} ]; do sleep 0.1; done; for i in $(seq 31 40); do echo "line-$i"; sleep 0.1; done; mkdir -p out; echo made-while-away > out/report.txt`,
+        },
       ],
       artifacts: ["out/report.txt"],
     });

@@ -14,7 +14,8 @@ const STEP_USER = "hangar-runas-test";
 
 /** Why this machine cannot run these tests, or null: they need Linux, root and useradd (never skipped silently). */
 function cannotRun(): string | null {
-  if (process.platform !== "linux") return `--run-as tests need Linux (this is ${process.platform}); macOS is covered by docs/runner-isolation.md only`;
+  if (process.platform !== "linux")
+    return `--run-as tests need Linux (this is ${process.platform}); macOS is covered by docs/runner-isolation.md only`;
   if (process.getuid?.() !== 0) return "--run-as tests need root (the runner must be root to run steps as another user): run the suite as root";
   if (spawnSync("useradd", ["--help"]).error) return "--run-as tests need useradd to create the step user: apt-get install -y passwd";
   return null;
@@ -33,7 +34,9 @@ function userExists(name: string): boolean {
 beforeAll(async () => {
   if (cannotRun()) return;
   if (!userExists(STEP_USER)) {
-    const made = spawnSync("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", STEP_USER], { encoding: "utf8" });
+    const made = spawnSync("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", STEP_USER], {
+      encoding: "utf8",
+    });
     // 9: created meanwhile by a parallel run; anything else is a real failure.
     if (made.status !== 0 && made.status !== 9) throw new Error(`useradd ${STEP_USER}: ${made.stderr}`);
     createdUser = made.status === 0;
@@ -62,7 +65,9 @@ function alive(pid: number): boolean {
 }
 
 function uidOf(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("Uid:"))!;
+  const line = readFileSync(`/proc/${pid}/status`, "utf8")
+    .split("\n")
+    .find((l) => l.startsWith("Uid:"))!;
   return Number(line.split(/\s+/)[1]);
 }
 
@@ -89,13 +94,20 @@ describe("--run-as USER, end to end (Linux, as root)", () => {
     mkdirSync(drop);
     chmodSync(drop, 0o1777);
     // The token also goes in through the environment here, so the runner's /proc/<pid>/environ holds it.
-    const r = startRunner(d.daemon.url, { id: runner.id, token: runner.token }, ["--token-file", tokenFile, "--run-as", STEP_USER, "--once"], workRoot, {
-      HANGAR_RUNNER_ONCE_WAIT_S: "30",
-    });
+    const r = startRunner(
+      d.daemon.url,
+      { id: runner.id, token: runner.token },
+      ["--token-file", tokenFile, "--run-as", STEP_USER, "--once"],
+      workRoot,
+      {
+        HANGAR_RUNNER_ONCE_WAIT_S: "30",
+      },
+    );
     try {
       const runnerPid = r.proc.pid!;
       await waitFor("the runner's work root", () => existsSync(workRoot), 20_000);
-      const probe = (path: string, how: "cat" | "ls") => `if ${how} ${path} >/dev/null 2>&1; then echo "OPENED ${path}"; else echo "DENIED ${path}"; fi`;
+      const probe = (path: string, how: "cat" | "ls") =>
+        `if ${how} ${path} >/dev/null 2>&1; then echo "OPENED ${path}"; else echo "DENIED ${path}"; fi`;
       const project = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
       const pipeline = await createPipeline(d.api, d.ownerToken, project.id, {
         platform: "android",
@@ -126,7 +138,14 @@ describe("--run-as USER, end to end (Linux, as root)", () => {
 
       expect(log).toContain(`uid=${stepUid} user=${STEP_USER} home=/nonexistent`);
       expect(log).toContain(`owner=${stepUid}`);
-      for (const path of [tokenFile, join(workRoot, "active-job"), `/proc/${runnerPid}/environ`, workRoot, otherRoot, join(otherRoot, "left-by-another-job.txt")]) {
+      for (const path of [
+        tokenFile,
+        join(workRoot, "active-job"),
+        `/proc/${runnerPid}/environ`,
+        workRoot,
+        otherRoot,
+        join(otherRoot, "left-by-another-job.txt"),
+      ]) {
         expect(log).toContain(`DENIED ${path}`);
       }
       expect(log).not.toMatch(/^OPENED/m);

@@ -36,7 +36,13 @@ function profiles() {
   const expiresAt = Math.floor(Date.now() / 1000) + 200 * 86_400;
   return {
     app: makeSigningProfile({ certificates: [identity.certDer], uuid: APP_UUID, bundleId: "com.example.app", expiresAt, name: "App" }),
-    widget: makeSigningProfile({ certificates: [identity.certDer], uuid: WIDGET_UUID, bundleId: "com.example.app.widget", expiresAt, name: "Widget" }),
+    widget: makeSigningProfile({
+      certificates: [identity.certDer],
+      uuid: WIDGET_UUID,
+      bundleId: "com.example.app.widget",
+      expiresAt,
+      name: "Widget",
+    }),
   };
 }
 
@@ -124,7 +130,15 @@ describe("the macOS keychain and profile install (command lines through the seam
     const security = recordingSecurity();
     const installed: InstalledSigning = { keychain: null, profiles: [] };
     const { app, widget } = profiles();
-    const paths = await installProfiles(secrets, home, [{ uuid: APP_UUID, bytes: app }, { uuid: WIDGET_UUID, bytes: widget }], installed);
+    const paths = await installProfiles(
+      secrets,
+      home,
+      [
+        { uuid: APP_UUID, bytes: app },
+        { uuid: WIDGET_UUID, bytes: widget },
+      ],
+      installed,
+    );
     const dir = profilesDirectory(home);
     expect(dir).toBe(join(home, "Library", "MobileDevice", "Provisioning Profiles"));
     expect(paths.get(APP_UUID)).toBe(join(dir, `${APP_UUID}.mobileprovision`));
@@ -139,7 +153,21 @@ describe("the macOS keychain and profile install (command lines through the seam
       ["/usr/bin/security", "create-keychain", "-p", password, keychain],
       ["/usr/bin/security", "set-keychain-settings", "-t", "21600", keychain],
       ["/usr/bin/security", "unlock-keychain", "-p", password, keychain],
-      ["/usr/bin/security", "import", p12Path, "-k", keychain, "-f", "pkcs12", "-P", P12_PASSWORD, "-T", "/usr/bin/codesign", "-T", "/usr/bin/security"],
+      [
+        "/usr/bin/security",
+        "import",
+        p12Path,
+        "-k",
+        keychain,
+        "-f",
+        "pkcs12",
+        "-P",
+        P12_PASSWORD,
+        "-T",
+        "/usr/bin/codesign",
+        "-T",
+        "/usr/bin/security",
+      ],
       ["/usr/bin/security", "set-key-partition-list", "-S", "apple-tool:,apple:,codesign:", "-s", "-k", password, keychain],
       ["/usr/bin/security", "list-keychains", "-d", "user", "-s", keychain, LOGIN],
     ]);
@@ -170,7 +198,15 @@ describe("the macOS keychain and profile install (command lines through the seam
     const security = recordingSecurity(["/Library/Keychains/System.keychain", LOGIN]);
     const installed: InstalledSigning = { keychain: null, profiles: [] };
     const { app, widget } = profiles();
-    await installProfiles(secrets, home, [{ uuid: APP_UUID, bytes: app }, { uuid: WIDGET_UUID, bytes: widget }], installed);
+    await installProfiles(
+      secrets,
+      home,
+      [
+        { uuid: APP_UUID, bytes: app },
+        { uuid: WIDGET_UUID, bytes: widget },
+      ],
+      installed,
+    );
     const keychain = await createJobKeychain(security, secrets, p12Path, P12_PASSWORD, installed);
     // The runner dies here (SIGKILL): nothing of its own clean-up runs. Another tool changed the list meanwhile.
     security.list = [keychain, "/Library/Keychains/System.keychain", LOGIN, "/Users/builder/other.keychain-db"];
@@ -205,7 +241,12 @@ describe("the macOS keychain and profile install (command lines through the seam
     const nobody = { uid: 65534, gid: 65534 };
     const { app } = profiles();
     await installProfiles(secrets, home, [{ uuid: APP_UUID, bytes: app }], { keychain: null, profiles: [] }, nobody);
-    for (const path of [join(home, "Library"), join(home, "Library", "MobileDevice"), profilesDirectory(home), join(profilesDirectory(home), `${APP_UUID}.mobileprovision`)]) {
+    for (const path of [
+      join(home, "Library"),
+      join(home, "Library", "MobileDevice"),
+      profilesDirectory(home),
+      join(profilesDirectory(home), `${APP_UUID}.mobileprovision`),
+    ]) {
       expect([path, statSync(path).uid, statSync(path).gid]).toEqual([path, 65534, 65534]);
     }
     // The home itself stays as it was.

@@ -59,12 +59,21 @@ function expectNoNodeModulesAbove(dir: string): void {
 function controlValue(html: string, id: string): string {
   const m = new RegExp(`<input id="${id}"[^>]* value="([^"]*)"|<textarea id="${id}"[^>]*>([^<]*)</textarea>`).exec(html);
   if (!m) throw new Error(`no control #${id} on the page`);
-  return (m[1] ?? m[2]!).replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&amp;/g, "&");
+  return (m[1] ?? m[2]!)
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">")
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, "&");
 }
 
 /** Runs a shell command line as a user would paste it, in `cwd` with a bare environment and HOME there. */
 function shell(command: string, cwd: string, env: Record<string, string> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const proc = spawn("sh", ["-c", command], { cwd, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, LANG: "C.UTF-8", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+  const proc = spawn("sh", ["-c", command], {
+    cwd,
+    env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, LANG: "C.UTF-8", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let stdout = "";
   let stderr = "";
   proc.stdout.on("data", (b: Buffer) => (stdout += b.toString()));
@@ -82,7 +91,11 @@ function shell(command: string, cwd: string, env: Record<string, string> = {}): 
 }
 
 /** Runs `node hangar-runner.mjs …` in the empty directory with a bare environment: no NODE_PATH, no loaders. */
-function runStandalone(args: string[], env: Record<string, string> = {}, timeoutMs = 90_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runStandalone(
+  args: string[],
+  env: Record<string, string> = {},
+  timeoutMs = 90_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const proc = spawn(process.execPath, ["hangar-runner.mjs", ...args], {
     cwd: empty,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: empty, LANG: "C.UTF-8", ...env },
@@ -127,7 +140,17 @@ describe("the standalone runner bundle", () => {
     // register, with the owner's session from a file (docs/api.md §9: two lines for an env file).
     const sessionFile = join(empty, "session");
     writeFileSync(sessionFile, `${d.ownerToken}\n`, { mode: 0o600 });
-    const reg = await runStandalone(["register", "--url", d.daemon.url, "--session-file", sessionFile, "--name", "second-mac", "--platform", "android"]);
+    const reg = await runStandalone([
+      "register",
+      "--url",
+      d.daemon.url,
+      "--session-file",
+      sessionFile,
+      "--name",
+      "second-mac",
+      "--platform",
+      "android",
+    ]);
     expect(reg.code, reg.stderr).toBe(0);
     const id = /^HANGAR_RUNNER_ID=(\S+)$/m.exec(reg.stdout)?.[1];
     const token = /^HANGAR_RUNNER_TOKEN=(\S+)$/m.exec(reg.stdout)?.[1];
@@ -141,21 +164,30 @@ describe("the standalone runner bundle", () => {
     const project = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
     const pipeline = await createPipeline(d.api, d.ownerToken, project.id, {
       platform: "android",
-      steps: [{ name: "package", run: 'mkdir -p out && cp version.txt out/app-$(cat version.txt | tr -d "\\n").apk && echo "built from $(git rev-parse HEAD)"' }],
+      steps: [
+        {
+          name: "package",
+          run: 'mkdir -p out && cp version.txt out/app-$(cat version.txt | tr -d "\\n").apk && echo "built from $(git rev-parse HEAD)"',
+        },
+      ],
       artifacts: ["out/*.apk"],
     });
     const build = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main });
     const tokenFile = join(empty, "runner.token");
     writeFileSync(tokenFile, `${token}\n`);
     chmodSync(tokenFile, 0o600);
-    const run = await runStandalone(["--url", d.daemon.url, "--id", id!, "--token-file", tokenFile, "--workdir", join(empty, "work"), "--once"], { HANGAR_RUNNER_ONCE_WAIT_S: "20" });
+    const run = await runStandalone(["--url", d.daemon.url, "--id", id!, "--token-file", tokenFile, "--workdir", join(empty, "work"), "--once"], {
+      HANGAR_RUNNER_ONCE_WAIT_S: "20",
+    });
     expect(run.code, run.stderr).toBe(0);
     const final = await waitForFinal(d, build.id);
     expect(final.status).toBe("succeeded");
     expect(final.runner_id).toBe(id);
     expect(await getLog(d, build.id)).toContain(`built from ${repo.shas.main}`);
     const artifacts = await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken });
-    expect((artifacts.body as Array<{ filename: string; size_bytes: number }>).map((a) => [a.filename, a.size_bytes])).toEqual([["app-1.2.3.apk", 6]]);
+    expect((artifacts.body as Array<{ filename: string; size_bytes: number }>).map((a) => [a.filename, a.size_bytes])).toEqual([
+      ["app-1.2.3.apk", 6],
+    ]);
   }, 180_000);
 
   it("the runners page's two commands (curl, then the runner with its token file) start a runner that builds", async () => {
@@ -163,7 +195,10 @@ describe("the standalone runner bundle", () => {
     const res = await fetch(`${d.daemon.url}/runners/register`, {
       method: "POST",
       headers: { cookie: `__Host-hangar_session=${d.ownerToken}`, origin: d.daemon.url, "content-type": "application/x-www-form-urlencoded" },
-      body: new URLSearchParams([["name", "from-the-page"], ["platforms", "android"]]).toString(),
+      body: new URLSearchParams([
+        ["name", "from-the-page"],
+        ["platforms", "android"],
+      ]).toString(),
     });
     expect(res.status).toBe(200);
     const html = await res.text();
@@ -183,7 +218,7 @@ describe("the standalone runner bundle", () => {
     // The page's command as pasted, with --once so the test ends (and the shortened --once wait).
     const ran = await shell(`${start} --workdir ${join(fromPage, "work")} --once`, fromPage, { HANGAR_RUNNER_ONCE_WAIT_S: "20" });
     expect(ran.code, ran.stderr).toBe(0);
-    expect((statSync(join(fromPage, ".hangar-runner.token")).mode & 0o077)).toBe(0);
+    expect(statSync(join(fromPage, ".hangar-runner.token")).mode & 0o077).toBe(0);
     const final = await waitForFinal(d, build.id);
     expect(final.status).toBe("succeeded");
     expect(final.runner_id).toBe(id);

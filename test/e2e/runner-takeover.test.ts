@@ -10,7 +10,18 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
 import { androidSigningBody } from "../helpers/signing-material.ts";
-import { getBuild, getLog, removeDir, startReadyDaemon, startRunner, stopRunner, waitFor, waitForFinal, type ReadyDaemon, type RunnerProcess } from "./runner-harness.ts";
+import {
+  getBuild,
+  getLog,
+  removeDir,
+  startReadyDaemon,
+  startRunner,
+  stopRunner,
+  waitFor,
+  waitForFinal,
+  type ReadyDaemon,
+  type RunnerProcess,
+} from "./runner-harness.ts";
 
 // A user of this file only: every process of it is ended after each job, so no other test may share it.
 const STEP_USER = "hangar-takeover-test";
@@ -42,7 +53,9 @@ beforeAll(async () => {
   chmodSync(scratch, 0o711);
   if (cannotRun()) return;
   if (spawnSync("id", ["-u", STEP_USER]).status !== 0) {
-    const made = spawnSync("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", STEP_USER], { encoding: "utf8" });
+    const made = spawnSync("useradd", ["--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/bin/sh", STEP_USER], {
+      encoding: "utf8",
+    });
     if (made.status !== 0 && made.status !== 9) throw new Error(`useradd ${STEP_USER}: ${made.stderr}`);
     createdUser = made.status === 0;
   }
@@ -130,7 +143,10 @@ describe("a build against its runner (Linux, as root, --run-as)", () => {
 
     const found = foundTokens(log);
     // The canaries in the checkout are found: the search reads what it claims to read.
-    expect(found.some((f) => f.token === CANARY_RUNNER), log).toBe(true);
+    expect(
+      found.some((f) => f.token === CANARY_RUNNER),
+      log,
+    ).toBe(true);
     expect(found.some((f) => f.token === CANARY_JOB)).toBe(true);
     expect(found.filter((f) => f.token === runner.token)).toEqual([]);
     // A job token found anywhere is tried on the daemon while it still works (within the grace after the job).
@@ -162,19 +178,25 @@ describe("a build against its runner (Linux, as root, --run-as)", () => {
     const signing = await d.api.call("PUT", `/v1/projects/${project.id}/signing/android`, { token: d.ownerToken, body: androidSigningBody() });
     expect(signing.status).toBe(200);
     const marker = `j1-${crypto.randomUUID()}`;
-    const first = await createPipeline(d.api, d.ownerToken, project.id, {
-      platform: "android",
-      steps: [
-        {
-          name: "leave files",
-          run: [
-            `echo ${marker} > left-in-checkout; echo ${marker} > "$TMPDIR/left-in-tmpdir"; echo ${marker} > /tmp/${marker}; echo ${marker} > /dev/shm/${marker}`,
-            `echo "KEYSTORE=$HANGAR_ANDROID_KEYSTORE_PATH $(stat -c '%u %a' "$HANGAR_ANDROID_KEYSTORE_PATH") $(stat -c '%u %a' "$(dirname "$HANGAR_ANDROID_KEYSTORE_PATH")")"`,
-            `echo "PATHS=$PWD/left-in-checkout $TMPDIR/left-in-tmpdir /tmp/${marker} /dev/shm/${marker} $HANGAR_ANDROID_KEYSTORE_PATH"`,
-          ].join("; "),
-        },
-      ],
-    }, "first");
+    const first = await createPipeline(
+      d.api,
+      d.ownerToken,
+      project.id,
+      {
+        platform: "android",
+        steps: [
+          {
+            name: "leave files",
+            run: [
+              `echo ${marker} > left-in-checkout; echo ${marker} > "$TMPDIR/left-in-tmpdir"; echo ${marker} > /tmp/${marker}; echo ${marker} > /dev/shm/${marker}`,
+              `echo "KEYSTORE=$HANGAR_ANDROID_KEYSTORE_PATH $(stat -c '%u %a' "$HANGAR_ANDROID_KEYSTORE_PATH") $(stat -c '%u %a' "$(dirname "$HANGAR_ANDROID_KEYSTORE_PATH")")"`,
+              `echo "PATHS=$PWD/left-in-checkout $TMPDIR/left-in-tmpdir /tmp/${marker} /dev/shm/${marker} $HANGAR_ANDROID_KEYSTORE_PATH"`,
+            ].join("; "),
+          },
+        ],
+      },
+      "first",
+    );
     const b1 = await queueBuild(d.api, d.ownerToken, project.id, first.id, { commit_sha: repo.shas.main });
     expect((await waitForFinal(d, b1.id, 120_000)).status).toBe("succeeded");
     const log1 = await getLog(d, b1.id);
@@ -185,10 +207,16 @@ describe("a build against its runner (Linux, as root, --run-as)", () => {
     const paths = /^PATHS=(.*)$/m.exec(log1)![1]!.split(" ");
     expect(paths).toHaveLength(5);
 
-    const second = await createPipeline(d.api, d.ownerToken, project.id, {
-      platform: "android",
-      steps: [{ name: "read", run: paths.map((p) => `if cat '${p}' 2>/dev/null; then echo "READ ${p}"; else echo "NOREAD ${p}"; fi`).join("; ") }],
-    }, "second");
+    const second = await createPipeline(
+      d.api,
+      d.ownerToken,
+      project.id,
+      {
+        platform: "android",
+        steps: [{ name: "read", run: paths.map((p) => `if cat '${p}' 2>/dev/null; then echo "READ ${p}"; else echo "NOREAD ${p}"; fi`).join("; ") }],
+      },
+      "second",
+    );
     const b2 = await queueBuild(d.api, d.ownerToken, project.id, second.id, { commit_sha: repo.shas.main });
     expect((await waitForFinal(d, b2.id, 120_000)).status).toBe("succeeded");
     const log2 = await getLog(d, b2.id);
@@ -228,12 +256,18 @@ describe("the clone under the outbound guard", () => {
     const plain = await registerRunner(d.api, d.ownerToken, { platforms: ["ios"] });
     const builds: Array<{ id: string; allowed: boolean }> = [];
     const urls = [
-      ...["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "2130706433"].map((host) => ({ url: `http://${host}:${refused.port}/app.git`, allowed: false })),
+      ...["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "2130706433"].map((host) => ({
+        url: `http://${host}:${refused.port}/app.git`,
+        allowed: false,
+      })),
       { url: `http://127.0.0.2:${allowed.port}/app.git`, allowed: true },
     ];
     for (const { url, allowed: ok } of urls) {
       const project = await createProject(d.api, d.ownerToken, { repo_url: url });
-      const creds = await d.api.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: d.ownerToken, body: { username: "bot", token: "ghp_never_sent_1234" } });
+      const creds = await d.api.call("PUT", `/v1/projects/${project.id}/source-credentials`, {
+        token: d.ownerToken,
+        body: { username: "bot", token: "ghp_never_sent_1234" },
+      });
       expect(creds.status).toBe(200);
       const pipeline = await createPipeline(d.api, d.ownerToken, project.id, { platform: "ios", steps: [{ name: "never", run: "echo STEP-RAN" }] });
       builds.push({ id: (await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main })).id, allowed: ok });

@@ -78,7 +78,23 @@ describe("hangar runner register and --help", () => {
     const [help, missing, reg, refused] = await Promise.all([
       runCli(["runner", "--help"], {}),
       runCli(["runner", "--once"], { HANGAR_URL: "", HANGAR_RUNNER_ID: "", HANGAR_RUNNER_TOKEN: "" }),
-      runCli(["runner", "register", "--url", d.daemon.url, "--session", d.ownerToken, "--name", "mac-mini", "--platform", "ios", "--platform", "android,macos"], {}),
+      runCli(
+        [
+          "runner",
+          "register",
+          "--url",
+          d.daemon.url,
+          "--session",
+          d.ownerToken,
+          "--name",
+          "mac-mini",
+          "--platform",
+          "ios",
+          "--platform",
+          "android,macos",
+        ],
+        {},
+      ),
       runCli(["runner", "register", "--url", d.daemon.url, "--session", "not-a-session"], {}),
     ]);
     expect(help.code).toBe(0);
@@ -111,7 +127,10 @@ describe("a build on the reference runner", () => {
       platform: "any",
       env: { GREETING: "bonjour", KEEP: keep },
       steps: [
-        { name: "hello", run: 'echo "greeting=$GREETING"; cat README.md; echo "number=$HANGAR_BUILD_NUMBER branch=$HANGAR_BRANCH"; echo "sha=$HANGAR_COMMIT_SHA id=$HANGAR_BUILD_ID"' },
+        {
+          name: "hello",
+          run: 'echo "greeting=$GREETING"; cat README.md; echo "number=$HANGAR_BUILD_NUMBER branch=$HANGAR_BRANCH"; echo "sha=$HANGAR_COMMIT_SHA id=$HANGAR_BUILD_ID"',
+        },
         { name: "secrets stay out", run: 'test -z "$HANGAR_RUNNER_TOKEN" && test -z "$HANGAR_URL" && echo "no runner settings in the step"' },
         {
           name: "package",
@@ -209,7 +228,9 @@ describe("a build on the reference runner", () => {
   it("uploads `when: always` artifacts of a failed build, and only those", async () => {
     const { project: p, pipeline } = await project({
       platform: "any",
-      steps: [{ name: "test", run: "mkdir -p out reports && echo apk > out/app.apk && echo '<testsuite failures=\"1\"/>' > reports/junit.xml && exit 3" }],
+      steps: [
+        { name: "test", run: "mkdir -p out reports && echo apk > out/app.apk && echo '<testsuite failures=\"1\"/>' > reports/junit.xml && exit 3" },
+      ],
       artifacts: ["out/*.apk", { path: "reports/*.xml", when: "always" }],
     });
     const runner = await registerRunner(d.api, d.ownerToken);
@@ -218,7 +239,10 @@ describe("a build on the reference runner", () => {
     expect(await r.exited).toBe(1);
     const done = await getBuild(d, build.id);
     expect([done.status, done.exit_code]).toEqual(["failed", 3]);
-    const artifacts = (await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken })).body as Array<{ filename: string; status: string }>;
+    const artifacts = (await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken })).body as Array<{
+      filename: string;
+      status: string;
+    }>;
     expect(artifacts.map((a) => [a.filename, a.status])).toEqual([["junit.xml", "available"]]);
   });
 
@@ -226,7 +250,12 @@ describe("a build on the reference runner", () => {
     const report = readFileSync(join(import.meta.dirname, "../fixtures/junit/gradle.xml"), "utf8").replace(/'/g, "'\\''");
     const { project: p, pipeline } = await project({
       platform: "any",
-      steps: [{ name: "test", run: `mkdir -p build/test-results && printf '%s' '${report}' > build/test-results/TEST-Login.xml && echo "FAILURE: Build failed with an exception" && exit 3` }],
+      steps: [
+        {
+          name: "test",
+          run: `mkdir -p build/test-results && printf '%s' '${report}' > build/test-results/TEST-Login.xml && echo "FAILURE: Build failed with an exception" && exit 3`,
+        },
+      ],
       artifacts: [{ path: "build/**/*.xml", when: "always" }],
       reports: { junit: ["build/test-results/*.xml"] },
     });
@@ -237,7 +266,10 @@ describe("a build on the reference runner", () => {
     expect([done.status, done.exit_code]).toEqual(["failed", 3]);
     expect(done.tests_summary).toMatchObject({ total: 4, failed: 1, errored: 1 });
     // Uploaded once, as a report (the artifact glob matching it too does not upload a second copy).
-    const artifacts = (await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken })).body as Array<{ filename: string; kind: string }>;
+    const artifacts = (await d.api.call("GET", `/v1/builds/${build.id}/artifacts`, { token: d.ownerToken })).body as Array<{
+      filename: string;
+      kind: string;
+    }>;
     expect(artifacts.map((a) => [a.filename, a.kind])).toEqual([["TEST-Login.xml", "junit"]]);
     const failed = (await d.api.call("GET", `/v1/builds/${build.id}/tests?status=failed`, { token: d.ownerToken })).body;
     expect(failed.tests.map((c: { name: string }) => c.name)).toEqual(["wrongPasswordShowsError"]);
@@ -381,37 +413,49 @@ describe("signing material", () => {
     expect(ios.status).toBe(200);
     // GNU stat, then BSD stat (macOS).
     const mode = (v: string) => `echo "mode=$(stat -c %a "$${v}" 2>/dev/null || stat -f %Lp "$${v}")"`;
-    const androidPipeline = await createPipeline(d.api, d.ownerToken, p.id, {
-      platform: "android",
-      steps: [
-        {
-          name: "sign",
-          run: [
-            'echo "keystore-path=$HANGAR_ANDROID_KEYSTORE_PATH"',
-            mode("HANGAR_ANDROID_KEYSTORE_PATH"),
-            'echo "keystore-b64=$(base64 < "$HANGAR_ANDROID_KEYSTORE_PATH" | tr -d "\\n")"',
-            'echo "alias=$HANGAR_ANDROID_KEY_ALIAS"',
-            'echo "kspass=$HANGAR_ANDROID_KEYSTORE_PASSWORD keypass=$HANGAR_ANDROID_KEY_PASSWORD"',
-            'echo "keypass-b64=$(printf %s "$HANGAR_ANDROID_KEY_PASSWORD" | base64)"',
-          ].join("\n"),
-        },
-      ],
-    }, "android");
-    const iosPipeline = await createPipeline(d.api, d.ownerToken, p.id, {
-      platform: "ios",
-      steps: [
-        {
-          name: "sign",
-          run: [
-            'echo "cert-path=$HANGAR_IOS_CERTIFICATE_PATH"',
-            mode("HANGAR_IOS_CERTIFICATE_PATH"),
-            'echo "cert-b64=$(base64 < "$HANGAR_IOS_CERTIFICATE_PATH" | tr -d "\\n")"',
-            'echo "profile-b64=$(base64 < "$HANGAR_IOS_PROVISIONING_PROFILE_PATH" | tr -d "\\n")"',
-            'echo "p12pass=$HANGAR_IOS_CERTIFICATE_PASSWORD"',
-          ].join("\n"),
-        },
-      ],
-    }, "ios");
+    const androidPipeline = await createPipeline(
+      d.api,
+      d.ownerToken,
+      p.id,
+      {
+        platform: "android",
+        steps: [
+          {
+            name: "sign",
+            run: [
+              'echo "keystore-path=$HANGAR_ANDROID_KEYSTORE_PATH"',
+              mode("HANGAR_ANDROID_KEYSTORE_PATH"),
+              'echo "keystore-b64=$(base64 < "$HANGAR_ANDROID_KEYSTORE_PATH" | tr -d "\\n")"',
+              'echo "alias=$HANGAR_ANDROID_KEY_ALIAS"',
+              'echo "kspass=$HANGAR_ANDROID_KEYSTORE_PASSWORD keypass=$HANGAR_ANDROID_KEY_PASSWORD"',
+              'echo "keypass-b64=$(printf %s "$HANGAR_ANDROID_KEY_PASSWORD" | base64)"',
+            ].join("\n"),
+          },
+        ],
+      },
+      "android",
+    );
+    const iosPipeline = await createPipeline(
+      d.api,
+      d.ownerToken,
+      p.id,
+      {
+        platform: "ios",
+        steps: [
+          {
+            name: "sign",
+            run: [
+              'echo "cert-path=$HANGAR_IOS_CERTIFICATE_PATH"',
+              mode("HANGAR_IOS_CERTIFICATE_PATH"),
+              'echo "cert-b64=$(base64 < "$HANGAR_IOS_CERTIFICATE_PATH" | tr -d "\\n")"',
+              'echo "profile-b64=$(base64 < "$HANGAR_IOS_PROVISIONING_PROFILE_PATH" | tr -d "\\n")"',
+              'echo "p12pass=$HANGAR_IOS_CERTIFICATE_PASSWORD"',
+            ].join("\n"),
+          },
+        ],
+      },
+      "ios",
+    );
     const runner = await registerRunner(d.api, d.ownerToken, { platforms: ["android", "ios"] });
 
     const androidBuild = await queueBuild(d.api, d.ownerToken, p.id, androidPipeline.id, { commit_sha: repo.shas.main });

@@ -11,7 +11,17 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDb, type OpenedDb } from "../../src/db/client.ts";
 import type { CallOptions, CallResult } from "../helpers/app.ts";
-import { claim, createPipeline, createProject, daemonCaller, makeGitRepo, queueBuild, registerRunner, reportStatus, type Caller } from "../helpers/builds.ts";
+import {
+  claim,
+  createPipeline,
+  createProject,
+  daemonCaller,
+  makeGitRepo,
+  queueBuild,
+  registerRunner,
+  reportStatus,
+  type Caller,
+} from "../helpers/builds.ts";
 import { makeDataDir, PROJECT_ROOT, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 import { sqldBinary, startSqld, type SqldServer } from "../helpers/sqld.ts";
 import { getBuild, startReadyDaemon, startRunner, waitFor, type ReadyDaemon, type RunnerProcess } from "./runner-harness.ts";
@@ -261,7 +271,10 @@ describe("daemons on sqld", () => {
     await waitFor(
       `${BUILDS} builds finished`,
       async () => {
-        const r = await db.client.execute({ sql: "SELECT count(*) AS n FROM builds WHERE status = 'succeeded' AND id IN (SELECT value FROM json_each(?))", args: [JSON.stringify(queued)] });
+        const r = await db.client.execute({
+          sql: "SELECT count(*) AS n FROM builds WHERE status = 'succeeded' AND id IN (SELECT value FROM json_each(?))",
+          args: [JSON.stringify(queued)],
+        });
         return Number(r.rows[0]!.n) === BUILDS;
       },
       90_000,
@@ -271,7 +284,10 @@ describe("daemons on sqld", () => {
     const mine = claimed.filter((id) => queued.includes(id));
     expect(mine.length).toBe(BUILDS);
     expect(new Set(mine).size).toBe(BUILDS);
-    const attempts = await db.client.execute({ sql: "SELECT max(attempt_count) AS m FROM builds WHERE id IN (SELECT value FROM json_each(?))", args: [JSON.stringify(queued)] });
+    const attempts = await db.client.execute({
+      sql: "SELECT max(attempt_count) AS m FROM builds WHERE id IN (SELECT value FROM json_each(?))",
+      args: [JSON.stringify(queued)],
+    });
     expect(Number(attempts.rows[0]!.m)).toBe(1);
 
     // 3. B is killed while its runners hold jobs: A's sweeper requeues the assigned ones and fails the running ones.
@@ -288,10 +304,14 @@ describe("daemons on sqld", () => {
     for (const j of running) expect((await reportStatus(apiB, j.runner, j.id, { status: "running" })).status).toBe(200);
     await b.stop("SIGKILL");
     for (const j of running) {
-      const lost = await waitFor(`running build ${j.id} failed as runner_lost`, async () => {
-        const got = await getBuild(a, j.id);
-        return got.status === "failed" ? got : undefined;
-      }, 30_000);
+      const lost = await waitFor(
+        `running build ${j.id} failed as runner_lost`,
+        async () => {
+          const got = await getBuild(a, j.id);
+          return got.status === "failed" ? got : undefined;
+        },
+        30_000,
+      );
       expect(lost.failure_reason).toBe("runner_lost");
     }
     const retaken: string[] = [];

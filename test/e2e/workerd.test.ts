@@ -104,7 +104,9 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     expect(made.code, made.stderr).toBe(0);
     const verified = await http(daemon!.url, "POST", "/v1/setup/bootstrap-token/verify", { body: { token: made.stdout.trim() } });
     const setup = verified.body.session_token as string;
-    expect((await http(daemon!.url, "POST", "/v1/setup/local-owner/create", { token: setup, body: { email: "owner@example.com" } })).status).toBe(200);
+    expect((await http(daemon!.url, "POST", "/v1/setup/local-owner/create", { token: setup, body: { email: "owner@example.com" } })).status).toBe(
+      200,
+    );
     expect((await http(daemon!.url, "POST", "/v1/setup/complete", { token: setup })).status).toBe(200);
 
     const after = await worker.call("GET", "/v1/public/setup-status");
@@ -135,13 +137,24 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
       token: ownerToken,
       body: {
         provider: "s3",
-        s3: { endpoint: s3.endpoint, region: "us-east-1", bucket: s3.bucket, prefix: "ci/", access_key_id: S3_ACCESS_KEY_ID, secret_access_key: S3_SECRET_ACCESS_KEY, force_path_style: true },
+        s3: {
+          endpoint: s3.endpoint,
+          region: "us-east-1",
+          bucket: s3.bucket,
+          prefix: "ci/",
+          access_key_id: S3_ACCESS_KEY_ID,
+          secret_access_key: S3_SECRET_ACCESS_KEY,
+          force_path_style: true,
+        },
       },
     });
     expect(settings.status).toBe(200);
 
     const keep = mkdtempSync(join(scratch, "keep-"));
-    const createdProject = await worker.call("POST", "/v1/projects", { token: ownerToken, body: { name: "workerd-app", repo_url: repo.url, config_path: null } });
+    const createdProject = await worker.call("POST", "/v1/projects", {
+      token: ownerToken,
+      body: { name: "workerd-app", repo_url: repo.url, config_path: null },
+    });
     expect(createdProject.status).toBe(200);
     project = createdProject.body;
     const createdPipeline = await worker.call("POST", `/v1/projects/${project.id}/pipelines`, {
@@ -194,7 +207,9 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     for (const line of ["first line", "hello from the repository", "second line", "third line"]) expect(log.text).toContain(line);
     // Reading from an offset inside the log goes through the straddling chunk's bytes.
     const offset = log.text.indexOf("second line");
-    const tail = await worker.call("GET", `/v1/builds/${queued.body.id}/logs?offset=${Buffer.byteLength(log.text.slice(0, offset))}`, { token: ownerToken });
+    const tail = await worker.call("GET", `/v1/builds/${queued.body.id}/logs?offset=${Buffer.byteLength(log.text.slice(0, offset))}`, {
+      token: ownerToken,
+    });
     expect(tail.text.startsWith("second line")).toBe(true);
 
     const artifacts = await worker.call("GET", `/v1/builds/${queued.body.id}/artifacts`, { token: ownerToken });
@@ -225,7 +240,10 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
 
   it("stores and reads log bytes exactly when an append splits a UTF-8 character (blobs are bytes on Workers)", async () => {
     const runner = await registerRunner(worker, ownerToken, { platforms: ["android"] });
-    const queued = await worker.call("POST", `/v1/projects/${project.id}/builds`, { token: ownerToken, body: { pipeline_id: pipeline.id, commit_sha: repo.shas.main } });
+    const queued = await worker.call("POST", `/v1/projects/${project.id}/builds`, {
+      token: ownerToken,
+      body: { pipeline_id: pipeline.id, commit_sha: repo.shas.main },
+    });
     expect(queued.status).toBe(200);
     expect((await claim(worker, runner))?.build_id).toBe(queued.body.id);
     expect((await reportStatus(worker, runner, queued.body.id, { status: "running" })).status).toBe(200);
@@ -240,7 +258,9 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
     expect((await append(2, [0xa9, 0x0a])).body).toEqual({ log_bytes: 4 });
     expect((await append(4, [0xff, 0x0a])).body).toEqual({ log_bytes: 6 });
     const read = async (offset: number) => {
-      const res = await fetch(`${workerUrl}/v1/builds/${queued.body.id}/logs?offset=${offset}`, { headers: { authorization: `Bearer ${ownerToken}` } });
+      const res = await fetch(`${workerUrl}/v1/builds/${queued.body.id}/logs?offset=${offset}`, {
+        headers: { authorization: `Bearer ${ownerToken}` },
+      });
       expect(res.status).toBe(200);
       return [...new Uint8Array(await res.arrayBuffer())];
     };
@@ -252,11 +272,14 @@ describe("the Workers entry in real workerd against sqld and S3", () => {
   it("answers every request of bursts of 40, also after 30 requests abandoned mid-flight", async () => {
     // Each request reads the database (session, then its own query); no build or project is needed.
     const paths = ["/v1/users/me", "/v1/builds", "/v1/projects", "/v1/runners"];
-    const burst = () => Promise.all(Array.from({ length: 40 }, (_, i) => worker.call("GET", paths[i % paths.length]!, { token: ownerToken }).then((r) => r.status)));
+    const burst = () =>
+      Promise.all(Array.from({ length: 40 }, (_, i) => worker.call("GET", paths[i % paths.length]!, { token: ownerToken }).then((r) => r.status)));
     expect(await burst()).toEqual(Array(40).fill(200));
     // Clients that go away mid-request: with one shared client each of them kept a slot of its limit for good.
     await Promise.allSettled(
-      Array.from({ length: 30 }, () => fetch(`${workerUrl}/v1/builds`, { headers: { authorization: `Bearer ${ownerToken}` }, signal: AbortSignal.timeout(15) })),
+      Array.from({ length: 30 }, () =>
+        fetch(`${workerUrl}/v1/builds`, { headers: { authorization: `Bearer ${ownerToken}` }, signal: AbortSignal.timeout(15) }),
+      ),
     );
     expect(await burst()).toEqual(Array(40).fill(200));
     expect(await burst()).toEqual(Array(40).fill(200));

@@ -193,8 +193,9 @@ export interface ProfileSpec {
 
 /** The profile's plist as Xcode writes it, for the given kind. */
 export function profilePlist(spec: ProfileSpec): Record<string, unknown> {
-  const devices = Array.from({ length: spec.devices ?? (spec.kind === "ad_hoc" || spec.kind === "development" ? 3 : 0) }, (_, i) =>
-    `00008110-${String(i).padStart(16, "0")}`,
+  const devices = Array.from(
+    { length: spec.devices ?? (spec.kind === "ad_hoc" || spec.kind === "development" ? 3 : 0) },
+    (_, i) => `00008110-${String(i).padStart(16, "0")}`,
   );
   const plist: Record<string, unknown> = {
     AppIDName: "Demo",
@@ -220,7 +221,27 @@ function signingIdentity(): { cert: string; key: string } {
   const dir = mkdtempSync(join(tmpdir(), "hangar-signer-"));
   const cert = join(dir, "cert.pem");
   const key = join(dir, "key.pem");
-  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=Hangar Test Profile Signer"], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "2",
+      "-subj",
+      "/CN=Hangar Test Profile Signer",
+    ],
+    { stdio: "ignore" },
+  );
   signer = { dir, cert, key };
   process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
   return signer;
@@ -429,7 +450,11 @@ class Bytes {
 }
 
 function chunk(type: number, header: Buffer, body: Buffer): Buffer {
-  const head = new Bytes().u16(type).u16(8 + header.length).u32(8 + header.length + body.length).done();
+  const head = new Bytes()
+    .u16(type)
+    .u16(8 + header.length)
+    .u32(8 + header.length + body.length)
+    .done();
   return Buffer.concat([head, header, body]);
 }
 
@@ -570,7 +595,8 @@ export function encodeResourceTable(packageName: string, types: ResourceTypeSpec
     const count = type.entries.length;
     typeChunks.push(chunk(0x0202, new Bytes().u8(typeId).u8(0).u16(0).u32(count).done(), Buffer.alloc(count * 4)));
     const configs = new Map<string, { density: number; language: string }>();
-    for (const e of type.entries) for (const v of e.values) configs.set(`${v.density ?? 0}/${v.language ?? ""}`, { density: v.density ?? 0, language: v.language ?? "" });
+    for (const e of type.entries)
+      for (const v of e.values) configs.set(`${v.density ?? 0}/${v.language ?? ""}`, { density: v.density ?? 0, language: v.language ?? "" });
     for (const config of configs.values()) {
       const offsets = new Bytes();
       const entries = new Bytes();
@@ -643,7 +669,10 @@ export interface ApkSpec {
 export function makeApk(spec: ApkSpec = {}): Uint8Array {
   const icons = spec.icons ?? [];
   const types: ResourceTypeSpec[] = [
-    { name: "string", entries: [{ key: "app_name", values: [{ string: spec.label ?? "Demo Android" }, { language: "de", string: "Demo auf Deutsch" }] }] },
+    {
+      name: "string",
+      entries: [{ key: "app_name", values: [{ string: spec.label ?? "Demo Android" }, { language: "de", string: "Demo auf Deutsch" }] }],
+    },
     {
       name: "mipmap",
       entries: [

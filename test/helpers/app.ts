@@ -64,14 +64,17 @@ export interface CallResult {
  * A fully wired app on a real temporary libSQL file, migrated by the production migrator, with a
  * ManualClock and a throwaway key. Closed automatically after the test file.
  */
-export async function makeTestApp(
-  options: { config?: Record<string, string>; deps?: Partial<AppDeps>; db?: OpenDbOptions } = {},
-): Promise<TestApp> {
+export async function makeTestApp(options: { config?: Record<string, string>; deps?: Partial<AppDeps>; db?: OpenDbOptions } = {}): Promise<TestApp> {
   const dataDir = mkdtempSync(join(tmpdir(), "hangar-test-"));
   const dbPath = join(dataDir, "hangar.db");
   // The real outbound guard, with loopback allowed: the tests' OIDC providers, S3 servers and git servers listen
   // on 127.0.0.1 (a test that checks refusals passes its own HANGAR_OUTBOUND_ALLOW).
-  const config: HangarConfig = loadConfig({ HANGAR_DATA_DIR: dataDir, HANGAR_LOG_REQUESTS: "0", HANGAR_OUTBOUND_ALLOW: TEST_OUTBOUND_ALLOW, ...options.config });
+  const config: HangarConfig = loadConfig({
+    HANGAR_DATA_DIR: dataDir,
+    HANGAR_LOG_REQUESTS: "0",
+    HANGAR_OUTBOUND_ALLOW: TEST_OUTBOUND_ALLOW,
+    ...options.config,
+  });
   const outbound = createNodeOutbound(config.outboundAllow);
   const opened = await openDb(`file:${dbPath}`, undefined, options.db);
   await migrateDb(opened.db);
@@ -115,7 +118,10 @@ export async function makeTestApp(
       body = JSON.stringify(o.body);
       headers["content-type"] ??= "application/json";
     }
-    const res = await app.request(path, { method, headers, body }, { peerAddress: o.peer ?? "127.0.0.1", peerIsLocalUser: o.peerIsOtherUser !== true } satisfies TestEnv);
+    const res = await app.request(path, { method, headers, body }, {
+      peerAddress: o.peer ?? "127.0.0.1",
+      peerIsLocalUser: o.peerIsOtherUser !== true,
+    } satisfies TestEnv);
     return toCallResult(res);
   };
 

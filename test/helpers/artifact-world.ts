@@ -84,8 +84,17 @@ export async function artifactWorld(t: TestApp): Promise<ArtifactWorld> {
   const now = t.clock.now();
   const projectId = crypto.randomUUID();
   const pipelineId = crypto.randomUUID();
-  await t.deps.db.insert(projects).values({ id: projectId, name: "app", repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
-  await t.deps.db.insert(pipelines).values({ id: pipelineId, projectId, name: "build", config: { platform: "any", steps: [{ name: "b", run: "true" }] }, createdAt: now, updatedAt: now });
+  await t.deps.db
+    .insert(projects)
+    .values({ id: projectId, name: "app", repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
+  await t.deps.db.insert(pipelines).values({
+    id: pipelineId,
+    projectId,
+    name: "build",
+    config: { platform: "any", steps: [{ name: "b", run: "true" }] },
+    createdAt: now,
+    updatedAt: now,
+  });
   const runner = await insertRunner(t, owner.id);
   const buildId = await insertBuild(t, projectId, pipelineId, runner.id);
   return { ownerToken, projectId, pipelineId, runner, buildId, jobPath: `/v1/runners/${runner.id}/jobs/${buildId}/artifacts` };
@@ -159,7 +168,12 @@ with zipfile.ZipFile(sys.argv[2], "w") as z:
         z.writestr("Payload/%s.app/Info.plist" % spec["app"], plistlib.dumps(spec["plist"], fmt=fmt), compress_type=zipfile.ZIP_DEFLATED)
     z.writestr("Payload/%s.app/Watch/W.app/Info.plist" % spec["app"], plistlib.dumps({"CFBundleIdentifier": "wrong.nested"}), compress_type=zipfile.ZIP_DEFLATED)
 `;
-    const spec = JSON.stringify({ plist: options.plist, binary: options.binary ?? false, filler: options.fillerBytes ?? 1024, app: options.appName ?? "Demo" });
+    const spec = JSON.stringify({
+      plist: options.plist,
+      binary: options.binary ?? false,
+      filler: options.fillerBytes ?? 1024,
+      app: options.appName ?? "Demo",
+    });
     execFileSync("python3", ["-c", script, spec, out]);
     return new Uint8Array(readFileSync(out));
   } finally {

@@ -53,7 +53,10 @@ export async function serveTestApp(t: TestApp, overrides: Partial<AppDeps> = {})
 }
 
 /** A fresh browser context (its own cookies), JavaScript on or off. */
-export async function newContext(browser: Browser, options: { javaScriptEnabled?: boolean; viewport?: { width: number; height: number }; colorScheme?: "light" | "dark" } = {}): Promise<BrowserContext> {
+export async function newContext(
+  browser: Browser,
+  options: { javaScriptEnabled?: boolean; viewport?: { width: number; height: number }; colorScheme?: "light" | "dark" } = {},
+): Promise<BrowserContext> {
   return browser.newContext({
     javaScriptEnabled: options.javaScriptEnabled ?? true,
     viewport: options.viewport ?? { width: 1280, height: 800 },

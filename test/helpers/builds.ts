@@ -77,7 +77,10 @@ export async function createPipeline(c: Caller, token: string, projectId: string
 
 /** Registers a runner; the answer carries `id` and the one-time `token`. */
 export async function registerRunner(c: Caller, token: string, options: { name?: string; platforms?: string[] } = {}): Promise<Json> {
-  const body = { name: options.name ?? `runner-${crypto.randomUUID().slice(0, 6)}`, capabilities: { platforms: options.platforms ?? ["ios", "android", "macos"] } };
+  const body = {
+    name: options.name ?? `runner-${crypto.randomUUID().slice(0, 6)}`,
+    capabilities: { platforms: options.platforms ?? ["ios", "android", "macos"] },
+  };
   return (await expectOk("register runner", c.call("POST", "/v1/runners/register", { token, body }))).body;
 }
 

@@ -44,7 +44,13 @@ export interface FakeStores {
   close(): Promise<void>;
 }
 
-export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: string; ascKeyId: string; googlePublicPem: string; googleEmail: string }): Promise<FakeStores> {
+export async function startFakeStores(keys: {
+  ascPublicPem: string;
+  ascIssuer: string;
+  ascKeyId: string;
+  googlePublicPem: string;
+  googleEmail: string;
+}): Promise<FakeStores> {
   const ascKey = await importSPKI(keys.ascPublicPem, "ES256");
   const googleKey = await importSPKI(keys.googlePublicPem, "RS256");
   let base = "";
@@ -76,7 +82,11 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
   };
   const ascAuth = async (auth: string | null) => {
     const token = auth?.replace(/^Bearer /, "") ?? "";
-    const { payload, protectedHeader } = await jwtVerify(token, ascKey, { audience: "appstoreconnect-v1", issuer: keys.ascIssuer, algorithms: ["ES256"] });
+    const { payload, protectedHeader } = await jwtVerify(token, ascKey, {
+      audience: "appstoreconnect-v1",
+      issuer: keys.ascIssuer,
+      algorithms: ["ES256"],
+    });
     if (protectedHeader.kid !== keys.ascKeyId) throw new Error("wrong kid");
     if ((payload.exp ?? 0) - (payload.iat ?? 0) > 20 * 60) throw new Error("token lives too long");
   };
@@ -122,12 +132,17 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
       if (method === "POST" && path === "/token") {
         const form = new URLSearchParams(body);
         if (form.get("grant_type") !== "urn:ietf:params:oauth:grant-type:jwt-bearer") return send(res, 400, { error: "unsupported_grant_type" });
-        const { payload } = await jwtVerify(form.get("assertion") ?? "", googleKey, { audience: `${base}/token`, issuer: keys.googleEmail, algorithms: ["RS256"] });
+        const { payload } = await jwtVerify(form.get("assertion") ?? "", googleKey, {
+          audience: `${base}/token`,
+          issuer: keys.googleEmail,
+          algorithms: ["RS256"],
+        });
         if (payload.scope !== "https://www.googleapis.com/auth/androidpublisher") return send(res, 400, { error: "invalid_scope" });
         return send(res, 200, { access_token: "ya29.fake-access-token", token_type: "Bearer", expires_in: 3600 });
       }
       if (path.startsWith("/androidpublisher/") || path.startsWith("/upload/androidpublisher/")) {
-        if (req.headers.authorization !== "Bearer ya29.fake-access-token") return send(res, 401, { error: { code: 401, status: "UNAUTHENTICATED", message: "bad token" } });
+        if (req.headers.authorization !== "Bearer ya29.fake-access-token")
+          return send(res, 401, { error: { code: 401, status: "UNAUTHENTICATED", message: "bad token" } });
         if (method === "POST" && /\/edits$/.test(path)) return send(res, 200, { id: `edit-${state.commits}-${Date.now()}` });
         if (method === "POST" && /\/edits\/[^/]+\/(bundles|apks)$/.test(path)) {
           state.playUploaded.push(raw);
@@ -150,7 +165,8 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
         return res.end();
       }
       await ascAuth(req.headers.authorization ?? null);
-      if (method === "GET" && path === "/v1/apps") return send(res, 200, { data: url.searchParams.get("filter[bundleId]") === "com.example.demo" ? [{ type: "apps", id: "app-1" }] : [] });
+      if (method === "GET" && path === "/v1/apps")
+        return send(res, 200, { data: url.searchParams.get("filter[bundleId]") === "com.example.demo" ? [{ type: "apps", id: "app-1" }] : [] });
       if (method === "POST" && path === "/v1/buildUploads") return send(res, 201, { data: { type: "buildUploads", id: `upload-${uploads.size}` } });
       if (method === "POST" && path === "/v1/buildUploadFiles") {
         const size = JSON.parse(body).data.attributes.fileSize as number;
@@ -158,8 +174,20 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
         uploads.set(id, []);
         const half = Math.ceil(size / 2);
         const ops = [
-          { method: "PUT", url: `${base}/asc-upload/${id}/0`, offset: 0, length: half, requestHeaders: [{ name: "Content-Type", value: "application/octet-stream" }] },
-          { method: "PUT", url: `${base}/asc-upload/${id}/1`, offset: half, length: size - half, requestHeaders: [{ name: "Content-Type", value: "application/octet-stream" }] },
+          {
+            method: "PUT",
+            url: `${base}/asc-upload/${id}/0`,
+            offset: 0,
+            length: half,
+            requestHeaders: [{ name: "Content-Type", value: "application/octet-stream" }],
+          },
+          {
+            method: "PUT",
+            url: `${base}/asc-upload/${id}/1`,
+            offset: half,
+            length: size - half,
+            requestHeaders: [{ name: "Content-Type", value: "application/octet-stream" }],
+          },
         ];
         return send(res, 201, { data: { type: "buildUploadFiles", id, attributes: { uploadOperations: ops } } });
       }
@@ -197,7 +225,9 @@ export async function startFakeStores(keys: { ascPublicPem: string; ascIssuer: s
       }
       return send(res, 404, { errors: [{ status: "404", code: "NOT_FOUND", title: "not found", detail: path }] });
     } catch (err) {
-      return send(res, 401, { errors: [{ status: "401", code: "NOT_AUTHORIZED", title: "Authentication credentials are missing or invalid.", detail: String(err) }] });
+      return send(res, 401, {
+        errors: [{ status: "401", code: "NOT_AUTHORIZED", title: "Authentication credentials are missing or invalid.", detail: String(err) }],
+      });
     }
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

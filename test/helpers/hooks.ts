@@ -5,7 +5,13 @@ import type { Caller } from "./builds.ts";
 export type Provider = "github" | "gitlab" | "gitea" | "forgejo" | "bitbucket";
 
 /** The headers a forge sends with a delivery, signed the forge's way with `secret` (docs/api.md §11). */
-export function forgeHeaders(provider: Provider, secret: string, event: string, body: string | Buffer, deliveryId: string = crypto.randomUUID()): Record<string, string> {
+export function forgeHeaders(
+  provider: Provider,
+  secret: string,
+  event: string,
+  body: string | Buffer,
+  deliveryId: string = crypto.randomUUID(),
+): Record<string, string> {
   const hex = createHmac("sha256", secret).update(body).digest("hex");
   const base = { "content-type": "application/json" };
   switch (provider) {

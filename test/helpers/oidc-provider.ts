@@ -57,7 +57,12 @@ export async function startOidcProvider(options: { conformIdTokenClaims?: boolea
   const redirectUris = options.redirectUris ?? [TEST_REDIRECT_URI];
   const configuration: Configuration = {
     clients: [
-      { client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET, redirect_uris: redirectUris, token_endpoint_auth_method: "client_secret_basic" },
+      {
+        client_id: TEST_CLIENT_ID,
+        client_secret: TEST_CLIENT_SECRET,
+        redirect_uris: redirectUris,
+        token_endpoint_auth_method: "client_secret_basic",
+      },
       { client_id: TEST_PUBLIC_CLIENT_ID, redirect_uris: redirectUris, token_endpoint_auth_method: "none" },
     ],
     jwks: { keys: [signingKey] },

@@ -30,14 +30,18 @@ export async function makeWorld(t: TestApp): Promise<World> {
 export async function insertProject(t: TestApp): Promise<string> {
   const id = crypto.randomUUID();
   const now = t.clock.now();
-  await t.deps.db.insert(projects).values({ id, name: `app-${id.slice(0, 6)}`, repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
+  await t.deps.db
+    .insert(projects)
+    .values({ id, name: `app-${id.slice(0, 6)}`, repoUrl: "https://git.example.com/app.git", defaultBranch: "main", createdAt: now, updatedAt: now });
   return id;
 }
 
 export async function insertPipeline(t: TestApp, projectId: string, name: string): Promise<string> {
   const id = crypto.randomUUID();
   const now = t.clock.now();
-  await t.deps.db.insert(pipelines).values({ id, projectId, name, config: { platform: "any", steps: [{ name: "b", run: "true" }] }, createdAt: now, updatedAt: now });
+  await t.deps.db
+    .insert(pipelines)
+    .values({ id, projectId, name, config: { platform: "any", steps: [{ name: "b", run: "true" }] }, createdAt: now, updatedAt: now });
   return id;
 }
 
@@ -53,7 +57,16 @@ export const nextBuildNumber = () => ++buildNumber;
 export async function madeBuild(
   t: TestApp,
   w: World,
-  o: { pipelineId?: string; projectId?: string; branch?: string; finishedAt: number; status?: BuildStatus; files?: number; log?: string; size?: number },
+  o: {
+    pipelineId?: string;
+    projectId?: string;
+    branch?: string;
+    finishedAt: number;
+    status?: BuildStatus;
+    files?: number;
+    log?: string;
+    size?: number;
+  },
 ): Promise<{ id: string; artifactIds: string[] }> {
   const id = crypto.randomUUID();
   const now = t.clock.now();
@@ -80,7 +93,12 @@ export async function madeBuild(
   const artifactIds: string[] = [];
   for (let i = 0; i < (o.files ?? 1); i++) {
     const bytes = new Uint8Array(o.size ?? 1000 + i).fill(7);
-    const a = await uploadArtifact(t, { ownerToken: w.ownerToken, projectId: w.projectId, pipelineId: o.pipelineId ?? w.pipelineIds[0]!, runner: w.runner, buildId: id, jobPath }, `app-${i}.apk`, bytes);
+    const a = await uploadArtifact(
+      t,
+      { ownerToken: w.ownerToken, projectId: w.projectId, pipelineId: o.pipelineId ?? w.pipelineIds[0]!, runner: w.runner, buildId: id, jobPath },
+      `app-${i}.apk`,
+      bytes,
+    );
     artifactIds.push(a.id);
   }
   if (o.log !== undefined) {
@@ -89,11 +107,13 @@ export async function madeBuild(
   }
   const status = o.status ?? "succeeded";
   const final = !["queued", "scheduled", "assigned", "running"].includes(status);
-  await t.deps.db.update(builds).set({ status, finishedAt: final ? o.finishedAt : null, updatedAt: o.finishedAt }).where(eq(builds.id, id));
+  await t.deps.db
+    .update(builds)
+    .set({ status, finishedAt: final ? o.finishedAt : null, updatedAt: o.finishedAt })
+    .where(eq(builds.id, id));
   return { id, artifactIds };
 }
 
 export function artifactFile(t: TestApp, buildId: string, artifactId: string): string {
   return join(t.dataDir, "artifacts", buildId, artifactId);
 }
-

@@ -22,11 +22,18 @@ class NodeSha256 {
   }
   private fresh(): Hash | Hmac {
     if (this.secret === undefined) return createHash("sha256");
-    const key = typeof this.secret === "string" ? this.secret : ArrayBuffer.isView(this.secret) ? Buffer.from(this.secret.buffer, this.secret.byteOffset, this.secret.byteLength) : Buffer.from(this.secret);
+    const key =
+      typeof this.secret === "string"
+        ? this.secret
+        : ArrayBuffer.isView(this.secret)
+          ? Buffer.from(this.secret.buffer, this.secret.byteOffset, this.secret.byteLength)
+          : Buffer.from(this.secret);
     return createHmac("sha256", key);
   }
   update(data: string | ArrayBuffer | ArrayBufferView): void {
-    this.hash.update(typeof data === "string" ? data : ArrayBuffer.isView(data) ? Buffer.from(data.buffer, data.byteOffset, data.byteLength) : Buffer.from(data));
+    this.hash.update(
+      typeof data === "string" ? data : ArrayBuffer.isView(data) ? Buffer.from(data.buffer, data.byteOffset, data.byteLength) : Buffer.from(data),
+    );
   }
   async digest(): Promise<Uint8Array> {
     return new Uint8Array(this.hash.digest());
@@ -69,7 +76,13 @@ export async function verifySigV4(req: IncomingMessage, secretAccessKey: string)
     return headers;
   };
   const [hostname, port] = (req.headers.host ?? "").split(":");
-  const base = { method: req.method ?? "GET", protocol: "http:", hostname: hostname ?? "", port: port ? Number(port) : undefined, path: url.pathname };
+  const base = {
+    method: req.method ?? "GET",
+    protocol: "http:",
+    hostname: hostname ?? "",
+    port: port ? Number(port) : undefined,
+    path: url.pathname,
+  };
 
   if (query["X-Amz-Signature"]) {
     const given = query["X-Amz-Signature"];

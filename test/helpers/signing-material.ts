@@ -35,13 +35,22 @@ export function makeSigningIdentity(options: { days?: number; team?: string; nam
   const key = join(dir, "key.pem");
   const cert = join(dir, "cert.pem");
   const subject = `/UID=${team}/CN=Apple Distribution: ${name} (${team})/OU=${team}/O=${name}/C=US`;
-  execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", String(options.days ?? 365), "-subj", subject], { stdio: "ignore" });
+  execFileSync(
+    "openssl",
+    ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", String(options.days ?? 365), "-subj", subject],
+    { stdio: "ignore" },
+  );
   const p12 = (file: string, extra: string[]) => {
-    execFileSync("openssl", ["pkcs12", "-export", ...extra, "-in", cert, "-passout", `pass:${P12_PASSWORD}`, "-out", join(dir, file)], { stdio: "ignore" });
+    execFileSync("openssl", ["pkcs12", "-export", ...extra, "-in", cert, "-passout", `pass:${P12_PASSWORD}`, "-out", join(dir, file)], {
+      stdio: "ignore",
+    });
     return new Uint8Array(readFileSync(join(dir, file)));
   };
   const der = execFileSync("openssl", ["x509", "-in", cert, "-outform", "DER"]);
-  const serial = execFileSync("openssl", ["x509", "-in", cert, "-noout", "-serial"]).toString().trim().replace(/^serial=/, "");
+  const serial = execFileSync("openssl", ["x509", "-in", cert, "-noout", "-serial"])
+    .toString()
+    .trim()
+    .replace(/^serial=/, "");
   return {
     certPem: readFileSync(cert, "utf8"),
     keyPem: readFileSync(key, "utf8"),
@@ -102,8 +111,27 @@ export function makeKeystore(type: "JKS" | "PKCS12", options: { alias?: string; 
   const keyPassword = type === "JKS" ? "key-secret-22" : storePassword;
   execFileSync(
     "keytool",
-    ["-genkeypair", "-keystore", file, "-storetype", type, "-storepass", storePassword, "-keypass", keyPassword, "-alias", alias, "-keyalg", "RSA",
-      "-keysize", "2048", "-dname", "CN=Example Upload, O=Example", "-validity", String(options.days ?? 10_000)],
+    [
+      "-genkeypair",
+      "-keystore",
+      file,
+      "-storetype",
+      type,
+      "-storepass",
+      storePassword,
+      "-keypass",
+      keyPassword,
+      "-alias",
+      alias,
+      "-keyalg",
+      "RSA",
+      "-keysize",
+      "2048",
+      "-dname",
+      "CN=Example Upload, O=Example",
+      "-validity",
+      String(options.days ?? 10_000),
+    ],
     { stdio: "ignore" },
   );
   return { bytes: new Uint8Array(readFileSync(file)), storePassword, keyPassword, alias };
@@ -129,15 +157,39 @@ const keystoreByKey = new Map<string, AndroidKeystore>();
  * A valid iOS upload body (a real PKCS#12 under `password` and a profile listing its certificate), made once per
  * test process and password: for tests about something else than signing that still need material that opens.
  */
-export function iosSigningBody(password = P12_PASSWORD): { certificate_p12_base64: string; certificate_password: string; provisioning_profiles_base64: string[] } {
+export function iosSigningBody(password = P12_PASSWORD): {
+  certificate_p12_base64: string;
+  certificate_password: string;
+  provisioning_profiles_base64: string[];
+} {
   sampleIdentity ??= makeSigningIdentity();
-  sampleProfile ??= makeSigningProfile({ certificates: [sampleIdentity.certDer], uuid: "5B1D1A3C-0000-4000-8000-00000000C0DE", bundleId: "com.example.demo", expiresAt: Math.floor(Date.now() / 1000) + 300 * 86_400 });
+  sampleProfile ??= makeSigningProfile({
+    certificates: [sampleIdentity.certDer],
+    uuid: "5B1D1A3C-0000-4000-8000-00000000C0DE",
+    bundleId: "com.example.demo",
+    expiresAt: Math.floor(Date.now() / 1000) + 300 * 86_400,
+  });
   let p12 = p12ByPassword.get(password);
   if (!p12) {
     const dir = workDir();
     writeFileSync(join(dir, "cert.pem"), sampleIdentity.certPem);
     writeFileSync(join(dir, "key.pem"), sampleIdentity.keyPem);
-    execFileSync("openssl", ["pkcs12", "-export", "-inkey", join(dir, "key.pem"), "-in", join(dir, "cert.pem"), "-passout", `pass:${password}`, "-out", join(dir, "id.p12")], { stdio: "ignore" });
+    execFileSync(
+      "openssl",
+      [
+        "pkcs12",
+        "-export",
+        "-inkey",
+        join(dir, "key.pem"),
+        "-in",
+        join(dir, "cert.pem"),
+        "-passout",
+        `pass:${password}`,
+        "-out",
+        join(dir, "id.p12"),
+      ],
+      { stdio: "ignore" },
+    );
     p12 = b64(new Uint8Array(readFileSync(join(dir, "id.p12"))));
     p12ByPassword.set(password, p12);
   }
@@ -156,8 +208,27 @@ export function androidSigningBody(options: { storePassword?: string; keyPasswor
     const file = join(dir, "upload.jks");
     execFileSync(
       "keytool",
-      ["-genkeypair", "-keystore", file, "-storetype", "JKS", "-storepass", storePassword, "-keypass", keyPassword, "-alias", alias, "-keyalg", "RSA",
-        "-keysize", "2048", "-dname", "CN=Example Upload, O=Example", "-validity", "10000"],
+      [
+        "-genkeypair",
+        "-keystore",
+        file,
+        "-storetype",
+        "JKS",
+        "-storepass",
+        storePassword,
+        "-keypass",
+        keyPassword,
+        "-alias",
+        alias,
+        "-keyalg",
+        "RSA",
+        "-keysize",
+        "2048",
+        "-dname",
+        "CN=Example Upload, O=Example",
+        "-validity",
+        "10000",
+      ],
       { stdio: "ignore" },
     );
     store = { bytes: new Uint8Array(readFileSync(file)), storePassword, keyPassword, alias };

@@ -108,7 +108,17 @@ export async function startSqld(options: { timeoutMs?: number; extraArgs?: strin
     const url = `http://127.0.0.1:${port}`;
     const proc = spawn(
       binary,
-      ["--db-path", join(dir, "data"), "--http-listen-addr", `127.0.0.1:${port}`, "--use-custom-wal", "libsql-wal", "--no-welcome", "--disable-metrics", ...(options.extraArgs ?? [])],
+      [
+        "--db-path",
+        join(dir, "data"),
+        "--http-listen-addr",
+        `127.0.0.1:${port}`,
+        "--use-custom-wal",
+        "libsql-wal",
+        "--no-welcome",
+        "--disable-metrics",
+        ...(options.extraArgs ?? []),
+      ],
       { cwd: dir, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? "warn" } },
     );
     running.add(proc);

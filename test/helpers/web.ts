@@ -40,7 +40,12 @@ export interface PageOptions {
 }
 
 /** A browser-like request to a page through app.request(): cookies, a form body, an Origin. */
-export async function page(t: TestApp, method: string, path: string, o: PageOptions = {}): Promise<CallResult & { location: string | null; setCookies: string[] }> {
+export async function page(
+  t: TestApp,
+  method: string,
+  path: string,
+  o: PageOptions = {},
+): Promise<CallResult & { location: string | null; setCookies: string[] }> {
   const headers: Record<string, string> = { accept: "text/html", ...o.headers };
   const cookies = [...(o.cookies ?? []), ...(o.jar?.header() ?? [])];
   if (o.session !== undefined) cookies.push(`__Host-hangar_session=${o.session}`);
@@ -53,7 +58,10 @@ export async function page(t: TestApp, method: string, path: string, o: PageOpti
     body = params.toString();
     headers["content-type"] = "application/x-www-form-urlencoded";
   }
-  const res = await t.app.request(path, { method, headers, body, redirect: "manual" }, { peerAddress: o.peer ?? "127.0.0.1", peerIsLocalUser: o.peerIsOtherUser !== true } satisfies TestEnv);
+  const res = await t.app.request(path, { method, headers, body, redirect: "manual" }, {
+    peerAddress: o.peer ?? "127.0.0.1",
+    peerIsLocalUser: o.peerIsOtherUser !== true,
+  } satisfies TestEnv);
   const result = await toCallResult(res);
   o.jar?.store(res.headers.getSetCookie());
   return { ...result, location: res.headers.get("location"), setCookies: res.headers.getSetCookie() };

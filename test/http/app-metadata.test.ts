@@ -53,7 +53,11 @@ describe("app metadata", () => {
   beforeAll(async () => {
     t = await makeTestApp();
     w = await artifactWorld(t);
-    await writeSetting(t.deps, NETWORK_SETTING, { public_url: "https://ci.example.com", artifact_delivery_url: null, allowed_origins: ["https://ci.example.com"] });
+    await writeSetting(t.deps, NETWORK_SETTING, {
+      public_url: "https://ci.example.com",
+      artifact_delivery_url: null,
+      allowed_origins: ["https://ci.example.com"],
+    });
   });
   afterAll(() => t.close());
 
@@ -74,7 +78,9 @@ print(json.dumps({"names": z.namelist(), "info": info}))
     expect(out.names).toContain("Payload/Demo.app/embedded.mobileprovision");
     expect(out.info).toEqual(DEMO_INFO);
     // The profile is a CMS SignedData openssl itself parses (signature not checked: a throwaway signer).
-    const content = execFileSync("openssl", ["cms", "-verify", "-noverify", "-inform", "DER"], { input: makeProfile({ kind: "ad_hoc", devices: 2 }) }).toString();
+    const content = execFileSync("openssl", ["cms", "-verify", "-noverify", "-inform", "DER"], {
+      input: makeProfile({ kind: "ad_hoc", devices: 2 }),
+    }).toString();
     expect(content).toContain("<key>ProvisionedDevices</key>");
   });
 
@@ -121,13 +127,22 @@ print(json.dumps({"names": z.namelist(), "info": info}))
     const ipa = makeIpaArchive({
       info: { ...DEMO_INFO, CFBundleDisplayName: undefined, CFBundleName: "Binary Demo", CFBundleVersion: "46" },
       binaryPlist: true,
-      profile: cmsSign(makePlist({ Name: "In House", TeamName: "Big Corp", ProvisionsAllDevices: true, ExpirationDate: { $date: "2027-12-01T00:00:00Z" } }), { stream: true }),
+      profile: cmsSign(
+        makePlist({ Name: "In House", TeamName: "Big Corp", ProvisionsAllDevices: true, ExpirationDate: { $date: "2027-12-01T00:00:00Z" } }),
+        { stream: true },
+      ),
       icons: { "AppIcon60x60@2x.png": normalPng },
     });
     const created = await uploadArtifact(t, w, "Binary.ipa", ipa);
     const r = await getArtifact(created.id);
     expect(r.body.app).toMatchObject({ name: "Binary Demo", build: "46", version: "2.3", has_icon: true });
-    expect(r.body.app.signing).toEqual({ kind: "enterprise", profile_name: "In House", team: "Big Corp", expires_at: Date.parse("2027-12-01T00:00:00Z") / 1000, device_count: null });
+    expect(r.body.app.signing).toEqual({
+      kind: "enterprise",
+      profile_name: "In House",
+      team: "Big Corp",
+      expires_at: Date.parse("2027-12-01T00:00:00Z") / 1000,
+      device_count: null,
+    });
     const icon = await getIcon(created.id);
     expect(new Uint8Array(await icon.arrayBuffer())).toEqual(normalPng);
   });
@@ -148,7 +163,12 @@ print(json.dumps({"names": z.namelist(), "info": info}))
     expect(r.body.message).toMatch(/App Store/);
 
     // The test clock stands in 2027; this profile ended in 2026.
-    const old = await uploadArtifact(t, w, "Old.ipa", makeIpaArchive({ info: DEMO_INFO, profile: makeProfile({ kind: "ad_hoc", expires: "2026-03-01T00:00:00Z", name: "Old AdHoc" }) }));
+    const old = await uploadArtifact(
+      t,
+      w,
+      "Old.ipa",
+      makeIpaArchive({ info: DEMO_INFO, profile: makeProfile({ kind: "ad_hoc", expires: "2026-03-01T00:00:00Z", name: "Old AdHoc" }) }),
+    );
     const e = await link(old.id);
     expect(e.status).toBe(422);
     expect(e.body.code).toBe("install_not_possible");
@@ -156,7 +176,12 @@ print(json.dumps({"names": z.namelist(), "info": info}))
     expect(e.body.message).toContain("Old AdHoc");
 
     // A current ad-hoc profile installs, and the answer carries the page URL.
-    const ok = await uploadArtifact(t, w, "Ok.ipa", makeIpaArchive({ info: DEMO_INFO, profile: makeProfile({ kind: "ad_hoc", expires: "2028-01-01T00:00:00Z" }) }));
+    const ok = await uploadArtifact(
+      t,
+      w,
+      "Ok.ipa",
+      makeIpaArchive({ info: DEMO_INFO, profile: makeProfile({ kind: "ad_hoc", expires: "2028-01-01T00:00:00Z" }) }),
+    );
     const good = await link(ok.id);
     expect(good.status).toBe(200);
     expect(good.body.page_url).toMatch(/^https:\/\/ci\.example\.com\/install\/[A-Za-z0-9_-]{43}$/);
@@ -261,7 +286,12 @@ print(json.dumps({"names": z.namelist(), "info": info}))
       // Without a profile to judge by, the link is made: the phone has the last word.
       expect((await link(created.id)).status).toBe(200);
       // A CgBI icon cut short is no icon either.
-      const cut = await uploadArtifact(t, w, "CutIcon.ipa", makeIpaArchive({ info: DEMO_INFO, icons: { "AppIcon60x60@3x.png": cgbiPng.subarray(0, cgbiPng.length - 40) } }));
+      const cut = await uploadArtifact(
+        t,
+        w,
+        "CutIcon.ipa",
+        makeIpaArchive({ info: DEMO_INFO, icons: { "AppIcon60x60@3x.png": cgbiPng.subarray(0, cgbiPng.length - 40) } }),
+      );
       expect(cut.app.has_icon).toBe(false);
     });
   });

@@ -69,7 +69,12 @@ describe("PUT /v1/settings/artifact-storage", () => {
     const row = await t.deps.db.select().from(instanceSettings).where(eq(instanceSettings.key, ARTIFACT_STORAGE_SETTING)).get();
     expect(JSON.stringify(row?.value)).not.toContain(SECRET);
     // The artifacts area gets the opened secret.
-    expect(await readActiveStorageSettings(t.deps)).toMatchObject({ provider: "s3", bucket: "hangar-artifacts", accessKeyId: "AKIAEXAMPLE", secretAccessKey: SECRET });
+    expect(await readActiveStorageSettings(t.deps)).toMatchObject({
+      provider: "s3",
+      bucket: "hangar-artifacts",
+      accessKeyId: "AKIAEXAMPLE",
+      secretAccessKey: SECRET,
+    });
     const audit = await t.deps.db.select().from(auditEvents).where(eq(auditEvents.action, "settings.artifact_storage_updated")).all();
     expect(audit).toHaveLength(1);
     expect(audit[0]?.actorUserId).toBe(admin.user.id);
@@ -98,7 +103,10 @@ describe("PUT /v1/settings/artifact-storage", () => {
     });
     expect(r2.status).toBe(200);
     expect(r2.body).toMatchObject({ provider: "r2", s3: { region: "auto" } });
-    const local = await t.call("PUT", PATH, { token: ownerToken, body: { provider: "s3", s3: { ...S3, endpoint: "http://127.0.0.1:4569/", region: null, force_path_style: true } } });
+    const local = await t.call("PUT", PATH, {
+      token: ownerToken,
+      body: { provider: "s3", s3: { ...S3, endpoint: "http://127.0.0.1:4569/", region: null, force_path_style: true } },
+    });
     expect(local.status).toBe(200);
     expect(local.body.s3).toMatchObject({ endpoint: "http://127.0.0.1:4569", region: "us-east-1", force_path_style: true });
   });

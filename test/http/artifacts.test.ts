@@ -7,7 +7,16 @@ import { runMaintenance } from "../../src/domain/setup/maintenance.ts";
 import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import type { StoreTarget } from "../../src/storage/types.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
-import { artifactWorld, insertBuild, insertRunner, makeIpa, pathOf, sha256Of, uploadArtifact, type ArtifactWorld } from "../helpers/artifact-world.ts";
+import {
+  artifactWorld,
+  insertBuild,
+  insertRunner,
+  makeIpa,
+  pathOf,
+  sha256Of,
+  uploadArtifact,
+  type ArtifactWorld,
+} from "../helpers/artifact-world.ts";
 import { userWithRole } from "../helpers/factories.ts";
 
 const bytes = (n: number, seed = 7) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff);
@@ -126,11 +135,9 @@ describe("runner side: create, local upload, complete, abort", () => {
     expect(long.status).toBe(400);
     expect(long.body.code).toBe("size_mismatch");
     // A chunked body (no Content-Length) is counted as it streams.
-    const chunked = await t.app.request(
-      url,
-      { method: "PUT", body: streamOf([bytes(60), bytes(60)]), duplex: "half" } as RequestInit,
-      { peerAddress: "127.0.0.1" },
-    );
+    const chunked = await t.app.request(url, { method: "PUT", body: streamOf([bytes(60), bytes(60)]), duplex: "half" } as RequestInit, {
+      peerAddress: "127.0.0.1",
+    });
     expect(chunked.status).toBe(400);
     expect(((await chunked.json()) as { code: string }).code).toBe("size_mismatch");
     const ok = await t.call("PUT", url, { rawBody: bytes(100) });
@@ -157,11 +164,9 @@ describe("runner side: create, local upload, complete, abort", () => {
 
   it("refuses a body over HANGAR_MAX_UPLOAD_BYTES with 413 upload_too_large", async () => {
     const created = await create(t, w, { size_bytes: 4000 });
-    const r = await t.app.request(
-      pathOf(created.body.upload.url),
-      { method: "PUT", body: streamOf([bytes(5000)]), duplex: "half" } as RequestInit,
-      { peerAddress: "127.0.0.1" },
-    );
+    const r = await t.app.request(pathOf(created.body.upload.url), { method: "PUT", body: streamOf([bytes(5000)]), duplex: "half" } as RequestInit, {
+      peerAddress: "127.0.0.1",
+    });
     expect(r.status).toBe(413);
     expect(((await r.json()) as { code: string }).code).toBe("upload_too_large");
     const declared = await t.call("PUT", pathOf(created.body.upload.url), { rawBody: bytes(5000) });
@@ -305,11 +310,15 @@ describe("IPA metadata", () => {
         // Counts the bytes read through ranged reads, to show the archive is not read whole.
         openArtifactStore: (target: StoreTarget) => {
           const store = openNodeArtifactStore(target, fetch, { now: () => 0 });
-          return { ...store, kind: store.kind, readRange: async (key, range) => {
-            const out = await store.readRange(key, range);
-            reads.push(out.length);
-            return out;
-          } };
+          return {
+            ...store,
+            kind: store.kind,
+            readRange: async (key, range) => {
+              const out = await store.readRange(key, range);
+              reads.push(out.length);
+              return out;
+            },
+          };
         },
       },
     });

@@ -51,8 +51,17 @@ describe("GET /v1/audit-events", () => {
       details: { email: "dev@example.com", role: "developer" },
       created_at: inviteAt,
     });
-    expect(byAction("auth.sign_in")[1]).toMatchObject({ actor_user_id: invited.body.id, target_id: invited.body.id, created_at: signInAt, details: { method: "local" } });
-    expect(byAction("user.role_changed")[0]).toMatchObject({ actor_user_id: owner.id, target_id: invited.body.id, details: { from: "developer", to: "admin" } });
+    expect(byAction("auth.sign_in")[1]).toMatchObject({
+      actor_user_id: invited.body.id,
+      target_id: invited.body.id,
+      created_at: signInAt,
+      details: { method: "local" },
+    });
+    expect(byAction("user.role_changed")[0]).toMatchObject({
+      actor_user_id: owner.id,
+      target_id: invited.body.id,
+      details: { from: "developer", to: "admin" },
+    });
     expect(byAction("user.disabled")[0]).toMatchObject({ actor_user_id: owner.id, target_id: invited.body.id });
     expect(byAction("user.enabled")[0]).toMatchObject({ actor_user_id: owner.id, target_id: invited.body.id });
     expect(byAction("user.ownership_transferred")[0]).toMatchObject({ actor_user_id: owner.id, target_id: invited.body.id, created_at: transferAt });

@@ -26,18 +26,38 @@ describe("trigger with branch resolution through real git", () => {
   afterAll(() => repo.remove());
 
   it("resolves the default branch to its current commit and answers the create subset", async () => {
-    const res = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: w.ownerToken, body: { pipeline_id: w.pipeline.id, trigger_ref: "pr-7" } });
+    const res = await t.call("POST", `/v1/projects/${w.project.id}/builds`, {
+      token: w.ownerToken,
+      body: { pipeline_id: w.pipeline.id, trigger_ref: "pr-7" },
+    });
     expect(res.status).toBe(200);
     expect(Object.keys(res.body).sort()).toEqual(
       ["id", "project_id", "pipeline_id", "build_number", "status", "trigger_type", "branch", "queued_at", "created_at", "updated_at"].sort(),
     );
-    expect(res.body).toMatchObject({ project_id: w.project.id, pipeline_id: w.pipeline.id, status: "queued", trigger_type: "manual", branch: "main", queued_at: t.clock.now() });
+    expect(res.body).toMatchObject({
+      project_id: w.project.id,
+      pipeline_id: w.pipeline.id,
+      status: "queued",
+      trigger_type: "manual",
+      branch: "main",
+      queued_at: t.clock.now(),
+    });
     const full = await t.call("GET", `/v1/builds/${res.body.id}`, { token: w.ownerToken });
-    expect(full.body).toMatchObject({ commit_sha: repo.shas.main, trigger_ref: "pr-7", config_snapshot: w.pipeline.config, runner_id: null, step_results: [], failure_reason: null });
+    expect(full.body).toMatchObject({
+      commit_sha: repo.shas.main,
+      trigger_ref: "pr-7",
+      config_snapshot: w.pipeline.config,
+      runner_id: null,
+      step_results: [],
+      failure_reason: null,
+    });
   });
 
   it("resolves a named branch (path-style URL too) and keeps a given commit_sha without asking git", async () => {
-    const res = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: w.ownerToken, body: { pipeline_id: w.pipeline.id, branch: "feature/login" } });
+    const res = await t.call("POST", `/v1/projects/${w.project.id}/builds`, {
+      token: w.ownerToken,
+      body: { pipeline_id: w.pipeline.id, branch: "feature/login" },
+    });
     const full = await t.call("GET", `/v1/builds/${res.body.id}`, { token: w.ownerToken });
     expect(full.body).toMatchObject({ branch: "feature/login", commit_sha: repo.shas["feature/login"] });
 
@@ -48,13 +68,19 @@ describe("trigger with branch resolution through real git", () => {
 
     const unreachable = await createProject(t, w.ownerToken, { repo_url: "file:///nonexistent/hangar/repo" });
     const pu = await createPipeline(t, w.ownerToken, unreachable.id);
-    const given = await t.call("POST", `/v1/projects/${unreachable.id}/builds`, { token: w.ownerToken, body: { pipeline_id: pu.id, commit_sha: "ABCDEF1" } });
+    const given = await t.call("POST", `/v1/projects/${unreachable.id}/builds`, {
+      token: w.ownerToken,
+      body: { pipeline_id: pu.id, commit_sha: "ABCDEF1" },
+    });
     expect(given.status).toBe(200);
     expect((await t.call("GET", `/v1/builds/${given.body.id}`, { token: w.ownerToken })).body.commit_sha).toBe("abcdef1");
   });
 
   it("answers 422 branch_not_found for an unknown branch", async () => {
-    const res = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: w.ownerToken, body: { pipeline_id: w.pipeline.id, branch: "nope" } });
+    const res = await t.call("POST", `/v1/projects/${w.project.id}/builds`, {
+      token: w.ownerToken,
+      body: { pipeline_id: w.pipeline.id, branch: "nope" },
+    });
     expect([res.status, res.body.code]).toEqual([422, "branch_not_found"]);
   });
 
@@ -85,7 +111,10 @@ describe("trigger with branch resolution through real git", () => {
 
   it("freezes config_snapshot at queue time", async () => {
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
-    await t.deps.db.update(pipelines).set({ config: { platform: "ios", steps: [{ name: "changed", run: "false" }] } }).where(eq(pipelines.id, w.pipeline.id));
+    await t.deps.db
+      .update(pipelines)
+      .set({ config: { platform: "ios", steps: [{ name: "changed", run: "false" }] } })
+      .where(eq(pipelines.id, w.pipeline.id));
     const full = await t.call("GET", `/v1/builds/${b.id}`, { token: w.ownerToken });
     expect(full.body.config_snapshot).toEqual(w.pipeline.config);
   });
@@ -107,7 +136,10 @@ describe("private repository over authenticated smart HTTP", () => {
       const denied = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: w.ownerToken, body: { pipeline_id: w.pipeline.id } });
       expect([denied.status, denied.body.code]).toEqual([422, "source_unreachable"]);
 
-      await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, { token: w.ownerToken, body: { username: "bot", token: "s3cr3t-token" } });
+      await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, {
+        token: w.ownerToken,
+        body: { username: "bot", token: "s3cr3t-token" },
+      });
       const ok = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: w.ownerToken, body: { pipeline_id: w.pipeline.id } });
       expect(ok.status).toBe(200);
       expect((await t.call("GET", `/v1/builds/${ok.body.id}`, { token: w.ownerToken })).body.commit_sha).toBe(repo.shas.main);
@@ -136,9 +168,15 @@ describe("build numbers", () => {
       ...Array.from({ length: 30 }, () => queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id)),
       ...Array.from({ length: 5 }, () => queueBuild(t, w.ownerToken, other.id, otherPl.id)),
     ]);
-    const numbers = results.filter((b: Json) => b.project_id === w.project.id).map((b: Json) => b.build_number).sort((a: number, b: number) => a - b);
+    const numbers = results
+      .filter((b: Json) => b.project_id === w.project.id)
+      .map((b: Json) => b.build_number)
+      .sort((a: number, b: number) => a - b);
     expect(numbers).toEqual(Array.from({ length: 30 }, (_, i) => i + 1));
-    const otherNumbers = results.filter((b: Json) => b.project_id === other.id).map((b: Json) => b.build_number).sort();
+    const otherNumbers = results
+      .filter((b: Json) => b.project_id === other.id)
+      .map((b: Json) => b.build_number)
+      .sort();
     expect(otherNumbers).toEqual([1, 2, 3, 4, 5]);
   });
 });
@@ -264,13 +302,19 @@ describe("list, get and cancel", () => {
   });
 
   it("refuses trigger and cancel to qa_viewer (403 forbidden) and cancel of an unknown build (404 not_found)", async () => {
-    const trig = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: viewer, body: { pipeline_id: w.pipeline.id, commit_sha: "abcdef1" } });
+    const trig = await t.call("POST", `/v1/projects/${w.project.id}/builds`, {
+      token: viewer,
+      body: { pipeline_id: w.pipeline.id, commit_sha: "abcdef1" },
+    });
     expect([trig.status, trig.body.code]).toEqual([403, "forbidden"]);
     const cancel = await t.call("POST", `/v1/builds/${ids[4]}/cancel`, { token: viewer });
     expect([cancel.status, cancel.body.code]).toEqual([403, "forbidden"]);
     const missing = await t.call("POST", "/v1/builds/nope/cancel", { token: w.ownerToken });
     expect([missing.status, missing.body.code]).toEqual([404, "not_found"]);
-    const dev = await t.call("POST", `/v1/projects/${w.project.id}/builds`, { token: developer, body: { pipeline_id: w.pipeline.id, commit_sha: "abcdef1" } });
+    const dev = await t.call("POST", `/v1/projects/${w.project.id}/builds`, {
+      token: developer,
+      body: { pipeline_id: w.pipeline.id, commit_sha: "abcdef1" },
+    });
     expect(dev.status).toBe(200);
   });
 });

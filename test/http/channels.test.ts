@@ -22,7 +22,12 @@ describe("tester channels", () => {
   let base: string;
 
   /** A build on `branch` that uploads `file` and succeeds with the runner's final report (notes, commits). */
-  async function release(branch: string, file: { name: string; bytes: Uint8Array }, report: Record<string, unknown> = {}, status: "succeeded" | "failed" = "succeeded") {
+  async function release(
+    branch: string,
+    file: { name: string; bytes: Uint8Array },
+    report: Record<string, unknown> = {},
+    status: "succeeded" | "failed" = "succeeded",
+  ) {
     t.clock.advance(10);
     const buildId = await insertBuild(t, w.projectId, pipelineId, w.runner.id);
     const commits = report.commits as Array<{ sha: string }> | undefined;
@@ -48,11 +53,18 @@ describe("tester channels", () => {
     dev = (await userWithRole(t, "developer")).token;
     base = `/v1/projects/${w.projectId}/channels`;
     // Install sessions need a delivery base (plain HTTP is enough for Android).
-    await writeSetting(t.deps, NETWORK_SETTING, { public_url: "http://localhost", artifact_delivery_url: null, allowed_origins: ["http://localhost"] });
+    await writeSetting(t.deps, NETWORK_SETTING, {
+      public_url: "http://localhost",
+      artifact_delivery_url: null,
+      allowed_origins: ["http://localhost"],
+    });
   });
 
   it("builders create, read, change and delete channels; every role reads; each refusal has its code", async () => {
-    const created = await t.call("POST", base, { token: dev, body: { name: "beta", pipeline_id: pipelineId, branches: ["main", "release/*"], platforms: ["android"] } });
+    const created = await t.call("POST", base, {
+      token: dev,
+      body: { name: "beta", pipeline_id: pipelineId, branches: ["main", "release/*"], platforms: ["android"] },
+    });
     expect(created.status, created.text).toBe(200);
     expect(created.body).toMatchObject({ name: "beta", pipeline_id: pipelineId, branches: ["main", "release/*"], platforms: ["android"] });
     expect(created.body.page_url).toBe(`http://localhost/projects/${w.projectId}/channels/${created.body.id}`);
@@ -89,7 +101,12 @@ describe("tester channels", () => {
   });
 
   it("releases: succeeded builds of the pipeline on matching branches with an installable file, newest first, with notes", async () => {
-    const ch = (await t.call("POST", base, { token: dev, body: { name: "android-main", pipeline_id: pipelineId, branches: ["main", "release/**"], platforms: ["android"] } })).body;
+    const ch = (
+      await t.call("POST", base, {
+        token: dev,
+        body: { name: "android-main", pipeline_id: pipelineId, branches: ["main", "release/**"], platforms: ["android"] },
+      })
+    ).body;
     const first = await release("main", apk("Demo", "1.0", 1), { commits: [{ sha: "a".repeat(40), subject: "first commit", author: "Ada" }] });
     await release("feature/x", apk("Demo", "9.9", 99)); // branch not in the channel
     await release("main", { name: "notes.txt", bytes: new TextEncoder().encode("x") }); // nothing installable
@@ -107,13 +124,22 @@ describe("tester channels", () => {
     const r = await t.call("GET", `${base}/${ch.id}/releases`, { token: qa });
     expect(r.status, r.text).toBe(200);
     expect(r.body.map((x: { build_id: string }) => x.build_id)).toEqual([third.buildId, second.buildId, first.buildId]);
-    expect(r.body[0]).toMatchObject({ branch: "main", app: { name: "Demo", version: "2.1", build: "4" }, release_notes: "Hand-written notes\nsecond line", installs: 0, platform: "android" });
+    expect(r.body[0]).toMatchObject({
+      branch: "main",
+      app: { name: "Demo", version: "2.1", build: "4" },
+      release_notes: "Hand-written notes\nsecond line",
+      installs: 0,
+      platform: "android",
+    });
     // Commit subjects down to the previous release's commit.
     expect(r.body[1].release_notes).toBe("Fix the login <b>crash</b>\nAdd dark mode");
     expect(r.body[2].release_notes).toBe("first commit");
     expect(r.body[2].artifact_id).toBe(first.artifactId);
 
-    const tooLong = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${second.buildId}/status`, { token: w.runner.token, body: { status: "succeeded", release_notes: "x".repeat(64 * 1024 + 1) } });
+    const tooLong = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${second.buildId}/status`, {
+      token: w.runner.token,
+      body: { status: "succeeded", release_notes: "x".repeat(64 * 1024 + 1) },
+    });
     expect([tooLong.status, tooLong.body.code]).toEqual([400, "invalid_input"]);
   });
 
@@ -174,7 +200,10 @@ describe("tester channels", () => {
     expect(foreign.status).toBe(404);
     const noOrigin = await page(t, "POST", `${path}/install`, { form: { artifact_id: releases[0].artifact_id }, origin: null });
     expect(noOrigin.status).toBe(403);
-    const foreignOrigin = await page(t, "POST", `${path}/install`, { form: { artifact_id: releases[0].artifact_id }, origin: "https://evil.example" });
+    const foreignOrigin = await page(t, "POST", `${path}/install`, {
+      form: { artifact_id: releases[0].artifact_id },
+      origin: "https://evil.example",
+    });
     expect(foreignOrigin.status).toBe(403);
 
     expect((await t.call("DELETE", `${base}/${ch.id}/testers/${added.body.id}`, { token: dev })).status).toBe(204);
@@ -186,7 +215,11 @@ describe("tester channels", () => {
   });
 
   it("tester links use the artifact delivery URL when one is set", async () => {
-    await writeSetting(t.deps, NETWORK_SETTING, { public_url: "https://ci.example.com", artifact_delivery_url: "https://dl.example.com/", allowed_origins: ["https://ci.example.com"] });
+    await writeSetting(t.deps, NETWORK_SETTING, {
+      public_url: "https://ci.example.com",
+      artifact_delivery_url: "https://dl.example.com/",
+      allowed_origins: ["https://ci.example.com"],
+    });
     const ch = (await t.call("POST", base, { token: dev, body: { name: "delivery", pipeline_id: pipelineId } })).body;
     expect(ch.page_url).toBe(`https://ci.example.com/projects/${w.projectId}/channels/${ch.id}`);
     const added = await t.call("POST", `${base}/${ch.id}/testers`, { token: dev, body: { email: "d@example.com" } });
@@ -196,5 +229,10 @@ describe("tester channels", () => {
 });
 
 function makeIpaFile() {
-  return { name: "Demo.ipa", bytes: makeIpa({ plist: { CFBundleIdentifier: "com.example.demo", CFBundleVersion: "7", CFBundleShortVersionString: "1.0", CFBundleDisplayName: "Demo" } }) };
+  return {
+    name: "Demo.ipa",
+    bytes: makeIpa({
+      plist: { CFBundleIdentifier: "com.example.demo", CFBundleVersion: "7", CFBundleShortVersionString: "1.0", CFBundleDisplayName: "Demo" },
+    }),
+  };
 }

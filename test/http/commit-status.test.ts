@@ -34,9 +34,14 @@ async function drain(timeoutMs = 10_000): Promise<void> {
 async function pushedBuild(provider: Provider, event: string, payload: Json, name = `p-${crypto.randomUUID().slice(0, 6)}`) {
   const project = await createProject(t, owner, { default_branch: "master", repo_url: "https://git.example.com/acme/app.git" });
   await createPipeline(t, owner, project.id, { triggers: [{ event: "push" }] }, name);
-  expect((await t.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: owner, body: { username: "bot", token: "forge-token" } })).status).toBe(200);
+  expect(
+    (await t.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: owner, body: { username: "bot", token: "forge-token" } })).status,
+  ).toBe(200);
   const apiPath = `/${provider}-${crypto.randomUUID().slice(0, 8)}`;
-  const created = await t.call("POST", `/v1/projects/${project.id}/webhooks`, { token: owner, body: { provider, api_url: `${forge.url}${apiPath}` } });
+  const created = await t.call("POST", `/v1/projects/${project.id}/webhooks`, {
+    token: owner,
+    body: { provider, api_url: `${forge.url}${apiPath}` },
+  });
   expect(created.status).toBe(200);
   const r = await deliver(t, { ...created.body, provider }, event, payload);
   expect(r.body.builds).toHaveLength(1);
@@ -55,7 +60,11 @@ async function finish(buildId: string, result: "succeeded" | "failed") {
 }
 
 function githubPush(sha: string): Json {
-  const p = structuredClone((examples as Array<{ name: string; examples: Json[] }>).find((e) => e.name === "push")!.examples.find((e: Json) => e.ref === "refs/heads/master" && !e.deleted));
+  const p = structuredClone(
+    (examples as Array<{ name: string; examples: Json[] }>)
+      .find((e) => e.name === "push")!
+      .examples.find((e: Json) => e.ref === "refs/heads/master" && !e.deleted),
+  );
   p.after = sha;
   p.head_commit.id = sha;
   return p;
@@ -79,7 +88,12 @@ describe("commit statuses through the outbox", () => {
     expect(calls.map((c) => c.path)).toEqual(Array(3).fill(`${apiPath}/repos/Codertocat/Hello-World/statuses/${sha}`));
     const bodies = calls.map((c) => JSON.parse(c.body));
     expect(bodies.map((b) => b.state)).toEqual(["pending", "pending", "success"]);
-    expect(bodies[2]).toEqual({ state: "success", context: `hangar/${name}`, target_url: `http://localhost/builds/${build.id}`, description: `Build #${build.build_number} succeeded` });
+    expect(bodies[2]).toEqual({
+      state: "success",
+      context: `hangar/${name}`,
+      target_url: `http://localhost/builds/${build.id}`,
+      description: `Build #${build.build_number} succeeded`,
+    });
     expect(calls[0]!.headers.authorization).toBe("Bearer forge-token");
   });
 
@@ -87,7 +101,10 @@ describe("commit statuses through the outbox", () => {
     const sha = "f".repeat(40);
     const { project, build, apiPath } = await pushedBuild("github", "push", githubPush(sha));
     const slackPath = `/slack-${project.id}`;
-    const note = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind: "slack", url: `${forge.url}${slackPath}`, on: ["failed"] } });
+    const note = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
+      token: owner,
+      body: { kind: "slack", url: `${forge.url}${slackPath}`, on: ["failed"] },
+    });
     expect(note.status).toBe(200);
     const runner = await registerRunner(t, owner);
     for (let job = await claim(t, runner); job; job = await claim(t, runner)) {
@@ -96,7 +113,10 @@ describe("commit statuses through the outbox", () => {
       const cases = ["testA", "testB", "testC", "testD"].map((n) => `<testcase classname="T" name="${n}"><failure message="x"/></testcase>`).join("");
       const xml = new TextEncoder().encode(`<testsuite name="T">${cases}<testcase classname="T" name="ok"/></testsuite>`);
       const jobPath = `/v1/runners/${runner.id}/jobs/${build.id}/artifacts`;
-      const created = await t.call("POST", jobPath, { token: runner.token, body: { filename: "junit.xml", size_bytes: xml.length, content_type: "application/xml", kind: "junit" } });
+      const created = await t.call("POST", jobPath, {
+        token: runner.token,
+        body: { filename: "junit.xml", size_bytes: xml.length, content_type: "application/xml", kind: "junit" },
+      });
       const url = new URL(created.body.upload.url);
       expect((await t.call("PUT", url.pathname, { rawBody: xml })).status).toBe(200);
       expect((await t.call("POST", `${jobPath}/${created.body.artifact.id}/complete`, { token: runner.token })).status).toBe(200);
@@ -133,10 +153,56 @@ describe("commit statuses through the outbox", () => {
 
   it("GitLab, Gitea, Forgejo and Bitbucket use their own API paths and state words", async () => {
     const cases: Array<[Provider, string, Json, string, string]> = [
-      ["gitlab", "Push Hook", { object_kind: "push", ref: "refs/heads/master", after: "c".repeat(40), checkout_sha: "c".repeat(40), user_username: "jsmith", project: { id: 15, web_url: "http://gitlab.example.com/mike/diaspora" }, commits: [] }, "/projects/15/statuses/" + "c".repeat(40), "failed"],
-      ["gitea", "push", { ref: "refs/heads/master", after: "d".repeat(40), repository: { full_name: "gitea/webhooks", html_url: "http://localhost:3000/gitea/webhooks" }, sender: { login: "gitea" } }, "/repos/gitea/webhooks/statuses/" + "d".repeat(40), "failure"],
-      ["forgejo", "push", { ref: "refs/heads/master", after: "e".repeat(40), repository: { full_name: "org/app", html_url: "https://code.example.org/org/app" }, sender: { login: "f" } }, "/repos/org/app/statuses/" + "e".repeat(40), "failure"],
-      ["bitbucket", "repo:push", { push: { changes: [{ new: { type: "branch", name: "master", target: { hash: "f".repeat(40), message: "m" } } }] }, actor: { nickname: "amills" }, repository: { full_name: "ws/repo" } }, "/repositories/ws/repo/commit/" + "f".repeat(40) + "/statuses/build", "FAILED"],
+      [
+        "gitlab",
+        "Push Hook",
+        {
+          object_kind: "push",
+          ref: "refs/heads/master",
+          after: "c".repeat(40),
+          checkout_sha: "c".repeat(40),
+          user_username: "jsmith",
+          project: { id: 15, web_url: "http://gitlab.example.com/mike/diaspora" },
+          commits: [],
+        },
+        "/projects/15/statuses/" + "c".repeat(40),
+        "failed",
+      ],
+      [
+        "gitea",
+        "push",
+        {
+          ref: "refs/heads/master",
+          after: "d".repeat(40),
+          repository: { full_name: "gitea/webhooks", html_url: "http://localhost:3000/gitea/webhooks" },
+          sender: { login: "gitea" },
+        },
+        "/repos/gitea/webhooks/statuses/" + "d".repeat(40),
+        "failure",
+      ],
+      [
+        "forgejo",
+        "push",
+        {
+          ref: "refs/heads/master",
+          after: "e".repeat(40),
+          repository: { full_name: "org/app", html_url: "https://code.example.org/org/app" },
+          sender: { login: "f" },
+        },
+        "/repos/org/app/statuses/" + "e".repeat(40),
+        "failure",
+      ],
+      [
+        "bitbucket",
+        "repo:push",
+        {
+          push: { changes: [{ new: { type: "branch", name: "master", target: { hash: "f".repeat(40), message: "m" } } }] },
+          actor: { nickname: "amills" },
+          repository: { full_name: "ws/repo" },
+        },
+        "/repositories/ws/repo/commit/" + "f".repeat(40) + "/statuses/build",
+        "FAILED",
+      ],
     ];
     for (const [provider, event, payload, path, finalState] of cases) {
       const { build, apiPath } = await pushedBuild(provider, event, payload);
@@ -144,7 +210,10 @@ describe("commit statuses through the outbox", () => {
       await drain();
       const calls = forge.requests.filter((r) => r.path.startsWith(apiPath));
       expect(calls.length, provider).toBeGreaterThanOrEqual(1);
-      expect(calls.every((c) => c.path === `${apiPath}${path}`), `${provider}: ${calls.map((c) => c.path)}`).toBe(true);
+      expect(
+        calls.every((c) => c.path === `${apiPath}${path}`),
+        `${provider}: ${calls.map((c) => c.path)}`,
+      ).toBe(true);
       expect(JSON.parse(calls.at(-1)!.body).state, provider).toBe(finalState);
       if (provider === "gitlab") expect(calls[0]!.headers["private-token"]).toBe("forge-token");
       if (provider === "gitea" || provider === "forgejo") expect(calls[0]!.headers.authorization).toBe("token forge-token");
@@ -158,8 +227,13 @@ describe("commit statuses through the outbox", () => {
     await t.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: owner, body: { token: "forge-token" } });
     const apiPath = `/manual-${crypto.randomUUID().slice(0, 8)}`;
     await t.call("POST", `/v1/projects/${project.id}/webhooks`, { token: owner, body: { provider: "github", api_url: `${forge.url}${apiPath}` } });
-    await t.call("POST", `/v1/projects/${project.id}/webhooks`, { token: owner, body: { provider: "github", api_url: `${forge.url}${apiPath}-off`, report_status: false } });
-    const build = (await t.call("POST", `/v1/projects/${project.id}/builds`, { token: owner, body: { pipeline_id: pipeline.id, commit_sha: "9".repeat(40) } })).body;
+    await t.call("POST", `/v1/projects/${project.id}/webhooks`, {
+      token: owner,
+      body: { provider: "github", api_url: `${forge.url}${apiPath}-off`, report_status: false },
+    });
+    const build = (
+      await t.call("POST", `/v1/projects/${project.id}/builds`, { token: owner, body: { pipeline_id: pipeline.id, commit_sha: "9".repeat(40) } })
+    ).body;
     await drain();
     const calls = forge.requests.filter((r) => r.path.startsWith(apiPath));
     expect(calls.map((c) => c.path)).toEqual([`${apiPath}/repos/acme/app/statuses/${"9".repeat(40)}`]);

@@ -123,7 +123,7 @@ describe("local downloads", () => {
   });
 
   it.each([
-    ["Démo ünïcode.ipa", 'attachment; filename="D_mo _n_code.ipa"; filename*=UTF-8\'\'D%C3%A9mo%20%C3%BCn%C3%AFcode.ipa'],
+    ["Démo ünïcode.ipa", "attachment; filename=\"D_mo _n_code.ipa\"; filename*=UTF-8''D%C3%A9mo%20%C3%BCn%C3%AFcode.ipa"],
     ['quote"semi;colon.apk', "attachment; filename=\"quote_semi;colon.apk\"; filename*=UTF-8''quote%22semi%3Bcolon.apk"],
     ["日本語.apk", null],
   ])("encodes %s per RFC 6266 without breaking the header", async (filename, expected) => {

@@ -39,7 +39,7 @@ describe("malformed requests", () => {
   it("answers 400 invalid_input for malformed JSON", async () => {
     const t = await makeTestApp();
     const session = await startSetup(t);
-    for (const rawBody of ["{", "{\"runtime_mode\": }", "null", "[1,2]", "\"text\""]) {
+    for (const rawBody of ["{", '{"runtime_mode": }', "null", "[1,2]", '"text"']) {
       const res = await t.call("POST", "/v1/setup/preferences", { token: session, rawBody, headers: { "content-type": "application/json" } });
       expect(res.status, rawBody).toBe(400);
       expect(res.body.code, rawBody).toBe("invalid_input");
@@ -50,7 +50,9 @@ describe("malformed requests", () => {
     const t = await makeTestApp();
     await issueBootstrapToken(t.deps);
     const json = JSON.stringify({ token: "0".repeat(64) });
-    for (const headers of [{ "content-type": "text/plain" }, { "content-type": "application/x-www-form-urlencoded" }, {}] as Array<Record<string, string>>) {
+    for (const headers of [{ "content-type": "text/plain" }, { "content-type": "application/x-www-form-urlencoded" }, {}] as Array<
+      Record<string, string>
+    >) {
       const res = await t.call("POST", "/v1/setup/bootstrap-token/verify", { rawBody: json, headers });
       expect(res.status, JSON.stringify(headers)).toBe(400);
       expect(res.body.code).toBe("invalid_input");

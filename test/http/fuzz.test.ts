@@ -80,7 +80,15 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "PUT /v1/settings/artifact-storage": {
       provider: "local",
       local: { base_dir: w.storageDir },
-      s3: { endpoint: "https://s3.example.com", region: "us-east-1", bucket: "hangar", prefix: "a/", access_key_id: "AK", secret_access_key: "SK", force_path_style: true },
+      s3: {
+        endpoint: "https://s3.example.com",
+        region: "us-east-1",
+        bucket: "hangar",
+        prefix: "a/",
+        access_key_id: "AK",
+        secret_access_key: "SK",
+        force_path_style: true,
+      },
     },
     "POST /v1/projects": { name: "fuzzed", repo_url: "file:///nonexistent/hangar-fuzz.git", default_branch: "main" },
     "POST /v1/projects/:project_id/pipelines": {
@@ -94,7 +102,10 @@ function samples(w: World): Record<string, Record<string, Json>> {
         platform: "ios",
         steps: [{ name: "s", run: "true" }],
         artifacts: ["*.ipa", { path: "reports/*.xml", when: "always" }],
-        triggers: [{ event: "push", branches: ["main"] }, { event: "tag", tags: ["v*"] }],
+        triggers: [
+          { event: "push", branches: ["main"] },
+          { event: "tag", tags: ["v*"] },
+        ],
       },
     },
     "PUT /v1/projects/:project_id/source-credentials": { username: "git", token: "t0ken" },
@@ -106,7 +117,12 @@ function samples(w: World): Record<string, Record<string, Json>> {
     "PATCH /v1/runners/:runner_id": { name: "renamed", capabilities: { platforms: ["android"] }, status: "online" },
     "POST /v1/runners/:runner_id/heartbeat": { status: "online" },
     "POST /v1/runners/:runner_id/jobs/:job_id/status": { status: "running", step_results: [{ name: "s", status: "running", started_at: 1 }] },
-    "POST /v1/projects/:project_id/notifications": { kind: "webhook", url: "https://hooks.example.com/hangar", on: ["failed", "fixed"], branches: ["main"] },
+    "POST /v1/projects/:project_id/notifications": {
+      kind: "webhook",
+      url: "https://hooks.example.com/hangar",
+      on: ["failed", "fixed"],
+      branches: ["main"],
+    },
     "POST /v1/projects/:project_id/webhooks": { provider: "github", api_url: "https://api.github.com", report_status: true },
     "POST /v1/projects/:project_id/builds": { pipeline_id: w.pipelineId, branch: "main", commit_sha: DEFAULT_SHA, trigger_ref: "refs/x" },
     "POST /v1/runners/:runner_id/jobs/:job_id/artifacts": {
@@ -118,16 +134,27 @@ function samples(w: World): Record<string, Record<string, Json>> {
     },
     // Never published for real: a publish without the store's key is refused, and the key routes come later.
     "POST /v1/builds/:build_id/publish": { to: "testflight" },
-    "PUT /v1/projects/:project_id/stores/app-store-connect": { issuer_id: w.storeKeys.asc.issuerId, key_id: w.storeKeys.asc.keyId, private_key_p8: w.storeKeys.asc.privatePem },
+    "PUT /v1/projects/:project_id/stores/app-store-connect": {
+      issuer_id: w.storeKeys.asc.issuerId,
+      key_id: w.storeKeys.asc.keyId,
+      private_key_p8: w.storeKeys.asc.privatePem,
+    },
     "PUT /v1/projects/:project_id/stores/google-play": { service_account_json: w.storeKeys.googlePlay },
-    "POST /v1/projects/:project_id/pipeline-config/validate": { content: "pipelines:\n  build:\n    platform: android\n    steps:\n      - ./gradlew assembleDebug\n" },
+    "POST /v1/projects/:project_id/pipeline-config/validate": {
+      content: "pipelines:\n  build:\n    platform: android\n    steps:\n      - ./gradlew assembleDebug\n",
+    },
     // Retention never runs for real here: `dry_run` only ever stays true or turns invalid, so the world keeps
     // its artifact whatever policy the fuzz leaves behind.
     "PUT /v1/settings/retention": { artifacts: { keep_last: 100, max_age_days: 365 }, logs: { max_age_days: 365 } },
     "POST /v1/settings/retention/run": { dry_run: true },
     "PUT /v1/projects/:project_id/retention": { artifacts: { keep_last: 50, max_age_days: null }, logs: { max_age_days: 30 } },
     "POST /v1/projects/:project_id/channels": { name: "fuzz-channel", pipeline_id: w.pipelineId, branches: ["main"], platforms: ["ios", "android"] },
-    "PATCH /v1/projects/:project_id/channels/:channel_id": { name: "fuzz-renamed", pipeline_id: w.pipelineId, branches: ["release/**"], platforms: ["android"] },
+    "PATCH /v1/projects/:project_id/channels/:channel_id": {
+      name: "fuzz-renamed",
+      pipeline_id: w.pipelineId,
+      branches: ["release/**"],
+      platforms: ["android"],
+    },
     "POST /v1/projects/:project_id/channels/:channel_id/testers": { email: "fuzz-tester@example.com", name: "Fuzz Tester" },
     // The discard port on loopback: a mail would be refused at once, never leave the machine.
     "PUT /v1/settings/smtp": { host: "127.0.0.1", port: 9, secure: false, username: "ci", password: "pw", from: "Hangar <ci@example.com>" },
@@ -231,7 +258,12 @@ async function makeWorld(): Promise<World> {
   // An IPA with install metadata, so the manifest route has a live iOS install token.
   const ipa = await ready.call("POST", jobPath, {
     token: runner.token,
-    body: { filename: "app.ipa", size_bytes: 5, content_type: "application/octet-stream", install_metadata: { bundle_identifier: "com.example.app", bundle_version: "1", title: "App" } },
+    body: {
+      filename: "app.ipa",
+      size_bytes: 5,
+      content_type: "application/octet-stream",
+      install_metadata: { bundle_identifier: "com.example.app", bundle_version: "1", title: "App" },
+    },
   });
   await ready.call("PUT", pathOf(ipa.body.upload.url), { rawBody: "hello", headers: { "content-type": "application/octet-stream" } });
   const ipaDone = await ready.call("POST", `${jobPath}/${ipa.body.artifact.id}/complete`, { token: runner.token });
@@ -261,18 +293,30 @@ async function makeWorld(): Promise<World> {
   });
   if (notification.status !== 200) throw new Error(`notification: ${notification.text}`);
   // A channel with a tester for the channel routes, and a second channel the DELETE route removes.
-  const channel = await ready.call("POST", `/v1/projects/${project.id}/channels`, { token: ownerToken, body: { name: "beta", pipeline_id: pipeline.id } });
+  const channel = await ready.call("POST", `/v1/projects/${project.id}/channels`, {
+    token: ownerToken,
+    body: { name: "beta", pipeline_id: pipeline.id },
+  });
   if (channel.status !== 200) throw new Error(`channel: ${channel.text}`);
-  const doomedChannel = await ready.call("POST", `/v1/projects/${project.id}/channels`, { token: ownerToken, body: { name: "doomed", pipeline_id: pipeline.id } });
+  const doomedChannel = await ready.call("POST", `/v1/projects/${project.id}/channels`, {
+    token: ownerToken,
+    body: { name: "doomed", pipeline_id: pipeline.id },
+  });
   if (doomedChannel.status !== 200) throw new Error(`channel: ${doomedChannel.text}`);
-  const tester = await ready.call("POST", `/v1/projects/${project.id}/channels/${channel.body.id}/testers`, { token: ownerToken, body: { email: "tester@example.com" } });
+  const tester = await ready.call("POST", `/v1/projects/${project.id}/channels/${channel.body.id}/testers`, {
+    token: ownerToken,
+    body: { email: "tester@example.com" },
+  });
   if (tester.status !== 200) throw new Error(`tester: ${tester.text}`);
 
   // The setup world: remote + trusted-proxy, so the local-owner route refuses after validation and no fuzzed
   // body can finish setup (which would turn every setup route into a plain 409).
   const setup = await makeTestApp();
   const setupToken = await startSetup(setup);
-  const prefs = await setup.call("POST", "/v1/setup/preferences", { token: setupToken, body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" } });
+  const prefs = await setup.call("POST", "/v1/setup/preferences", {
+    token: setupToken,
+    body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" },
+  });
   if (prefs.status !== 200) throw new Error(`setup prefs: ${prefs.text}`);
 
   return {
@@ -326,7 +370,8 @@ async function makeWorld(): Promise<World> {
  * Their own tests (test/web/) cover their errors, Origin checks and escaping. The tester page `/apps/{token}`
  * (its icon and its install form too) is such a page, like `/install/{token}`: its errors are HTML pages.
  */
-const WEB_UI_PATH = /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|apps\/|artifacts\/)/;
+const WEB_UI_PATH =
+  /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|apps\/|artifacts\/)/;
 
 function appRoutes(t: TestApp): Route[] {
   const seen = new Map<string, Route>();
@@ -342,7 +387,16 @@ function appRoutes(t: TestApp): Route[] {
 /** The credential a route is meant to be called with. */
 function credentialOf(route: Route): Credential {
   const p = route.path;
-  if (p === "/healthz" || p === "/metrics" || p === "/runner/hangar-runner.mjs" || p === "/v1/openapi.json" || p.startsWith("/v1/public/") || p.startsWith("/install/") || p.startsWith("/badge/")) return "none";
+  if (
+    p === "/healthz" ||
+    p === "/metrics" ||
+    p === "/runner/hangar-runner.mjs" ||
+    p === "/v1/openapi.json" ||
+    p.startsWith("/v1/public/") ||
+    p.startsWith("/install/") ||
+    p.startsWith("/badge/")
+  )
+    return "none";
   if (p.startsWith("/v1/artifacts/local-upload/") || p.startsWith("/v1/artifacts/download/")) return "none";
   if (p === "/v1/setup/bootstrap-token/verify") return "none";
   if (p.startsWith("/v1/setup/")) return "setup";
@@ -421,7 +475,11 @@ function genericBodies(): Attempt[] {
     { label: "UTF-16 charset", rawBody: "{}", contentType: "application/json; charset=utf-16" },
     { label: "text/plain JSON", rawBody: '{"a":1}', contentType: "text/plain" },
     { label: "form body", rawBody: "a=1&b=%00", contentType: "application/x-www-form-urlencoded" },
-    { label: "multipart body", rawBody: '--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--\r\n', contentType: "multipart/form-data; boundary=x" },
+    {
+      label: "multipart body",
+      rawBody: '--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--\r\n',
+      contentType: "multipart/form-data; boundary=x",
+    },
     { label: "no content type", rawBody: '{"a":1}' },
     { label: "octet-stream", rawBody: Uint8Array.from([0, 1, 2, 255]), contentType: "application/octet-stream" },
     { label: "over the 1 MiB cap", rawBody: JSON.stringify({ pad: "y".repeat(1100 * KB) }), contentType: JSON_TYPE },
@@ -602,7 +660,13 @@ async function fuzzRoute(w: World, route: Route, failures: Failure[]): Promise<n
       // An id that names nothing is a 4xx, never a success: 404 mostly; 400 when the body or path is refused;
       // runner paths answer 403 runner_mismatch for another runner id (docs/api.md §6).
       if (![400, 403, 404].includes(res.status) || (res.status === 403 && res.body?.code !== "runner_mismatch")) {
-        failures.push({ route: route.key, attempt: a.label, status: res.status, problem: "an attack id was not refused with 400/404", body: res.text.slice(0, 200) });
+        failures.push({
+          route: route.key,
+          attempt: a.label,
+          status: res.status,
+          problem: "an attack id was not refused with 400/404",
+          body: res.text.slice(0, 200),
+        });
       }
     }
   }
@@ -625,7 +689,8 @@ async function fuzzRoute(w: World, route: Route, failures: Failure[]): Promise<n
       headers: { origin: "null", "access-control-request-method": route.method, "access-control-request-headers": "authorization" },
     });
     count++;
-    if (res.status >= 500) failures.push({ route: route.key, attempt: method, status: res.status, problem: "server error", body: res.text.slice(0, 200) });
+    if (res.status >= 500)
+      failures.push({ route: route.key, attempt: method, status: res.status, problem: "server error", body: res.text.slice(0, 200) });
   }
   return count;
 }
@@ -646,7 +711,11 @@ describe("fuzzing every route", () => {
       .filter((r) => !samples(w)[r.key] && !BODYLESS.has(r.key))
       .map((r) => r.key);
     expect(missing, "add a valid sample body (or declare the route bodyless) so its fields are fuzzed").toEqual([]);
-    for (const key of Object.keys(samples(w))) expect(routes.map((r) => r.key), `sample for a route that no longer exists: ${key}`).toContain(key);
+    for (const key of Object.keys(samples(w)))
+      expect(
+        routes.map((r) => r.key),
+        `sample for a route that no longer exists: ${key}`,
+      ).toContain(key);
   });
 
   // A few groups so a failure names its area and each group stays within the test timeout.

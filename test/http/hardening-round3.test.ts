@@ -21,13 +21,23 @@ beforeAll(async () => {
 
 describe("repo_url with userinfo", () => {
   it("answers 400 invalid_input on create and on change; an ssh user name without a password is accepted", async () => {
-    for (const repo_url of ["https://bot:ghp_secret@github.com/a/b.git", "https://token@github.com/a/b.git", "http://u:p@git.example.com/r", "git://x@host/r", "ssh://git:pw@host/r.git", "ssh://git%3Apw@host/r.git"]) {
+    for (const repo_url of [
+      "https://bot:ghp_secret@github.com/a/b.git",
+      "https://token@github.com/a/b.git",
+      "http://u:p@git.example.com/r",
+      "git://x@host/r",
+      "ssh://git:pw@host/r.git",
+      "ssh://git%3Apw@host/r.git",
+    ]) {
       const res = await t.call("POST", "/v1/projects", { token: owner, body: { name: `p-${crypto.randomUUID().slice(0, 6)}`, repo_url } });
       expect([res.status, res.body.code], repo_url).toEqual([400, "invalid_input"]);
       expect(res.text).not.toContain("ghp_secret");
     }
     const project = await createProject(t, owner);
-    const patched = await t.call("PATCH", `/v1/projects/${project.id}`, { token: owner, body: { repo_url: "https://me:pw@git.example.com/app.git" } });
+    const patched = await t.call("PATCH", `/v1/projects/${project.id}`, {
+      token: owner,
+      body: { repo_url: "https://me:pw@git.example.com/app.git" },
+    });
     expect([patched.status, patched.body.code]).toEqual([400, "invalid_input"]);
     for (const repo_url of ["ssh://git@git.example.com/app.git", "git@git.example.com:org/app.git", "https://git.example.com/a@b/app.git"]) {
       const ok = await t.call("PATCH", `/v1/projects/${project.id}`, { token: owner, body: { repo_url } });

@@ -8,17 +8,28 @@ import { artifactWorld, makeIpa, pathOf, sha256Of, uploadArtifact, useS3Storage,
 import { setInstance, userWithRole } from "../helpers/factories.ts";
 import { startTestS3, type TestS3 } from "../helpers/s3rver.ts";
 
-const INFO = { CFBundleIdentifier: "com.example.demo", CFBundleVersion: "42", CFBundleShortVersionString: "1.4.2", CFBundleDisplayName: "Demo <&> App" };
+const INFO = {
+  CFBundleIdentifier: "com.example.demo",
+  CFBundleVersion: "42",
+  CFBundleShortVersionString: "1.4.2",
+  CFBundleDisplayName: "Demo <&> App",
+};
 const TICKET = "gw-Ticket_123.abc~";
 
 /** The manifest as python3's plistlib reads it: a parser that is not the one that wrote it. */
 function plistlibParse(xml: string): { items: Array<{ assets: Array<{ kind: string; url: string }>; metadata: Record<string, string> }> } {
-  const out = execFileSync("python3", ["-c", "import json, plistlib, sys; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))"], { input: xml });
+  const out = execFileSync("python3", ["-c", "import json, plistlib, sys; print(json.dumps(plistlib.loads(sys.stdin.buffer.read())))"], {
+    input: xml,
+  });
   return JSON.parse(out.toString());
 }
 
 async function setNetwork(t: TestApp, publicUrl: string | null, deliveryUrl: string | null = null) {
-  await writeSetting(t.deps, NETWORK_SETTING, { public_url: publicUrl, artifact_delivery_url: deliveryUrl, allowed_origins: publicUrl ? [new URL(publicUrl).origin] : [] });
+  await writeSetting(t.deps, NETWORK_SETTING, {
+    public_url: publicUrl,
+    artifact_delivery_url: deliveryUrl,
+    allowed_origins: publicUrl ? [new URL(publicUrl).origin] : [],
+  });
 }
 
 async function setTrustedProxy(t: TestApp, header: string, ticket: string | null) {
@@ -109,7 +120,12 @@ describe("install links", () => {
       const plist = plistlibParse(new TextDecoder().decode(body));
       expect(plist.items).toHaveLength(1);
       expect(plist.items[0]!.assets).toEqual([{ kind: "software-package", url: r.body.download_url }]);
-      expect(plist.items[0]!.metadata).toEqual({ "bundle-identifier": "com.example.demo", "bundle-version": "1.4.2", kind: "software", title: "Demo <&> App" });
+      expect(plist.items[0]!.metadata).toEqual({
+        "bundle-identifier": "com.example.demo",
+        "bundle-version": "1.4.2",
+        kind: "software",
+        title: "Demo <&> App",
+      });
     }
   });
 

@@ -88,8 +88,16 @@ describe("job tokens", () => {
     const late = await t.call("POST", `${path}/logs?offset=0`, { token, rawBody: "tail\n", headers: { "content-type": "text/plain" } });
     expect(late.status).toBe(200);
     t.clock.advance(1);
-    for (const [method, suffix] of [["GET", ""], ["POST", "/logs?offset=5"], ["GET", "/checkout-auth"]] as const) {
-      const res = await t.call(method, `${path}${suffix}`, { token, rawBody: method === "POST" ? "x\n" : undefined, headers: { "content-type": "text/plain" } });
+    for (const [method, suffix] of [
+      ["GET", ""],
+      ["POST", "/logs?offset=5"],
+      ["GET", "/checkout-auth"],
+    ] as const) {
+      const res = await t.call(method, `${path}${suffix}`, {
+        token,
+        rawBody: method === "POST" ? "x\n" : undefined,
+        headers: { "content-type": "text/plain" },
+      });
       expect([suffix, res.status, res.body.code]).toEqual([suffix, 401, "invalid_job_token"]);
     }
     // The runner token still reads its job.

@@ -40,7 +40,10 @@ describe("GET/PUT /v1/settings/local-login", () => {
     const { t } = await ready();
     for (const role of ["admin", "developer", "qa_viewer"] as const) {
       const { token } = await userWithRole(t, role);
-      for (const [method, body] of [["GET", undefined], ["PUT", { mode: "loopback" }]] as const) {
+      for (const [method, body] of [
+        ["GET", undefined],
+        ["PUT", { mode: "loopback" }],
+      ] as const) {
         const res = await t.call(method, SETTING, { token, body });
         expect([res.status, res.body.code], `${role} ${method}`).toEqual([403, "external_access_owner_required"]);
       }

@@ -33,11 +33,15 @@ describe("log search", () => {
       { build_id: w.buildId, build_number: expect.any(Number), project_id: w.projectId, line_number: 2, line: "error: Signing certificate expired" },
     ]);
     expect((await search(`q=${encodeURIComponent('"certificate expired"')}`)).map((m) => m.line_number)).toEqual([2]);
-    expect((await search(`q=${encodeURIComponent('"expired certificate"')}`))).toEqual([]);
+    expect(await search(`q=${encodeURIComponent('"expired certificate"')}`)).toEqual([]);
     expect((await search("q=FooTest*")).map((m) => m.line)).toEqual(["Compiling FooTests.swift"]);
     // Not yet: the unterminated last line waits for its newline (or the end of the build).
     expect(await search("q=partial")).toEqual([]);
-    await log(w.buildId, "ne done\n", "Cloning repository\n\x1b[31merror:\x1b[0m Signing certificate expired\nCompiling FooTests.swift\npartial li".length);
+    await log(
+      w.buildId,
+      "ne done\n",
+      "Cloning repository\n\x1b[31merror:\x1b[0m Signing certificate expired\nCompiling FooTests.swift\npartial li".length,
+    );
     expect((await search("q=partial")).map((m) => [m.line_number, m.line])).toEqual([[4, "partial line done"]]);
   });
 

@@ -119,9 +119,17 @@ describe("log append and read (docs/api.md §6)", () => {
     const other = await registerRunner(t, w.ownerToken);
     const notMine = await appendLog(t, other, b.id, 2, "y");
     expect([notMine.status, notMine.body.code]).toEqual([404, "not_found"]);
-    const mismatch = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${b.id}/logs?offset=2`, { token: other.token, rawBody: "y", headers: { "content-type": "text/plain" } });
+    const mismatch = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${b.id}/logs?offset=2`, {
+      token: other.token,
+      rawBody: "y",
+      headers: { "content-type": "text/plain" },
+    });
     expect([mismatch.status, mismatch.body.code]).toEqual([403, "runner_mismatch"]);
-    const noOffset = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${b.id}/logs`, { token: w.runner.token, rawBody: "y", headers: { "content-type": "text/plain" } });
+    const noOffset = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${b.id}/logs`, {
+      token: w.runner.token,
+      rawBody: "y",
+      headers: { "content-type": "text/plain" },
+    });
     expect([noOffset.status, noOffset.body.code]).toEqual([400, "invalid_input"]);
     const badOffset = await read(-1);
     expect([badOffset.status, badOffset.body.code]).toEqual([400, "invalid_input"]);
@@ -148,10 +156,12 @@ describe("masking primitives", () => {
     expect(split("hello s")).toEqual(["hello ", "s"]);
     expect(split("a secret-token b")).toEqual(["a *** b", ""]);
     // "abcd" ends inside the tail that could still become "cdxy": it goes to pending whole, unmasked and unshown.
-    expect((() => {
-      const { stored, pending } = maskChunk(matcher("abcd", "cdxy"), enc("zzabcdx"));
-      return [dec(stored), dec(pending)];
-    })()).toEqual(["zz", "abcdx"]);
+    expect(
+      (() => {
+        const { stored, pending } = maskChunk(matcher("abcd", "cdxy"), enc("zzabcdx"));
+        return [dec(stored), dec(pending)];
+      })(),
+    ).toEqual(["zz", "abcdx"]);
   });
   it("is linear on a near-miss chunk: 1 MiB against an 8 KiB secret in well under a second", () => {
     const secret = "A".repeat(8191) + "B";

@@ -5,9 +5,26 @@ import { completeLocalSetup } from "../helpers/factories.ts";
 
 // docs/api.md §3's whole list, the prefixes with a few members, and the underscore spellings.
 const FORWARDING = [
-  "Forwarded", "Via", "X-Real-IP", "X-Client-IP", "X-Cluster-Client-IP", "CF-Connecting-IP", "True-Client-IP", "Fastly-Client-IP",
-  "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Forwarded-Server", "X-Forwarded-Anything",
-  "X-Original-Forwarded-For", "X-Original-Forwarded-Host", "X_Forwarded_For", "X_Real_IP", "x_forwarded_host", "True_Client_IP",
+  "Forwarded",
+  "Via",
+  "X-Real-IP",
+  "X-Client-IP",
+  "X-Cluster-Client-IP",
+  "CF-Connecting-IP",
+  "True-Client-IP",
+  "Fastly-Client-IP",
+  "X-Forwarded-For",
+  "X-Forwarded-Host",
+  "X-Forwarded-Proto",
+  "X-Forwarded-Port",
+  "X-Forwarded-Server",
+  "X-Forwarded-Anything",
+  "X-Original-Forwarded-For",
+  "X-Original-Forwarded-Host",
+  "X_Forwarded_For",
+  "X_Real_IP",
+  "x_forwarded_host",
+  "True_Client_IP",
 ];
 
 describe("isLoopbackAddress", () => {
@@ -16,11 +33,23 @@ describe("isLoopbackAddress", () => {
     (address) => expect(isLoopbackAddress(address)).toBe(true),
   );
 
-  it.each([undefined, "", "10.0.0.1", "128.0.0.1", "126.255.255.255", "192.168.1.10", "::2", "fe80::1", "::ffff:10.0.0.1",
-    "::ffff:128.0.0.1", "localhost", "127.0.0.1.evil.com", "1127.0.0.1", "0.0.0.0", "::"])(
-    "refuses the peer %s",
-    (address) => expect(isLoopbackAddress(address)).toBe(false),
-  );
+  it.each([
+    undefined,
+    "",
+    "10.0.0.1",
+    "128.0.0.1",
+    "126.255.255.255",
+    "192.168.1.10",
+    "::2",
+    "fe80::1",
+    "::ffff:10.0.0.1",
+    "::ffff:128.0.0.1",
+    "localhost",
+    "127.0.0.1.evil.com",
+    "1127.0.0.1",
+    "0.0.0.0",
+    "::",
+  ])("refuses the peer %s", (address) => expect(isLoopbackAddress(address)).toBe(false));
 });
 
 describe("isLoopbackHost", () => {
@@ -29,11 +58,23 @@ describe("isLoopbackHost", () => {
     (host) => expect(isLoopbackHost(host)).toBe(true),
   );
 
-  it.each([undefined, "", "hangar.example.com", "localhost.evil.com", "evil-localhost", "127.0.0.1.nip.io", "0.0.0.0:8080",
-    "192.168.1.10:8080", "[::2]", "[::1]x", "[::1", "::1", "localhost:abc", "localhost:80:80", "[fe80::1]:80"])(
-    "refuses the Host %s",
-    (host) => expect(isLoopbackHost(host)).toBe(false),
-  );
+  it.each([
+    undefined,
+    "",
+    "hangar.example.com",
+    "localhost.evil.com",
+    "evil-localhost",
+    "127.0.0.1.nip.io",
+    "0.0.0.0:8080",
+    "192.168.1.10:8080",
+    "[::2]",
+    "[::1]x",
+    "[::1",
+    "::1",
+    "localhost:abc",
+    "localhost:80:80",
+    "[fe80::1]:80",
+  ])("refuses the Host %s", (host) => expect(isLoopbackHost(host)).toBe(false));
 });
 
 describe("isLoopbackRequest", () => {
@@ -63,7 +104,12 @@ describe("local login through the app", () => {
 
   it("works from a loopback peer with a loopback Host", async () => {
     const t = await ready();
-    for (const [peer, host] of [["127.0.0.1", undefined], ["::1", "[::1]:8080"], ["::ffff:127.0.0.1", "localhost:8080"], ["127.0.0.5", "127.0.0.1:9"]]) {
+    for (const [peer, host] of [
+      ["127.0.0.1", undefined],
+      ["::1", "[::1]:8080"],
+      ["::ffff:127.0.0.1", "localhost:8080"],
+      ["127.0.0.5", "127.0.0.1:9"],
+    ]) {
       const res = await t.call("POST", "/v1/auth/local/login", { body: {}, peer, headers: host ? { host } : {} });
       expect(res.status, `${peer} ${host}`).toBe(200);
     }

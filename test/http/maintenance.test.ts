@@ -10,7 +10,10 @@ describe("maintenance", () => {
     const t = await makeTestApp({
       deps: {
         // A store whose deletions never answer: an object store that hangs.
-        openArtifactStore: (target: StoreTarget) => ({ ...openNodeArtifactStore(target, fetch, { now: () => 0 }), remove: () => new Promise<void>(() => {}) }),
+        openArtifactStore: (target: StoreTarget) => ({
+          ...openNodeArtifactStore(target, fetch, { now: () => 0 }),
+          remove: () => new Promise<void>(() => {}),
+        }),
       },
     });
     const w = await artifactWorld(t);

@@ -112,7 +112,10 @@ describe("GET /metrics", () => {
       body: { kind: "webhook", url: `${receiver.url}/hook`, on: ["failed"] },
     });
     expect(created.status, created.text).toBe(200);
-    const failed = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${w.buildId}/status`, { token: w.runner.token, body: { status: "failed", exit_code: 2 } });
+    const failed = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${w.buildId}/status`, {
+      token: w.runner.token,
+      body: { status: "failed", exit_code: 2 },
+    });
     expect(failed.status, failed.text).toBe(200);
     await expandBuildEvents(t.deps);
     expect(await countPendingDeliveries(t.deps)).toBe(1);

@@ -40,7 +40,12 @@ async function world(options: { on?: string[]; branches?: string[]; kind?: strin
   const pipeline = await createPipeline(t, owner, project.id);
   const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
     token: owner,
-    body: { kind: options.kind ?? "webhook", url: `${receiver.url}${options.path ?? `/${crypto.randomUUID()}`}`, on: options.on ?? ["started", "succeeded", "failed", "fixed"], ...(options.branches ? { branches: options.branches } : {}) },
+    body: {
+      kind: options.kind ?? "webhook",
+      url: `${receiver.url}${options.path ?? `/${crypto.randomUUID()}`}`,
+      on: options.on ?? ["started", "succeeded", "failed", "fixed"],
+      ...(options.branches ? { branches: options.branches } : {}),
+    },
   });
   expect(created.status).toBe(200);
   return { project, pipeline, notification: created.body };
@@ -55,7 +60,9 @@ async function runBuild(projectId: string, pipelineId: string, result: "succeede
     await reportStatus(t, runner, job.build_id, { status: "failed", exit_code: 1 });
   }
   expect((await reportStatus(t, runner, build.id, { status: "running" })).status).toBe(200);
-  expect((await reportStatus(t, runner, build.id, result === "succeeded" ? { status: "succeeded" } : { status: "failed", exit_code: 2 })).status).toBe(200);
+  expect(
+    (await reportStatus(t, runner, build.id, result === "succeeded" ? { status: "succeeded" } : { status: "failed", exit_code: 2 })).status,
+  ).toBe(200);
   return build;
 }
 
@@ -66,7 +73,10 @@ describe("notification settings", () => {
     const project = await createProject(t, owner);
     for (const kind of ["slack", "discord", "teams", "webhook"]) {
       const url = `${receiver.url}/secret-path-${kind}`;
-      const r = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind, url, on: ["failed"], branches: ["main"] } });
+      const r = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
+        token: owner,
+        body: { kind, url, on: ["failed"], branches: ["main"] },
+      });
       expect(r.status).toBe(200);
       expect(r.body).toMatchObject({ kind, on: ["failed"], branches: ["main"], has_url: true });
       expect(r.text).not.toContain("secret-path");
@@ -92,7 +102,11 @@ describe("notification settings", () => {
       const r = await t.call("POST", path, { token: owner, body });
       expect([r.status, r.body.code], JSON.stringify(body)).toEqual([400, "invalid_input"]);
     }
-    for (const [method, sub] of [["DELETE", "/nope"], ["POST", "/nope/test"], ["GET", "/nope/deliveries"]] as const) {
+    for (const [method, sub] of [
+      ["DELETE", "/nope"],
+      ["POST", "/nope/test"],
+      ["GET", "/nope/deliveries"],
+    ] as const) {
       const r = await t.call(method, `${path}${sub}`, { token: owner });
       expect([r.status, r.body.code]).toEqual([404, "not_found"]);
     }
@@ -132,7 +146,12 @@ describe("notifications through the outbox", () => {
     const first = sent(path).map((r) => hook.verify(r.body, r.headers as Record<string, string>) as Json);
     expect(first.map((m) => m.type)).toEqual(["build.started", "build.failed"]);
     expect(first[1]).toMatchObject({
-      data: { build: { id: failed.id, status: "failed", branch: "main" }, project: { id: project.id }, pipeline: { id: pipeline.id, name: "build" }, url: `http://localhost/builds/${failed.id}` },
+      data: {
+        build: { id: failed.id, status: "failed", branch: "main" },
+        project: { id: project.id },
+        pipeline: { id: pipeline.id, name: "build" },
+        url: `http://localhost/builds/${failed.id}`,
+      },
     });
     await runBuild(project.id, pipeline.id, "succeeded");
     await drain();
@@ -141,7 +160,11 @@ describe("notifications through the outbox", () => {
     // A second success is not a fix.
     await runBuild(project.id, pipeline.id, "succeeded");
     await drain();
-    expect(sent(path).map((r) => JSON.parse(r.body).type).slice(4)).toEqual(["build.started", "build.succeeded"]);
+    expect(
+      sent(path)
+        .map((r) => JSON.parse(r.body).type)
+        .slice(4),
+    ).toEqual(["build.started", "build.succeeded"]);
     // A forged signature does not verify.
     const last = sent(path).at(-1)!;
     expect(() => hook.verify(last.body.replace("succeeded", "failed"), last.headers as Record<string, string>)).toThrow();
@@ -151,7 +174,10 @@ describe("notifications through the outbox", () => {
     const project = await createProject(t, owner, { name: "@everyone <script>" });
     const pipeline = await createPipeline(t, owner, project.id);
     for (const kind of ["slack", "discord", "teams"]) {
-      const r = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind, url: `${receiver.url}/${kind}-${project.id}`, on: ["failed"] } });
+      const r = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
+        token: owner,
+        body: { kind, url: `${receiver.url}/${kind}-${project.id}`, on: ["failed"] },
+      });
       expect(r.status).toBe(200);
     }
     const build = await runBuild(project.id, pipeline.id, "failed");
@@ -276,20 +302,32 @@ describe("the outbound guard", () => {
     const guarded = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "192.0.2.0/24" } });
     const token = (await completeLocalSetup(guarded)).ownerToken;
     const project = await createProject(guarded, token);
-    const r = await guarded.call("POST", `/v1/projects/${project.id}/notifications`, { token, body: { kind: "webhook", url: `${receiver.url}/refused`, on: ["failed"] } });
+    const r = await guarded.call("POST", `/v1/projects/${project.id}/notifications`, {
+      token,
+      body: { kind: "webhook", url: `${receiver.url}/refused`, on: ["failed"] },
+    });
     expect([r.status, r.body.code]).toEqual([400, "destination_not_allowed"]);
     expect(r.body.message).toContain("HANGAR_OUTBOUND_ALLOW");
-    const hook = await guarded.call("POST", `/v1/projects/${project.id}/webhooks`, { token, body: { provider: "gitea", api_url: `${receiver.url}/api/v1` } });
+    const hook = await guarded.call("POST", `/v1/projects/${project.id}/webhooks`, {
+      token,
+      body: { provider: "gitea", api_url: `${receiver.url}/api/v1` },
+    });
     expect([hook.status, hook.body.code]).toEqual([400, "destination_not_allowed"]);
   });
 
   it("refuses it again at send time (a name that pointed elsewhere when saved): the delivery's error is destination_not_allowed", async () => {
     // The creation check is told the destination is fine (as when DNS answered differently then); the send is not.
-    const guarded = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "192.0.2.0/24", HANGAR_OUTBOX_RETRY_BASE_MS: "20" }, deps: { checkDestination: async () => ({ listed: true }) } });
+    const guarded = await makeTestApp({
+      config: { HANGAR_OUTBOUND_ALLOW: "192.0.2.0/24", HANGAR_OUTBOX_RETRY_BASE_MS: "20" },
+      deps: { checkDestination: async () => ({ listed: true }) },
+    });
     const token = (await completeLocalSetup(guarded)).ownerToken;
     const project = await createProject(guarded, token);
     const pipeline = await createPipeline(guarded, token, project.id);
-    const created = await guarded.call("POST", `/v1/projects/${project.id}/notifications`, { token, body: { kind: "webhook", url: `${receiver.url}/rebound`, on: ["expired"] } });
+    const created = await guarded.call("POST", `/v1/projects/${project.id}/notifications`, {
+      token,
+      body: { kind: "webhook", url: `${receiver.url}/rebound`, on: ["expired"] },
+    });
     expect(created.status).toBe(200);
     await queueBuild(guarded, token, project.id, pipeline.id);
     const before = guarded.clock.now();

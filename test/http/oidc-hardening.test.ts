@@ -189,7 +189,8 @@ describe("pending starts per client: IPv6 and Workers", () => {
     for (let i = 0; i < 20; i++) expect((await fromEdge(`2001:db8:9:9::${i + 1}`)).status).toBe(200);
     expect((await fromEdge("2001:db8:9:9:abcd::1")).status).toBe(429);
     // A Node daemon's client cannot pick its key with the header: the socket decides.
-    for (let i = 0; i < 20; i++) expect((await t.call("GET", START, { peer: "203.0.113.77", headers: { "cf-connecting-ip": `198.51.100.${i}` } })).status).toBe(200);
+    for (let i = 0; i < 20; i++)
+      expect((await t.call("GET", START, { peer: "203.0.113.77", headers: { "cf-connecting-ip": `198.51.100.${i}` } })).status).toBe(200);
     expect((await t.call("GET", START, { peer: "203.0.113.77", headers: { "cf-connecting-ip": "198.51.100.250" } })).status).toBe(429);
   });
 });
@@ -219,7 +220,8 @@ describe("local mode", () => {
 describe("no echo of provider content", () => {
   it("keeps the discovery document's values and bodies out of error messages", async () => {
     const { t, ownerToken } = await readyApp();
-    const put = () => t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: forge.issuer, client_id: TEST_CLIENT_ID } });
+    const put = () =>
+      t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: forge.issuer, client_id: TEST_CLIENT_ID } });
     forge.discovery = { issuer: "<script>alert('ECHO-MARK')</script>" };
     const wrongIssuer = await put();
     expect([wrongIssuer.status, wrongIssuer.body.code]).toEqual([400, "oidc_discovery_failed"]);

@@ -50,7 +50,17 @@ async function signInWith(idToken: (nonce: string, now: number) => Promise<strin
 }
 
 function claims(nonce: string, now: number, extra: JWTPayload = {}): JWTPayload {
-  return { iss: forge.issuer, aud: TEST_CLIENT_ID, sub: "owner-sub", email: "owner@example.com", email_verified: true, nonce, iat: now, exp: now + 300, ...extra };
+  return {
+    iss: forge.issuer,
+    aud: TEST_CLIENT_ID,
+    sub: "owner-sub",
+    email: "owner@example.com",
+    email_verified: true,
+    nonce,
+    iat: now,
+    exp: now + 300,
+    ...extra,
+  };
 }
 
 function unsigned(payload: JWTPayload): string {

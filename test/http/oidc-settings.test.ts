@@ -40,7 +40,10 @@ async function storedSecret(t: TestApp): Promise<string | null> {
 describe("PUT /v1/settings/external-access/oidc", () => {
   it("lets the owner configure OIDC after setup, after which sign-in goes to that provider", async () => {
     const { t, ownerToken } = await readyLocal();
-    const res = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
+    const res = await t.call("PUT", PATH, {
+      token: ownerToken,
+      body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET },
+    });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ discovered_issuer: idp.issuer, has_client_secret: true, trust_unverified_email: false, configured_at: t.clock.now() });
     expect(res.text).not.toContain(TEST_CLIENT_SECRET);
@@ -57,9 +60,17 @@ describe("PUT /v1/settings/external-access/oidc", () => {
     await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
     t.clock.advance(10);
     const same = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID } });
-    expect(same.body).toEqual({ discovered_issuer: idp.issuer, has_client_secret: true, trust_unverified_email: false, configured_at: t.clock.now() });
+    expect(same.body).toEqual({
+      discovered_issuer: idp.issuer,
+      has_client_secret: true,
+      trust_unverified_email: false,
+      configured_at: t.clock.now(),
+    });
     expect(await storedSecret(t)).toBe(TEST_CLIENT_SECRET);
-    const cleared = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: null } });
+    const cleared = await t.call("PUT", PATH, {
+      token: ownerToken,
+      body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: null },
+    });
     expect(cleared.body.has_client_secret).toBe(false);
     await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
     const otherClient = await t.call("PUT", PATH, { token: ownerToken, body: { issuer_url: idp.issuer, client_id: "another-client" } });

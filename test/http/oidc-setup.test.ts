@@ -100,15 +100,50 @@ describe("POST /v1/setup/oidc/configure", () => {
       ["404", (res) => res.writeHead(404).end("not here")],
       ["garbage", (res) => res.writeHead(200, { "content-type": "application/json" }).end("<html>hello</html>")],
       ["array", (res) => res.writeHead(200, { "content-type": "application/json" }).end("[1,2]")],
-      ["wrong issuer", (res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer: "https://evil.example.com", authorization_endpoint: "https://evil.example.com/a", token_endpoint: "https://evil.example.com/t", jwks_uri: "https://evil.example.com/j" }))],
-      ["no jwks_uri", (res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer: forge.issuer, authorization_endpoint: `${forge.issuer}/a`, token_endpoint: `${forge.issuer}/t` }))],
-      ["http endpoint off loopback", (res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer: forge.issuer, authorization_endpoint: "http://idp.example.com/a", token_endpoint: `${forge.issuer}/t`, jwks_uri: `${forge.issuer}/j` }))],
-      ["oversized", (res) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer: forge.issuer, padding: "x".repeat(600 * 1024) }))],
-      ["oversized, chunked", (res) => {
-        res.writeHead(200, { "content-type": "application/json" });
-        for (let i = 0; i < 40; i++) res.write("x".repeat(16 * 1024));
-        res.end();
-      }],
+      [
+        "wrong issuer",
+        (res) =>
+          res.writeHead(200, { "content-type": "application/json" }).end(
+            JSON.stringify({
+              issuer: "https://evil.example.com",
+              authorization_endpoint: "https://evil.example.com/a",
+              token_endpoint: "https://evil.example.com/t",
+              jwks_uri: "https://evil.example.com/j",
+            }),
+          ),
+      ],
+      [
+        "no jwks_uri",
+        (res) =>
+          res
+            .writeHead(200, { "content-type": "application/json" })
+            .end(JSON.stringify({ issuer: forge.issuer, authorization_endpoint: `${forge.issuer}/a`, token_endpoint: `${forge.issuer}/t` })),
+      ],
+      [
+        "http endpoint off loopback",
+        (res) =>
+          res.writeHead(200, { "content-type": "application/json" }).end(
+            JSON.stringify({
+              issuer: forge.issuer,
+              authorization_endpoint: "http://idp.example.com/a",
+              token_endpoint: `${forge.issuer}/t`,
+              jwks_uri: `${forge.issuer}/j`,
+            }),
+          ),
+      ],
+      [
+        "oversized",
+        (res) =>
+          res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ issuer: forge.issuer, padding: "x".repeat(600 * 1024) })),
+      ],
+      [
+        "oversized, chunked",
+        (res) => {
+          res.writeHead(200, { "content-type": "application/json" });
+          for (let i = 0; i < 40; i++) res.write("x".repeat(16 * 1024));
+          res.end();
+        },
+      ],
       ["redirect", (res) => res.writeHead(302, { location: `${idp.issuer}/.well-known/openid-configuration` }).end()],
     ];
     try {
@@ -271,7 +306,12 @@ describe("POST /v1/setup/owner/verify-oidc", () => {
     const { code, state } = await idp.authorize(authorization_url, "owner-sub");
     const res = await t.call("POST", "/v1/setup/owner/verify-oidc", { token, body: { code, state } });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ state: "owner_created", owner_email: "owner@example.com", oidc_subject: "owner-sub", session_expires_at: expect.any(Number) });
+    expect(res.body).toEqual({
+      state: "owner_created",
+      owner_email: "owner@example.com",
+      oidc_subject: "owner-sub",
+      session_expires_at: expect.any(Number),
+    });
     const owner = await t.deps.db.select().from(users).where(eq(users.email, "owner@example.com")).get();
     expect(owner).toMatchObject({ role: "owner", status: "active", oidcSubject: "owner-sub", displayName: "Olive Owner" });
     expect(await t.deps.db.select().from(oidcPendingRequests)).toHaveLength(0);
@@ -353,7 +393,10 @@ describe("POST /v1/setup/owner/verify-oidc", () => {
     const second = await startOwner(t, token);
     const nonce = new URL(second.authorization_url).searchParams.get("nonce");
     const now = t.clock.now();
-    const forged = await forge.sign({ iss: forge.issuer, aud: TEST_CLIENT_ID, sub: "owner-sub", email: "owner@example.com", nonce, iat: now, exp: now + 300 }, { key: "other" });
+    const forged = await forge.sign(
+      { iss: forge.issuer, aud: TEST_CLIENT_ID, sub: "owner-sub", email: "owner@example.com", nonce, iat: now, exp: now + 300 },
+      { key: "other" },
+    );
     forge.respondWith(() => ({ body: { access_token: "at", token_type: "Bearer", id_token: forged } }));
     const bad = await t.call("POST", "/v1/setup/owner/verify-oidc", { token, body: { code: "c", state: second.state } });
     expect([bad.status, bad.body.code]).toEqual([502, "id_token_verification_error"]);

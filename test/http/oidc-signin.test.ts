@@ -154,7 +154,11 @@ describe("GET /v1/auth/oidc/start and POST /v1/auth/oidc/callback", () => {
     });
     const configured = await start(t, null);
     expect(new URL(configured.body.authorization_url).searchParams.get("redirect_uri")).toBe("https://ci.example.com/auth/oidc/callback");
-    const row = await t.deps.db.select().from(oidcPendingRequests).where(eq(oidcPendingRequests.redirectUri, "https://ci.example.com/auth/oidc/callback")).get();
+    const row = await t.deps.db
+      .select()
+      .from(oidcPendingRequests)
+      .where(eq(oidcPendingRequests.redirectUri, "https://ci.example.com/auth/oidc/callback"))
+      .get();
     expect(row?.purpose).toBe("login");
     const bad = await start(t, "no-url");
     expect([bad.status, bad.body.code]).toEqual([400, "invalid_redirect_uri"]);
@@ -165,12 +169,20 @@ describe("GET /v1/auth/oidc/start and POST /v1/auth/oidc/callback", () => {
     try {
       const { t, ownerToken } = await readyApp();
       await invite(t, ownerToken, "dev@example.com");
-      const put = await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: strict.issuer, client_id: TEST_PUBLIC_CLIENT_ID } });
+      const put = await t.call("PUT", "/v1/settings/external-access/oidc", {
+        token: ownerToken,
+        body: { issuer_url: strict.issuer, client_id: TEST_PUBLIC_CLIENT_ID },
+      });
       expect(put.status).toBe(200);
       expect(put.body.has_client_secret).toBe(false);
       const res = await signInWithOidc(t, strict, "dev-sub");
       expect(res.status).toBe(200);
-      expect(res.body.user).toMatchObject({ email: "dev@example.com", display_name: "Dev Eloper", avatar_url: "https://img.example.test/dev.png", oidc_subject: "dev-sub" });
+      expect(res.body.user).toMatchObject({
+        email: "dev@example.com",
+        display_name: "Dev Eloper",
+        avatar_url: "https://img.example.test/dev.png",
+        oidc_subject: "dev-sub",
+      });
       const noEmail = await signInWithOidc(t, strict, "no-email");
       expect([noEmail.status, noEmail.body.code]).toEqual([502, "missing_email"]);
     } finally {
@@ -193,7 +205,10 @@ describe("OIDC callback errors", () => {
     const idp2 = await startOidcProvider({ redirectUris: [TEST_REDIRECT_URI, other] });
     try {
       const { t, ownerToken } = await readyApp();
-      await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: idp2.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
+      await t.call("PUT", "/v1/settings/external-access/oidc", {
+        token: ownerToken,
+        body: { issuer_url: idp2.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET },
+      });
       const first = await start(t, other);
       const second = await start(t, TEST_REDIRECT_URI);
       const { code } = await idp2.authorize(first.body.authorization_url, "owner-sub");
@@ -213,7 +228,10 @@ describe("OIDC callback errors", () => {
 
   it("answers 502 oidc_discovery_error for start and callback when discovery fails", async () => {
     const { t, ownerToken } = await readyApp();
-    const put = await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: forge.issuer, client_id: TEST_CLIENT_ID } });
+    const put = await t.call("PUT", "/v1/settings/external-access/oidc", {
+      token: ownerToken,
+      body: { issuer_url: forge.issuer, client_id: TEST_CLIENT_ID },
+    });
     expect(put.status).toBe(200);
     const s = await start(t);
     forge.discoveryOverride = (res) => res.writeHead(200, { "content-type": "application/json" }).end("{not json");
@@ -298,4 +316,3 @@ describe("pending request limit", () => {
     expect((await t.deps.db.select({ n: sql<number>`count(*)` }).from(oidcPendingRequests).get())?.n).toBe(1000);
   });
 });
-

@@ -7,7 +7,14 @@ import { makeTestApp, type CallResult, type TestApp } from "../helpers/app.ts";
 import { encodePng, makeApk, samplePixels } from "../helpers/app-fixtures.ts";
 import { makeGitRepo } from "../helpers/builds.ts";
 import { createUser } from "../helpers/factories.ts";
-import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, TEST_REDIRECT_URI, wallClockSeconds, type TestOidcProvider } from "../helpers/oidc-provider.ts";
+import {
+  startOidcProvider,
+  TEST_CLIENT_ID,
+  TEST_CLIENT_SECRET,
+  TEST_REDIRECT_URI,
+  wallClockSeconds,
+  type TestOidcProvider,
+} from "../helpers/oidc-provider.ts";
 import { startReceiver, type Receiver } from "../helpers/receiver.ts";
 import { androidSigningBody, iosSigningBody } from "../helpers/signing-material.ts";
 import { makeAscKey, makeServiceAccount } from "../helpers/store-keys.ts";
@@ -31,7 +38,9 @@ const validators = new Map<string, ValidateFunction>();
 const answered = new Map<string, number[]>();
 
 function documentedOperations(): string[] {
-  return Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`));
+  return Object.entries(doc.paths as Record<string, Record<string, unknown>>).flatMap(([path, ops]) =>
+    Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`),
+  );
 }
 
 function operation(key: string): Json {
@@ -97,7 +106,12 @@ async function callOp(t: TestApp, key: string, spec: CallSpec = {}): Promise<Cal
   if (rawBody !== undefined && body === undefined && headers["content-type"] === undefined) headers["content-type"] = "application/octet-stream";
 
   const url = query.size > 0 ? `${path}?${query}` : path;
-  const res = await t.call(method, url, { token: spec.token, headers, peer: spec.peer, ...(body !== undefined ? { body } : { rawBody: rawBody as RequestInit["body"] }) });
+  const res = await t.call(method, url, {
+    token: spec.token,
+    headers,
+    peer: spec.peer,
+    ...(body !== undefined ? { body } : { rawBody: rawBody as RequestInit["body"] }),
+  });
   answered.set(key, [...(answered.get(key) ?? []), res.status]);
   checkAnswer(key, op, res);
   return res;
@@ -159,7 +173,18 @@ describe("the OpenAPI document's contract", () => {
   it("validation with the documented schemas refuses a field the schema lacks (the check below is not vacuous)", async () => {
     const schema = operation("GET /v1/projects/{project_id}").responses["200"].content["application/json"].schema;
     const check = ajv.compile(schema);
-    const project = { id: "p", name: "n", repo_url: "u", default_branch: "main", has_source_credentials: false, has_android_signing: false, has_ios_signing: false, config_path: null, created_at: 1, updated_at: 1 };
+    const project = {
+      id: "p",
+      name: "n",
+      repo_url: "u",
+      default_branch: "main",
+      has_source_credentials: false,
+      has_android_signing: false,
+      has_ios_signing: false,
+      config_path: null,
+      created_at: 1,
+      updated_at: 1,
+    };
     expect(check(project)).toBe(true);
     expect(check({ ...project, sealed_token: "x" })).toBe(false);
     const build = operation("GET /v1/builds/{build_id}").responses["200"].content["application/json"].schema;
@@ -251,7 +276,10 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/signing/health", as);
     const ascKey = makeAscKey();
     await callOp(t, "PUT /v1/projects/{project_id}/stores/app-store-connect", { ...inProject, body: { private_key_p8: ascKey.privatePem } });
-    await callOp(t, "PUT /v1/projects/{project_id}/stores/google-play", { ...inProject, body: { service_account_json: makeServiceAccount("https://oauth2.googleapis.com/token").json } });
+    await callOp(t, "PUT /v1/projects/{project_id}/stores/google-play", {
+      ...inProject,
+      body: { service_account_json: makeServiceAccount("https://oauth2.googleapis.com/token").json },
+    });
     await callOp(t, "GET /v1/projects/{project_id}/stores", inProject);
     const secret = { ...as, params: { project_id: project, name: "API_KEY" } };
     await callOp(t, "PUT /v1/projects/{project_id}/secrets/{name}", secret);
@@ -269,7 +297,8 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/projects/{project_id}/webhooks/{webhook_id}/deliveries", inHook);
 
     // Notifications, to a real receiver on loopback.
-    const notification = (await callOp(t, "POST /v1/projects/{project_id}/notifications", { ...inProject, body: { url: `${receiver.url}/hangar` } })).body.id as string;
+    const notification = (await callOp(t, "POST /v1/projects/{project_id}/notifications", { ...inProject, body: { url: `${receiver.url}/hangar` } }))
+      .body.id as string;
     const inNotification = { ...as, params: { project_id: project, notification_id: notification } };
     await callOp(t, "GET /v1/projects/{project_id}/notifications", inProject);
     await callOp(t, "POST /v1/projects/{project_id}/notifications/{notification_id}/test", inNotification);
@@ -284,7 +313,10 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/projects/{project_id}/channels/{channel_id}/releases", inChannel);
     const tester = (await callOp(t, "POST /v1/projects/{project_id}/channels/{channel_id}/testers", inChannel)).body.id as string;
     await callOp(t, "GET /v1/projects/{project_id}/channels/{channel_id}/testers", inChannel);
-    await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}/testers/{tester_id}", { ...as, params: { project_id: project, channel_id: channel, tester_id: tester } });
+    await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}/testers/{tester_id}", {
+      ...as,
+      params: { project_id: project, channel_id: channel, tester_id: tester },
+    });
     await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}", inChannel);
     await callOp(t, "GET /v1/settings/smtp", as);
     await callOp(t, "PUT /v1/settings/smtp", as);
@@ -316,14 +348,19 @@ async function localInstanceWalk(): Promise<void> {
 
     // Artifacts: an APK with an icon through upload, completion, download and an install link; one aborted.
     const apk = makeApk({ label: "Demo Android", icons: [{ density: 480, png: encodePng(48, 48, samplePixels(48, 48)) }] });
-    const created = (await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts", { ...inJob, body: { filename: "demo.apk", size_bytes: apk.length } })).body;
+    const created = (
+      await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts", { ...inJob, body: { filename: "demo.apk", size_bytes: apk.length } })
+    ).body;
     const uploadToken = new URL(created.upload.url).pathname.split("/").pop()!;
     await callOp(t, "PUT /v1/artifacts/local-upload/{token}", { params: { token: uploadToken }, rawBody: apk });
     const artifact = created.artifact.id as string;
     const inArtifact = { ...inJob, params: { ...inJob.params, artifact_id: artifact } };
     await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts/{artifact_id}/complete", inArtifact);
     const other = (await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts", inJob)).body.artifact.id as string;
-    await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts/{artifact_id}/abort", { ...inJob, params: { ...inJob.params, artifact_id: other } });
+    await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/artifacts/{artifact_id}/abort", {
+      ...inJob,
+      params: { ...inJob.params, artifact_id: other },
+    });
     await callOp(t, "GET /v1/builds/{build_id}/artifacts", inBuild);
     const asReader = { ...as, params: { artifact_id: artifact } };
     await callOp(t, "GET /v1/artifacts/{artifact_id}", asReader);

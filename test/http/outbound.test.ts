@@ -162,12 +162,18 @@ describe("settings that point at a refused place (400 destination_not_allowed)",
     const { ownerToken } = await buildWorld(t);
     const internal = await open();
     const httpsLoopback = `https://127.0.0.1:${internal.port}`;
-    const oidc = await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: httpsLoopback, client_id: TEST_CLIENT_ID } });
+    const oidc = await t.call("PUT", "/v1/settings/external-access/oidc", {
+      token: ownerToken,
+      body: { issuer_url: httpsLoopback, client_id: TEST_CLIENT_ID },
+    });
     expect([oidc.status, oidc.body.code]).toEqual([400, "destination_not_allowed"]);
     expect(oidc.body.message).toContain("127.0.0.1");
     expect(oidc.body.message).toContain("HANGAR_OUTBOUND_ALLOW");
     // The real provider on loopback: refused too while nothing allows it (plain http → the https rule).
-    const plain = await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID } });
+    const plain = await t.call("PUT", "/v1/settings/external-access/oidc", {
+      token: ownerToken,
+      body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID },
+    });
     expect([plain.status, plain.body.code]).toEqual([400, "invalid_input"]);
     for (const endpoint of ["https://169.254.169.254", "https://10.0.0.5:9000", "https://2130706433", "https://[::1]:9000"]) {
       const s3 = await t.call("PUT", "/v1/settings/artifact-storage", {
@@ -178,7 +184,10 @@ describe("settings that point at a refused place (400 destination_not_allowed)",
     }
     const httpS3 = await t.call("PUT", "/v1/settings/artifact-storage", {
       token: ownerToken,
-      body: { provider: "s3", s3: { endpoint: internal.url, region: "us-east-1", bucket: "hangar-artifacts", access_key_id: "AK", secret_access_key: "SK" } },
+      body: {
+        provider: "s3",
+        s3: { endpoint: internal.url, region: "us-east-1", bucket: "hangar-artifacts", access_key_id: "AK", secret_access_key: "SK" },
+      },
     });
     expect([httpS3.status, httpS3.body.code]).toEqual([400, "invalid_s3_endpoint"]);
     expect(internal.hits).toEqual([]);
@@ -188,7 +197,10 @@ describe("settings that point at a refused place (400 destination_not_allowed)",
   it("accepts the same provider over plain http once HANGAR_OUTBOUND_ALLOW lists it", async () => {
     const t = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32" } });
     const { ownerToken } = await buildWorld(t);
-    const res = await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID } });
+    const res = await t.call("PUT", "/v1/settings/external-access/oidc", {
+      token: ownerToken,
+      body: { issuer_url: idp.issuer, client_id: TEST_CLIENT_ID },
+    });
     expect(res.status).toBe(200);
   });
 });
@@ -273,7 +285,12 @@ describe("git runs without the daemon user's configuration", () => {
     );
     // The hostile config works for a git that reads it: the proof that the daemon's git does not.
     const plain = await new Promise<string>((resolve) =>
-      execFile("git", ["ls-remote", "--", git.url, "refs/heads/main"], { env: { PATH: process.env.PATH, HOME: home, GIT_TERMINAL_PROMPT: "0" } }, (_e, out) => resolve(out)),
+      execFile(
+        "git",
+        ["ls-remote", "--", git.url, "refs/heads/main"],
+        { env: { PATH: process.env.PATH, HOME: home, GIT_TERMINAL_PROMPT: "0" } },
+        (_e, out) => resolve(out),
+      ),
     );
     expect(plain).toContain(repo.shas.main);
     git.seen.length = 0;

@@ -192,7 +192,10 @@ describe("errors with path, line and column", () => {
     const guardedOwner = (await completeLocalSetup(guarded)).ownerToken;
     const p = await createProject(guarded, guardedOwner, { repo_url: "http://127.0.0.1:9/repo.git", config_path: ".hangar.yml" });
     const pl = await createPipeline(guarded, guardedOwner, p.id);
-    const notAllowed = await guarded.call("POST", `/v1/projects/${p.id}/builds`, { token: guardedOwner, body: { pipeline_id: pl.id, commit_sha: "a".repeat(40) } });
+    const notAllowed = await guarded.call("POST", `/v1/projects/${p.id}/builds`, {
+      token: guardedOwner,
+      body: { pipeline_id: pl.id, commit_sha: "a".repeat(40) },
+    });
     expect([notAllowed.status, notAllowed.body.code]).toEqual([422, "source_not_allowed"]);
   });
 
@@ -204,7 +207,9 @@ describe("errors with path, line and column", () => {
     const b = await build(res.body.id);
     expect(b.status).toBe("queued");
     expect(b.config_snapshot.steps).toEqual([{ name: "s", run: "echo stored" }]);
-    expect((await logOf(res.body.id)).split("\n")[0]).toMatch(/^hangar: \.hangar\.yml could not be read \(git could not connect to the repository\); building with the pipeline's stored config$/);
+    expect((await logOf(res.body.id)).split("\n")[0]).toMatch(
+      /^hangar: \.hangar\.yml could not be read \(git could not connect to the repository\); building with the pipeline's stored config$/,
+    );
   });
 
   it("the validate box answers 200 with located issues and the pipelines' names", async () => {
@@ -213,7 +218,10 @@ describe("errors with path, line and column", () => {
     expect(good.body).toEqual({ ok: true, issues: [], pipelines: ["build", "nightly"] });
     const bad = await t.call("POST", `/v1/projects/${project.id}/pipeline-config/validate`, {
       token: owner,
-      body: { content: "pipelines:\n  build:\n    platform: any\n    steps:\n      - {name: x, runs: y}\nschedules:\n  - {pipeline: build, cron: '61 * * * *'}\n" },
+      body: {
+        content:
+          "pipelines:\n  build:\n    platform: any\n    steps:\n      - {name: x, runs: y}\nschedules:\n  - {pipeline: build, cron: '61 * * * *'}\n",
+      },
     });
     expect(bad.status).toBe(200);
     expect(bad.body.ok).toBe(false);
@@ -237,7 +245,13 @@ describe("webhooks read the file at the pushed commit", () => {
       before: "0".repeat(40),
       after: sha,
       deleted: false,
-      repository: { full_name: "acme/app", html_url: "https://github.com/acme/app", url: "https://api.github.com/repos/acme/app", owner: { login: "acme" }, name: "app" },
+      repository: {
+        full_name: "acme/app",
+        html_url: "https://github.com/acme/app",
+        url: "https://api.github.com/repos/acme/app",
+        owner: { login: "acme" },
+        name: "app",
+      },
       sender: { login: "dev" },
       pusher: { name: "dev" },
       head_commit: { id: sha, message: "change" },
@@ -272,7 +286,7 @@ describe("webhooks read the file at the pushed commit", () => {
     const b = await build(res.body.builds[0].id);
     expect(b).toMatchObject({ status: "failed", failure_reason: "invalid_config", commit_sha: sha });
     const log = await logOf(b.id);
-    expect(log).toContain(".hangar.yml:4:5 pipelines.build.stepz: unknown key \"stepz\"");
+    expect(log).toContain('.hangar.yml:4:5 pipelines.build.stepz: unknown key "stepz"');
     expect(log).toContain("pipelines.build.steps");
 
     // A file that names no pipeline at all: one failed build of a pipeline named after the file.

@@ -84,7 +84,11 @@ describe("secret variables", () => {
     const list404 = await t.call("GET", `/v1/projects/${crypto.randomUUID()}/secrets`, { token: w.ownerToken });
     expect([list404.status, list404.body.code]).toEqual([404, "not_found"]);
     const qa = await userWithRole(t, "qa_viewer");
-    for (const [method, p, body] of [["PUT", path("X_1"), { value: "v" }], ["GET", `/v1/projects/${w.project.id}/secrets`], ["DELETE", path("X_1")]] as const) {
+    for (const [method, p, body] of [
+      ["PUT", path("X_1"), { value: "v" }],
+      ["GET", `/v1/projects/${w.project.id}/secrets`],
+      ["DELETE", path("X_1")],
+    ] as const) {
       const res = await t.call(method, p, { token: qa.token, body });
       expect([method, res.status, res.body.code]).toEqual([method, 403, "forbidden"]);
     }
@@ -100,9 +104,12 @@ describe("secret variable caps: 100 per project, 1 MiB of values in all", () => 
     const t = await makeTestApp();
     const w = await buildWorld(t);
     const path = (name: string) => `/v1/projects/${w.project.id}/secrets/${name}`;
-    for (let i = 0; i < 90; i++) expect((await t.call("PUT", path(`VAR_${i}`), { token: w.ownerToken, body: { value: `value-${i}` } })).status).toBe(200);
+    for (let i = 0; i < 90; i++)
+      expect((await t.call("PUT", path(`VAR_${i}`), { token: w.ownerToken, body: { value: `value-${i}` } })).status).toBe(200);
     // 20 racing PUTs for the last 10 places: exactly 10 land.
-    const racing = await Promise.all(Array.from({ length: 20 }, (_, i) => t.call("PUT", path(`RACE_${i}`), { token: w.ownerToken, body: { value: `race-${i}` } })));
+    const racing = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => t.call("PUT", path(`RACE_${i}`), { token: w.ownerToken, body: { value: `race-${i}` } })),
+    );
     expect(racing.filter((r) => r.status === 200)).toHaveLength(10);
     for (const r of racing.filter((r) => r.status !== 200)) expect([r.status, r.body.code]).toEqual([400, "invalid_input"]);
     const list = await t.call("GET", `/v1/projects/${w.project.id}/secrets`, { token: w.ownerToken });
@@ -236,12 +243,16 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
       expect([branch, checkout.status]).toEqual([branch, 200]);
       for (const kind of ["android-signing", "ios-signing", "secrets"]) {
         const res = await t.call("GET", `${jobPath(b.id)}/${kind}`, { token: w.runner.token });
-        expect([branch, kind, res.status, res.body.code]).toEqual(released ? [branch, kind, 200, undefined] : [branch, kind, 403, "secrets_withheld"]);
+        expect([branch, kind, res.status, res.body.code]).toEqual(
+          released ? [branch, kind, 200, undefined] : [branch, kind, 403, "secrets_withheld"],
+        );
       }
       await finish(t, w.runner, b.id);
     }
     // No hand-out was recorded for a refused call.
-    const withheld = (await auditEvents(t, w.ownerToken)).filter((e: Json) => e.action === "runner.credentials_fetched" && e.details.branch === "feature/x");
+    const withheld = (await auditEvents(t, w.ownerToken)).filter(
+      (e: Json) => e.action === "runner.credentials_fetched" && e.details.branch === "feature/x",
+    );
     expect(withheld.map((e: Json) => e.details.kind)).toEqual(["checkout"]);
     // An empty list protects nothing: every build is withheld.
     expect((await t.call("PUT", `/v1/projects/${w.project.id}/protection`, { token: w.ownerToken, body: { branches: [] } })).status).toBe(200);
@@ -254,7 +265,14 @@ describe("the runner's secrets call, protection and the hand-out audit", () => {
   });
 
   it("protection: 400 invalid_input for bad bodies, 403 forbidden for a developer, 404 for an unknown project", async () => {
-    for (const body of [{}, { branches: "main" }, { branches: [""] }, { branches: ["a b"] }, { branches: [1] }, { branches: ["{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}{q,r}"] }]) {
+    for (const body of [
+      {},
+      { branches: "main" },
+      { branches: [""] },
+      { branches: ["a b"] },
+      { branches: [1] },
+      { branches: ["{a,b}{c,d}{e,f}{g,h}{i,j}{k,l}{m,n}{o,p}{q,r}"] },
+    ]) {
       const res = await t.call("PUT", `/v1/projects/${w.project.id}/protection`, { token: w.ownerToken, body });
       expect([JSON.stringify(body).slice(0, 30), res.status, res.body.code]).toEqual([JSON.stringify(body).slice(0, 30), 400, "invalid_input"]);
     }

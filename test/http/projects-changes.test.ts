@@ -20,7 +20,10 @@ beforeAll(async () => {
 
 async function auditActions(targetId: string): Promise<string[]> {
   const res = await t.call("GET", "/v1/audit-events?limit=500", { token: owner });
-  return (res.body as Array<{ action: string; target_id: string }>).filter((e) => e.target_id === targetId).map((e) => e.action).reverse();
+  return (res.body as Array<{ action: string; target_id: string }>)
+    .filter((e) => e.target_id === targetId)
+    .map((e) => e.action)
+    .reverse();
 }
 
 /** A build that ran to the end on a throwaway runner (of every platform), with one log line. */
@@ -82,7 +85,10 @@ describe("PATCH and DELETE /v1/projects/{id}", () => {
     }
     const typo = await t.call("PATCH", `/v1/projects/${p.id}`, { token: owner, body: { nmae: "typo" } });
     expect(typo.body.issues).toContainEqual({ path: "nmae", message: expect.any(String) });
-    for (const [method, body] of [["PATCH", { name: "x" }], ["DELETE", undefined]] as const) {
+    for (const [method, body] of [
+      ["PATCH", { name: "x" }],
+      ["DELETE", undefined],
+    ] as const) {
       const denied = await t.call(method, `/v1/projects/${p.id}`, { token: viewer, body });
       expect([method, denied.status, denied.body.code]).toEqual([method, 403, "forbidden"]);
       const missing = await t.call(method, "/v1/projects/nope", { token: owner, body });
@@ -123,7 +129,9 @@ describe("PATCH and DELETE /v1/projects/{id}", () => {
     expect(created.status).toBe(200);
     const put = await t.app.request(created.body.upload.url, { method: "PUT", body: "hello" }, { peerAddress: "127.0.0.1" });
     expect(put.status).toBe(200);
-    const complete = await t.call("POST", `/v1/runners/${runner.id}/jobs/${buildId}/artifacts/${created.body.artifact.id}/complete`, { token: runner.token });
+    const complete = await t.call("POST", `/v1/runners/${runner.id}/jobs/${buildId}/artifacts/${created.body.artifact.id}/complete`, {
+      token: runner.token,
+    });
     expect(complete.status).toBe(200);
     await reportStatus(t, runner, buildId, { status: "succeeded" });
 
@@ -167,7 +175,11 @@ describe("pipelines: GET one, PATCH, DELETE", () => {
     const p = await createProject(t, owner);
     const pl = await createPipeline(t, owner, p.id, { platform: "ios", steps: [{ name: "old", run: "echo old" }] });
     const before = await queueBuild(t, owner, p.id, pl.id);
-    const newConfig = { platform: "android", steps: [{ name: "new", run: "echo new" }], artifacts: ["out/*.apk", { path: "reports/**", when: "always" }] };
+    const newConfig = {
+      platform: "android",
+      steps: [{ name: "new", run: "echo new" }],
+      artifacts: ["out/*.apk", { path: "reports/**", when: "always" }],
+    };
     const res = await t.call("PATCH", `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: developer, body: { name: "renamed", config: newConfig } });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ id: pl.id, name: "renamed", config: newConfig });
@@ -214,13 +226,24 @@ describe("pipelines: GET one, PATCH, DELETE", () => {
     const p = await createProject(t, owner);
     const other = await createProject(t, owner);
     const pl = await createPipeline(t, owner, p.id);
-    for (const [method, body] of [["GET", undefined], ["PATCH", { name: "x" }], ["DELETE", undefined]] as const) {
-      for (const path of [`/v1/projects/${p.id}/pipelines/nope`, `/v1/projects/${other.id}/pipelines/${pl.id}`, `/v1/projects/nope/pipelines/${pl.id}`]) {
+    for (const [method, body] of [
+      ["GET", undefined],
+      ["PATCH", { name: "x" }],
+      ["DELETE", undefined],
+    ] as const) {
+      for (const path of [
+        `/v1/projects/${p.id}/pipelines/nope`,
+        `/v1/projects/${other.id}/pipelines/${pl.id}`,
+        `/v1/projects/nope/pipelines/${pl.id}`,
+      ]) {
         const res = await t.call(method, path, { token: owner, body });
         expect([method, path, res.status, res.body.code]).toEqual([method, path, 404, "not_found"]);
       }
     }
-    for (const [method, body] of [["PATCH", { name: "x" }], ["DELETE", undefined]] as const) {
+    for (const [method, body] of [
+      ["PATCH", { name: "x" }],
+      ["DELETE", undefined],
+    ] as const) {
       const res = await t.call(method, `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: viewer, body });
       expect([method, res.status, res.body.code]).toEqual([method, 403, "forbidden"]);
     }
@@ -236,7 +259,11 @@ describe("one pipeline: who may read and change it", () => {
     const read = await t.call("GET", `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: viewer });
     expect(read.status).toBe(200);
     expect(read.body).toMatchObject({ id: pl.id, project_id: p.id, name: "read-me", config: { platform: "android" } });
-    for (const [method, body] of [["GET", undefined], ["PATCH", { name: "x" }], ["DELETE", undefined]] as const) {
+    for (const [method, body] of [
+      ["GET", undefined],
+      ["PATCH", { name: "x" }],
+      ["DELETE", undefined],
+    ] as const) {
       const anon = await t.call(method, `/v1/projects/${p.id}/pipelines/${pl.id}`, { body });
       expect([method, anon.status, anon.body.code]).toEqual([method, 401, "missing_auth"]);
     }
@@ -253,7 +280,8 @@ describe("GET /v1/builds filters on pipeline_id and branch", () => {
     const aMain = await queueBuild(t, owner, p.id, a.id, { branch: "main" });
     const aFeat = await queueBuild(t, owner, p.id, a.id, { branch: "feature/x" });
     const bFeat = await queueBuild(t, owner, p.id, b.id, { branch: "feature/x" });
-    const ids = async (query: string) => ((await t.call("GET", `/v1/builds?project_id=${p.id}&${query}`, { token: viewer })).body as Array<{ id: string }>).map((x) => x.id).sort();
+    const ids = async (query: string) =>
+      ((await t.call("GET", `/v1/builds?project_id=${p.id}&${query}`, { token: viewer })).body as Array<{ id: string }>).map((x) => x.id).sort();
     expect(await ids(`pipeline_id=${a.id}`)).toEqual([aMain.id, aFeat.id].sort());
     expect(await ids("branch=feature%2Fx")).toEqual([aFeat.id, bFeat.id].sort());
     expect(await ids(`pipeline_id=${b.id}&branch=feature%2Fx`)).toEqual([bFeat.id]);
@@ -266,7 +294,17 @@ describe("strict pipeline config (docs/api.md §5)", () => {
   const base = { platform: "ios", steps: [{ name: "a", run: "b" }] };
   const cases: Array<[string, Record<string, unknown>, string[]]> = [
     ["a top-level typo", { ...base, on: "push" }, ["config.on"]],
-    ["a step key", { ...base, steps: [{ name: "a", run: "b" }, { name: "c", runs: "d" }] }, ["config.steps.1.run", "config.steps.1.runs"]],
+    [
+      "a step key",
+      {
+        ...base,
+        steps: [
+          { name: "a", run: "b" },
+          { name: "c", runs: "d" },
+        ],
+      },
+      ["config.steps.1.run", "config.steps.1.runs"],
+    ],
     ["an artifact object key", { ...base, artifacts: ["x", { path: "y", whne: "always" }] }, ["config.artifacts.1.whne"]],
     ["a trigger key", { ...base, triggers: [{ event: "push", branch: ["main"] }] }, ["config.triggers.0.branch"]],
   ];
@@ -278,7 +316,11 @@ describe("strict pipeline config (docs/api.md §5)", () => {
       expect(res.body.issues.map((i: { path: string }) => i.path).sort()).toEqual(paths);
       const pl = await createPipeline(t, owner, p.id, {}, "ok");
       const patched = await t.call("PATCH", `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: owner, body: { config } });
-      expect([patched.status, patched.body.code, patched.body.issues?.map((i: { path: string }) => i.path).sort()]).toEqual([400, "invalid_input", paths]);
+      expect([patched.status, patched.body.code, patched.body.issues?.map((i: { path: string }) => i.path).sort()]).toEqual([
+        400,
+        "invalid_input",
+        paths,
+      ]);
     });
   }
 
@@ -304,7 +346,11 @@ describe("strict pipeline config (docs/api.md §5)", () => {
     };
     const res = await t.call("POST", `/v1/projects/${p.id}/pipelines`, { token: owner, body: { name: "p", config } });
     expect(res.status).toBe(200);
-    expect(res.body.config.artifacts).toEqual(["build/*.ipa", { path: "reports/*.xml", when: "always" }, { path: "out/*.dSYM.zip", when: "on_success" }]);
+    expect(res.body.config.artifacts).toEqual([
+      "build/*.ipa",
+      { path: "reports/*.xml", when: "always" },
+      { path: "out/*.dSYM.zip", when: "on_success" },
+    ]);
     expect(res.body.config.triggers).toEqual(config.triggers);
     const empty = await t.call("POST", `/v1/projects/${p.id}/pipelines`, { token: owner, body: { name: "q", config: { ...base, triggers: [] } } });
     expect(empty.body.config.triggers).toEqual([]);
@@ -315,9 +361,16 @@ describe("POST /v1/builds/{id}/rerun", () => {
   it("queues a new manual build of the same pipeline, commit and branch with the current config and rerun_of; audited", async () => {
     const p = await createProject(t, owner);
     const pl = await createPipeline(t, owner, p.id, { platform: "ios", steps: [{ name: "v1", run: "true" }] });
-    const original = await queueBuild(t, owner, p.id, pl.id, { branch: "feature/x", commit_sha: "abcdef1234567", trigger_ref: "refs/heads/feature/x" });
+    const original = await queueBuild(t, owner, p.id, pl.id, {
+      branch: "feature/x",
+      commit_sha: "abcdef1234567",
+      trigger_ref: "refs/heads/feature/x",
+    });
     await t.call("POST", `/v1/builds/${original.id}/cancel`, { token: owner });
-    await t.call("PATCH", `/v1/projects/${p.id}/pipelines/${pl.id}`, { token: owner, body: { config: { platform: "ios", steps: [{ name: "v2", run: "true" }] } } });
+    await t.call("PATCH", `/v1/projects/${p.id}/pipelines/${pl.id}`, {
+      token: owner,
+      body: { config: { platform: "ios", steps: [{ name: "v2", run: "true" }] } },
+    });
     const res = await t.call("POST", `/v1/builds/${original.id}/rerun`, { token: developer });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({

@@ -74,7 +74,13 @@ describe("projects and pipelines (docs/api.md §5)", () => {
 
   it("creates and lists pipelines with the config as given", async () => {
     const project = await createProject(t, owner);
-    const config = { platform: "android", steps: [{ name: "assemble", run: "./gradlew assembleRelease" }], artifacts: ["app/build/**/*.apk"], env: { CI: "1" }, timeout_s: 900 };
+    const config = {
+      platform: "android",
+      steps: [{ name: "assemble", run: "./gradlew assembleRelease" }],
+      artifacts: ["app/build/**/*.apk"],
+      env: { CI: "1" },
+      timeout_s: 900,
+    };
     const res = await t.call("POST", `/v1/projects/${project.id}/pipelines`, { token: developer, body: { name: "release", config } });
     expect(res.status).toBe(200);
     expect(res.body).toEqual({
@@ -112,7 +118,10 @@ describe("projects and pipelines (docs/api.md §5)", () => {
 
   it("stores source and signing credentials sealed; answers carry only has_* flags", async () => {
     const project = await createProject(t, owner);
-    const src = await t.call("PUT", `/v1/projects/${project.id}/source-credentials`, { token: developer, body: { username: "bot", token: "ghp_TOPSECRET" } });
+    const src = await t.call("PUT", `/v1/projects/${project.id}/source-credentials`, {
+      token: developer,
+      body: { username: "bot", token: "ghp_TOPSECRET" },
+    });
     expect(src.status).toBe(200);
     expect(src.body.has_source_credentials).toBe(true);
     expect(src.text).not.toContain("ghp_TOPSECRET");

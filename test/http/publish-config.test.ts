@@ -14,7 +14,10 @@ describe("publish entries in pipeline configs", () => {
     w = await buildWorld(t);
   });
   const create = (publish: Json, name: string) =>
-    t.call("POST", `/v1/projects/${w.project.id}/pipelines`, { token: w.ownerToken, body: { name, config: { platform: "any", steps: [{ name: "b", run: "true" }], publish } } });
+    t.call("POST", `/v1/projects/${w.project.id}/pipelines`, {
+      token: w.ownerToken,
+      body: { name, config: { platform: "any", steps: [{ name: "b", run: "true" }], publish } },
+    });
 
   it("accepts TestFlight and Google Play entries and keeps them", async () => {
     const publish = [

@@ -30,9 +30,17 @@ let world: ArtifactWorld;
 beforeAll(async () => {
   // The token endpoint's URL is in the key file, so the key is made once the server's port is known.
   const googleKeyPair = makeServiceAccount("http://placeholder/token");
-  stores = await startFakeStores({ ascPublicPem: asc.publicPem, ascIssuer: asc.issuerId, ascKeyId: asc.keyId, googlePublicPem: googleKeyPair.publicPem, googleEmail: googleKeyPair.clientEmail });
+  stores = await startFakeStores({
+    ascPublicPem: asc.publicPem,
+    ascIssuer: asc.issuerId,
+    ascKeyId: asc.keyId,
+    googlePublicPem: googleKeyPair.publicPem,
+    googleEmail: googleKeyPair.clientEmail,
+  });
   google = { ...googleKeyPair, json: googleKeyPair.json.replace("http://placeholder/token", `${stores.url}/token`) };
-  t = await makeTestApp({ config: { HANGAR_ASC_API_URL: stores.url, HANGAR_GOOGLE_API_URL: stores.url, HANGAR_PUBLISH_POLL_MS: "10", HANGAR_OUTBOX_RETRY_BASE_MS: "1" } });
+  t = await makeTestApp({
+    config: { HANGAR_ASC_API_URL: stores.url, HANGAR_GOOGLE_API_URL: stores.url, HANGAR_PUBLISH_POLL_MS: "10", HANGAR_OUTBOX_RETRY_BASE_MS: "1" },
+  });
   world = await artifactWorld(t);
 });
 afterAll(async () => {
@@ -49,7 +57,10 @@ async function succeededBuild(options: { trust?: "protected" | "open" | "fork"; 
   const first = await t.deps.db.select().from(builds).where(eq(builds.id, world.buildId)).get();
   const buildId = await insertBuild(t, world.projectId, first!.pipelineId, world.runner.id);
   const w: ArtifactWorld = { ...world, buildId, jobPath: `/v1/runners/${world.runner.id}/jobs/${buildId}/artifacts` };
-  await t.deps.db.update(builds).set({ configSnapshot: { platform: "any", steps: [{ name: "b", run: "true" }], publish: PUBLISH }, trust: options.trust ?? "protected" }).where(eq(builds.id, w.buildId));
+  await t.deps.db
+    .update(builds)
+    .set({ configSnapshot: { platform: "any", steps: [{ name: "b", run: "true" }], publish: PUBLISH }, trust: options.trust ?? "protected" })
+    .where(eq(builds.id, w.buildId));
   const ipa = makeIpaArchive({ info: DEMO_INFO, fillerBytes: 300_000 });
   const aab = new Uint8Array(randomBytes(200_000));
   await uploadArtifact(t, w, "Demo.ipa", ipa);
@@ -57,8 +68,18 @@ async function succeededBuild(options: { trust?: "protected" | "open" | "fork"; 
   if (options.keys === false) {
     await t.deps.db.update(projects).set({ appStoreConnectSealed: null, googlePlaySealed: null }).where(eq(projects.id, w.projectId));
   } else {
-    expect((await t.call("PUT", `/v1/projects/${w.projectId}/stores/app-store-connect`, { token: w.ownerToken, body: { issuer_id: asc.issuerId, key_id: asc.keyId, private_key_p8: asc.privatePem } })).status).toBe(200);
-    expect((await t.call("PUT", `/v1/projects/${w.projectId}/stores/google-play`, { token: w.ownerToken, body: { service_account_json: google.json } })).status).toBe(200);
+    expect(
+      (
+        await t.call("PUT", `/v1/projects/${w.projectId}/stores/app-store-connect`, {
+          token: w.ownerToken,
+          body: { issuer_id: asc.issuerId, key_id: asc.keyId, private_key_p8: asc.privatePem },
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (await t.call("PUT", `/v1/projects/${w.projectId}/stores/google-play`, { token: w.ownerToken, body: { service_account_json: google.json } }))
+        .status,
+    ).toBe(200);
   }
   expect((await reportStatus(t, w.runner, w.buildId, { status: "succeeded", exit_code: 0 })).status).toBe(200);
   return { w, ipa, aab };
@@ -84,10 +105,16 @@ describe("publishing", () => {
     const before = stores.requests.length;
     const { w, ipa, aab } = await succeededBuild();
     const pending = await publishesOf(w);
-    expect(pending.map((p: Json) => [p.to, p.state])).toEqual(expect.arrayContaining([["testflight", "pending"], ["google_play", "pending"]]));
+    expect(pending.map((p: Json) => [p.to, p.state])).toEqual(
+      expect.arrayContaining([
+        ["testflight", "pending"],
+        ["google_play", "pending"],
+      ]),
+    );
     await drain();
     const done = await publishesOf(w);
-    for (const p of done) expect(p).toMatchObject({ build_id: w.buildId, state: "done", attempts: 1, detail: expect.any(String), updated_at: expect.any(Number) });
+    for (const p of done)
+      expect(p).toMatchObject({ build_id: w.buildId, state: "done", attempts: 1, detail: expect.any(String), updated_at: expect.any(Number) });
     expect(Buffer.compare(stores.ascUploaded.at(-1)!, Buffer.from(ipa))).toBe(0);
     expect(stores.committedChecksum).toBe(createHash("md5").update(ipa).digest("hex"));
     expect(Buffer.compare(stores.playUploaded.at(-1)!, Buffer.from(aab))).toBe(0);
@@ -97,7 +124,14 @@ describe("publishing", () => {
     expect(stores.commits).toBeGreaterThanOrEqual(1);
     const seq = stores.requests.slice(before).map((r) => `${r.method} ${r.path.split("?")[0]}`);
     const asc = seq.filter((s) => !s.includes("androidpublisher") && !s.includes("/token"));
-    expect(asc.slice(0, 6)).toEqual(["GET /v1/apps", "POST /v1/buildUploads", "POST /v1/buildUploadFiles", "PUT /asc-upload/file-1/0", "PUT /asc-upload/file-1/1", "PATCH /v1/buildUploadFiles/file-1"]);
+    expect(asc.slice(0, 6)).toEqual([
+      "GET /v1/apps",
+      "POST /v1/buildUploads",
+      "POST /v1/buildUploadFiles",
+      "PUT /asc-upload/file-1/0",
+      "PUT /asc-upload/file-1/1",
+      "PATCH /v1/buildUploadFiles/file-1",
+    ]);
     expect(asc).toContain("POST /v1/betaBuildLocalizations");
     const play = seq.filter((s) => s.includes("androidpublisher") || s.includes("/token")).map((s) => s.replace(/edit-[^/:]+/, "E"));
     expect(play).toEqual([
@@ -117,7 +151,11 @@ describe("publishing", () => {
   });
 
   it("retries a store's 500 and 429 with backoff, then finishes", async () => {
-    stores.failures.push({ match: "POST /v1/buildUploads", status: 500, body: { errors: [{ status: "500", code: "UNEXPECTED_ERROR", title: "oops" }] } });
+    stores.failures.push({
+      match: "POST /v1/buildUploads",
+      status: 500,
+      body: { errors: [{ status: "500", code: "UNEXPECTED_ERROR", title: "oops" }] },
+    });
     stores.failures.push({ match: "POST /token", status: 429, body: { error: "rate_limited", error_description: "slow down" }, times: 2 });
     const { w } = await succeededBuild();
     await drain();
@@ -130,9 +168,22 @@ describe("publishing", () => {
     stores.failures.push({
       match: "POST /v1/buildUploads",
       status: 409,
-      body: { errors: [{ status: "409", code: "ENTITY_ERROR.ATTRIBUTE.INVALID.DUPLICATE", title: "The build already exists", detail: "Build 45 of version 2.3 was <b>uploaded</b> before." }] },
+      body: {
+        errors: [
+          {
+            status: "409",
+            code: "ENTITY_ERROR.ATTRIBUTE.INVALID.DUPLICATE",
+            title: "The build already exists",
+            detail: "Build 45 of version 2.3 was <b>uploaded</b> before.",
+          },
+        ],
+      },
     });
-    stores.failures.push({ match: "PUT /androidpublisher/", status: 403, body: { error: { code: 403, status: "PERMISSION_DENIED", message: "The caller does not have permission" } } });
+    stores.failures.push({
+      match: "PUT /androidpublisher/",
+      status: 403,
+      body: { error: { code: 403, status: "PERMISSION_DENIED", message: "The caller does not have permission" } },
+    });
     const { w } = await succeededBuild();
     await drain();
     const list = await publishesOf(w);
@@ -172,7 +223,10 @@ describe("publishing", () => {
     await drain();
     const failed = await publishesOf(w);
     expect(failed.every((p: Json) => p.state === "failed" && p.detail.includes("no_store_credentials"))).toBe(true);
-    expect((await t.call("PUT", `/v1/projects/${w.projectId}/stores/google-play`, { token: w.ownerToken, body: { service_account_json: google.json } })).status).toBe(200);
+    expect(
+      (await t.call("PUT", `/v1/projects/${w.projectId}/stores/google-play`, { token: w.ownerToken, body: { service_account_json: google.json } }))
+        .status,
+    ).toBe(200);
     const again = await t.call("POST", `/v1/builds/${w.buildId}/publish`, { token: w.ownerToken, body: { to: "google_play" } });
     expect(again.status).toBe(200);
     expect(again.body).toMatchObject({ to: "google_play", state: "pending", attempts: 0 });
@@ -203,9 +257,16 @@ describe("publishing", () => {
 
   it("sends published and publish_failed notifications (webhook types build.published, build.publish_failed)", async () => {
     const receiver = await startReceiver();
-    const created = await t.call("POST", `/v1/projects/${world.projectId}/notifications`, { token: world.ownerToken, body: { kind: "webhook", url: `${receiver.url}/hook`, on: ["published", "publish_failed"] } });
+    const created = await t.call("POST", `/v1/projects/${world.projectId}/notifications`, {
+      token: world.ownerToken,
+      body: { kind: "webhook", url: `${receiver.url}/hook`, on: ["published", "publish_failed"] },
+    });
     expect(created.status).toBe(200);
-    stores.failures.push({ match: "POST /androidpublisher/", status: 400, body: { error: { code: 400, status: "INVALID_ARGUMENT", message: "Package not found: com.example.demo." } } });
+    stores.failures.push({
+      match: "POST /androidpublisher/",
+      status: 400,
+      body: { error: { code: 400, status: "INVALID_ARGUMENT", message: "Package not found: com.example.demo." } },
+    });
     const { w } = await succeededBuild();
     await drain();
     for (let i = 0; i < 50 && receiver.requests.length < 2; i++) {

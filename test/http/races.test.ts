@@ -70,8 +70,10 @@ function gateDb(t: TestApp, methods: Array<"batch" | "insert" | "update" | "run"
 }
 
 /** Whether a table or raw SQL statement writes `table` (raw SQL interpolates the table object). */
-const touches = (table: object) => (arg: unknown): boolean =>
-  arg === table || (arg instanceof SQL && arg.queryChunks.includes(table as never));
+const touches =
+  (table: object) =>
+  (arg: unknown): boolean =>
+    arg === table || (arg instanceof SQL && arg.queryChunks.includes(table as never));
 
 /** A query builder whose execution waits for `gate`; chaining keeps the hold. */
 function wrapHeld<T extends object>(builder: T, gate: Promise<void>): T {
@@ -304,7 +306,10 @@ describe("link uses racing expiry", () => {
     const buildId = await runningBuild(t, w);
     const base = `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts`;
     const data = "x".repeat(200_000);
-    const created = await t.call("POST", base, { token: w.runner.token, body: { filename: "big.apk", size_bytes: data.length, content_type: "application/octet-stream" } });
+    const created = await t.call("POST", base, {
+      token: w.runner.token,
+      body: { filename: "big.apk", size_bytes: data.length, content_type: "application/octet-stream" },
+    });
     await t.call("PUT", pathOf(created.body.upload.url), { rawBody: data });
     await t.call("POST", `${base}/${created.body.artifact.id}/complete`, { token: w.runner.token });
     const link = await t.call("POST", `/v1/artifacts/${created.body.artifact.id}/download-link`, { token: w.ownerToken });
@@ -336,7 +341,12 @@ describe("link uses racing expiry", () => {
     const base = `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts`;
     const created = await t.call("POST", base, {
       token: w.runner.token,
-      body: { filename: "app.ipa", size_bytes: 5, content_type: "application/octet-stream", install_metadata: { bundle_identifier: "com.example", bundle_version: "1", title: "App" } },
+      body: {
+        filename: "app.ipa",
+        size_bytes: 5,
+        content_type: "application/octet-stream",
+        install_metadata: { bundle_identifier: "com.example", bundle_version: "1", title: "App" },
+      },
     });
     await t.call("PUT", pathOf(created.body.upload.url), { rawBody: "hello" });
     await t.call("POST", `${base}/${created.body.artifact.id}/complete`, { token: w.runner.token });
@@ -421,7 +431,9 @@ describe("ownership and roles racing", () => {
           ? t.call("DELETE", `/v1/users/${target.id}`, { token: adminToken })
           : t.call("PATCH", `/v1/users/${target.id}/role`, { token: adminToken, body: { role: "qa_viewer" } }),
       );
-      const transferring = hops(Math.max(0, 3 - k)).then(() => t.call("POST", "/v1/users/transfer-owner", { token: ownerToken, body: { email: target.email } }));
+      const transferring = hops(Math.max(0, 3 - k)).then(() =>
+        t.call("POST", "/v1/users/transfer-owner", { token: ownerToken, body: { email: target.email } }),
+      );
       const [transfer, other] = await Promise.all([transferring, side]);
       seen.add(`${i % 2 ? "disable" : "role"}:${transfer.status}`);
       expectNoServerError(transfer, other);
@@ -431,7 +443,10 @@ describe("ownership and roles racing", () => {
       expect((await t.deps.db.select().from(instance).get())!.ownerUserId).toBe(owners[0]!.id);
       if (i % 2) {
         // Disable and transfer exclude each other: a disabled user never becomes owner, the owner is never disabled.
-        expect([transfer.status, other.status].filter((x) => x === 200), `${transfer.text} | ${other.text}`).toHaveLength(1);
+        expect(
+          [transfer.status, other.status].filter((x) => x === 200),
+          `${transfer.text} | ${other.text}`,
+        ).toHaveLength(1);
       }
       if (transfer.status === 200) {
         expect(owners[0]!.id).toBe(target.id);
@@ -547,7 +562,14 @@ describe("concurrent settings writes", () => {
     const w = await buildWorld(t);
     const s3 = (i: number) => ({
       provider: "s3",
-      s3: { endpoint: "https://s3.example.com", region: "eu-west-1", bucket: `bucket-${i}`, prefix: "", access_key_id: `AK${i}`, secret_access_key: `SK${i}` },
+      s3: {
+        endpoint: "https://s3.example.com",
+        region: "eu-west-1",
+        bucket: `bucket-${i}`,
+        prefix: "",
+        access_key_id: `AK${i}`,
+        secret_access_key: `SK${i}`,
+      },
     });
     const bodies = [s3(1), { provider: "local", local: { base_dir: t.dataDir } }, s3(2), s3(3), { provider: "local", local: { base_dir: null } }];
     const answers = await Promise.all(bodies.map((body) => t.call("PUT", "/v1/settings/artifact-storage", { token: w.ownerToken, body })));
@@ -575,7 +597,9 @@ describe("concurrent settings writes", () => {
     for (let round = 0; round < 5; round++) {
       const tokens = await Promise.all(Array.from({ length: 6 }, () => sessionFor(t, { id: owner.id })));
       const modes = ["remote", "local", "remote", "local", "remote", "local"] as const;
-      const answers = await Promise.all(modes.map((runtime_mode, i) => t.call("PUT", "/v1/settings/preferences", { token: tokens[i], body: { runtime_mode } })));
+      const answers = await Promise.all(
+        modes.map((runtime_mode, i) => t.call("PUT", "/v1/settings/preferences", { token: tokens[i], body: { runtime_mode } })),
+      );
       expectNoServerError(...answers);
       for (const a of answers) {
         // Refused only because an earlier change in the race already revoked this writer's session.

@@ -9,7 +9,10 @@ import { makeTestApp } from "../helpers/app.ts";
 function contextApp() {
   const lines: Array<Record<string, unknown>> = [];
   const app = new Hono<AppEnv>();
-  app.use("*", requestContext((r) => lines.push(r), true));
+  app.use(
+    "*",
+    requestContext((r) => lines.push(r), true),
+  );
   app.use("*", jsonBodyCap(16));
   app.onError((err, c) => (err instanceof ApiError ? c.json({ code: err.code }, err.status) : c.json({ code: "internal_error" }, 500)));
   app.get("/v1/own-response", () => new Response("plain", { headers: { "cache-control": "max-age=60" } }));
@@ -59,7 +62,11 @@ describe("request context (docs/benchmarks.md: headers set before the response e
     const small = await app.request("/v1/echo", { method: "POST", headers: { "content-type": "application/json" }, body: '{"a":1}' });
     expect(small.status).toBe(200);
     expect(await small.json()).toEqual({ a: 1 });
-    const big = await app.request("/v1/echo", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ a: "x".repeat(32) }) });
+    const big = await app.request("/v1/echo", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ a: "x".repeat(32) }),
+    });
     expect(big.status).toBe(413);
     expect(await big.json()).toEqual({ code: "payload_too_large" });
     expect(big.headers.get("cache-control")).toBe("no-store");
@@ -67,7 +74,11 @@ describe("request context (docs/benchmarks.md: headers set before the response e
 
   it("answers the app's JSON, errors and 404s with the request id and no-store", async () => {
     const t = await makeTestApp();
-    for (const [path, status] of [["/v1/public/setup-status", 200], ["/v1/users/me", 401], ["/v1/no-such-route", 404]] as const) {
+    for (const [path, status] of [
+      ["/v1/public/setup-status", 200],
+      ["/v1/users/me", 401],
+      ["/v1/no-such-route", 404],
+    ] as const) {
       const res = await t.call("GET", path, { headers: { "x-request-id": `id-${status}` } });
       expect(res.status).toBe(status);
       expect(res.headers.get("x-request-id")).toBe(`id-${status}`);

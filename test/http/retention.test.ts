@@ -26,15 +26,24 @@ describe("retention policies: roles, validation, key-by-key overrides", () => {
     const empty = await t.call("GET", "/v1/settings/retention", { token: w.ownerToken });
     expect(empty.status).toBe(200);
     expect(empty.body).toEqual({ artifacts: { keep_last: null, max_age_days: null }, logs: { max_age_days: null } });
-    const put = await t.call("PUT", "/v1/settings/retention", { token: w.ownerToken, body: { artifacts: { keep_last: 10, max_age_days: 90 }, logs: { max_age_days: 30 } } });
+    const put = await t.call("PUT", "/v1/settings/retention", {
+      token: w.ownerToken,
+      body: { artifacts: { keep_last: 10, max_age_days: 90 }, logs: { max_age_days: 30 } },
+    });
     expect(put.status).toBe(200);
     expect(put.body).toEqual({ artifacts: { keep_last: 10, max_age_days: 90 }, logs: { max_age_days: 30 } });
     expect((await t.call("GET", "/v1/settings/retention", { token: w.ownerToken })).body).toEqual(put.body);
   });
 
   it("merges a project override key by key: a missing key inherits, null keeps", async () => {
-    await t.call("PUT", "/v1/settings/retention", { token: w.ownerToken, body: { artifacts: { keep_last: 10, max_age_days: 90 }, logs: { max_age_days: 30 } } });
-    const put = await t.call("PUT", `/v1/projects/${w.projectId}/retention`, { token: w.ownerToken, body: { artifacts: { keep_last: 3, max_age_days: null } } });
+    await t.call("PUT", "/v1/settings/retention", {
+      token: w.ownerToken,
+      body: { artifacts: { keep_last: 10, max_age_days: 90 }, logs: { max_age_days: 30 } },
+    });
+    const put = await t.call("PUT", `/v1/projects/${w.projectId}/retention`, {
+      token: w.ownerToken,
+      body: { artifacts: { keep_last: 3, max_age_days: null } },
+    });
     expect(put.status).toBe(200);
     expect(put.body.artifacts).toEqual({ keep_last: 3, max_age_days: null });
     expect(put.body.effective).toEqual({ artifacts: { keep_last: 3, max_age_days: null }, logs: { max_age_days: 30 } });
@@ -282,8 +291,17 @@ describe("two daemons on one database", () => {
     // Manual runs racing on both: one deletes, the other gets 409 or finds nothing left; never a double count.
     for (let i = 0; i < 10; i++) made.push(await madeBuild(t, w, { finishedAt: now - 10 * DAY, files: 1 }));
     const call2 = async (body: unknown) =>
-      toCallResult(await app2.request("/v1/settings/retention/run", { method: "POST", headers: { authorization: `Bearer ${w.ownerToken}`, "content-type": "application/json" }, body: JSON.stringify(body) }, { peerAddress: "127.0.0.1" }));
-    const [a, b] = await Promise.all([t.call("POST", "/v1/settings/retention/run", { token: w.ownerToken, body: { dry_run: false } }), call2({ dry_run: false })]);
+      toCallResult(
+        await app2.request(
+          "/v1/settings/retention/run",
+          { method: "POST", headers: { authorization: `Bearer ${w.ownerToken}`, "content-type": "application/json" }, body: JSON.stringify(body) },
+          { peerAddress: "127.0.0.1" },
+        ),
+      );
+    const [a, b] = await Promise.all([
+      t.call("POST", "/v1/settings/retention/run", { token: w.ownerToken, body: { dry_run: false } }),
+      call2({ dry_run: false }),
+    ]);
     const answers = [a, b].filter((r) => r.status === 200);
     expect([a, b].every((r) => r.status === 200 || (r.status === 409 && r.body.code === "retention_pass_running"))).toBe(true);
     expect(answers.reduce((n, r) => n + r.body.artifacts.count, 0)).toBe(10);
@@ -307,16 +325,34 @@ describe("S3 storage: a pass deletes the objects", () => {
     await useS3Storage(t, s3.endpoint, s3.bucket);
     const now = t.clock.now();
     const ids: Record<string, string> = {};
-    for (const [name, finishedAt] of [["old", now - 10 * DAY], ["new", now]] as const) {
+    for (const [name, finishedAt] of [
+      ["old", now - 10 * DAY],
+      ["new", now],
+    ] as const) {
       const id = crypto.randomUUID();
       await t.deps.db.insert(builds).values({
-        id, projectId: w.projectId, pipelineId: w.pipelineIds[0]!, buildNumber: nextBuildNumber(), status: "running", platform: "any", triggerType: "manual",
-        commitSha: "0123456789abcdef0123456789abcdef01234567", branch: "main", configSnapshot: { platform: "any", steps: [{ name: "b", run: "true" }] },
-        timeoutS: 3600, runnerId: w.runner.id, queuedAt: now, createdAt: now, updatedAt: now,
+        id,
+        projectId: w.projectId,
+        pipelineId: w.pipelineIds[0]!,
+        buildNumber: nextBuildNumber(),
+        status: "running",
+        platform: "any",
+        triggerType: "manual",
+        commitSha: "0123456789abcdef0123456789abcdef01234567",
+        branch: "main",
+        configSnapshot: { platform: "any", steps: [{ name: "b", run: "true" }] },
+        timeoutS: 3600,
+        runnerId: w.runner.id,
+        queuedAt: now,
+        createdAt: now,
+        updatedAt: now,
       });
       const jobPath = `/v1/runners/${w.runner.id}/jobs/${id}/artifacts`;
       const data = new Uint8Array(5000).fill(3);
-      const created = await t.call("POST", jobPath, { token: w.runner.token, body: { filename: `${name}.apk`, size_bytes: data.length, content_type: "application/octet-stream" } });
+      const created = await t.call("POST", jobPath, {
+        token: w.runner.token,
+        body: { filename: `${name}.apk`, size_bytes: data.length, content_type: "application/octet-stream" },
+      });
       const put = await fetch(created.body.upload.url, { method: "PUT", headers: created.body.upload.headers, body: data });
       expect(put.status).toBe(200);
       expect((await t.call("POST", `${jobPath}/${created.body.artifact.id}/complete`, { token: w.runner.token })).status).toBe(200);
@@ -334,7 +370,15 @@ describe("S3 storage: a pass deletes the objects", () => {
     expect(run.body.items.map((i: { artifact_id: string }) => i.artifact_id)).toEqual([ids.old]);
     expect(s3.requests.some((r) => r.method === "DELETE" && r.verified && r.path === objectUrl(ids.old!))).toBe(true);
     // The object is gone from the bucket: a GET signed like a download answers 404.
-    const store = t.deps.openArtifactStore({ provider: "s3", endpoint: s3.endpoint, region: "us-east-1", bucket: s3.bucket, accessKeyId: "S3RVER", secretAccessKey: "S3RVER", forcePathStyle: true });
+    const store = t.deps.openArtifactStore({
+      provider: "s3",
+      endpoint: s3.endpoint,
+      region: "us-east-1",
+      bucket: s3.bucket,
+      accessKeyId: "S3RVER",
+      secretAccessKey: "S3RVER",
+      forcePathStyle: true,
+    });
     expect(await store.head(`ci/${objectUrl(ids.old!).split("/ci/")[1]}`)).toBeNull();
     expect(await store.head(`ci/${objectUrl(ids.new!).split("/ci/")[1]}`)).toEqual({ sizeBytes: 5000 });
     expect(await exists(ids.old!)).toBe(410);

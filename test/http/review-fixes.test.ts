@@ -155,12 +155,7 @@ describe("S3 store against misbehaving endpoints", () => {
     const hung = await serve(() => undefined);
     const store = createS3Store(s3Target(hung.url), { fetch, now: () => Math.floor(Date.now() / 1000), timeoutMs: 200 });
     const started = performance.now();
-    const outcomes = await Promise.allSettled([
-      store.head("k"),
-      store.read("k"),
-      store.readRange("k", { start: 0, end: 9 }),
-      store.remove("k"),
-    ]);
+    const outcomes = await Promise.allSettled([store.head("k"), store.read("k"), store.readRange("k", { start: 0, end: 9 }), store.remove("k")]);
     expect(outcomes.map((o) => o.status)).toEqual(["rejected", "rejected", "rejected", "rejected"]);
     expect(performance.now() - started).toBeLessThan(3000);
     expect(hung.hits).toHaveLength(4);
@@ -171,13 +166,18 @@ describe("S3 store against misbehaving endpoints", () => {
     const t = await makeTestApp({
       deps: {
         openArtifactStore: (target) =>
-          target.provider === "local" ? createLocalDiskStore(target.baseDir) : createS3Store(target, { fetch, now: () => t.clock.now(), timeoutMs: 200 }),
+          target.provider === "local"
+            ? createLocalDiskStore(target.baseDir)
+            : createS3Store(target, { fetch, now: () => t.clock.now(), timeoutMs: 200 }),
       },
     });
     t.clock.set(Math.floor(Date.now() / 1000));
     const w = await artifactWorld(t);
     await useS3Storage(t, hung.url, "bucket");
-    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.apk", size_bytes: 3, content_type: "application/octet-stream" } });
+    const created = await t.call("POST", w.jobPath, {
+      token: w.runner.token,
+      body: { filename: "a.apk", size_bytes: 3, content_type: "application/octet-stream" },
+    });
     expect(created.status).toBe(200);
     const started = performance.now();
     const done = await t.call("POST", `${w.jobPath}/${created.body.artifact.id}/complete`, { token: w.runner.token });
@@ -230,7 +230,12 @@ describe("artifact content_type", () => {
     const w = await artifactWorld(t);
     const create = (content_type: string) =>
       t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.bin", size_bytes: 1, content_type } });
-    for (const bad of ['application/octet-stream; x="€"', 'application/octet-stream; x="a\u0001b"', 'text/plain; charset="\u00e9"', 'text/plain; x="a\\"']) {
+    for (const bad of [
+      'application/octet-stream; x="€"',
+      'application/octet-stream; x="a\u0001b"',
+      'text/plain; charset="\u00e9"',
+      'text/plain; x="a\\"',
+    ]) {
       const r = await create(bad);
       expect(r.status, bad).toBe(400);
       expect(r.body.code, bad).toBe("invalid_input");
@@ -324,13 +329,18 @@ describe("orphan sweep", () => {
       },
     });
     const w = await artifactWorld(t);
-    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "orphan.apk", size_bytes: 4, content_type: "application/octet-stream" } });
+    const created = await t.call("POST", w.jobPath, {
+      token: w.runner.token,
+      body: { filename: "orphan.apk", size_bytes: 4, content_type: "application/octet-stream" },
+    });
     expect((await t.call("PUT", pathOf(created.body.upload.url), { rawBody: new Uint8Array(4) })).status).toBe(200);
     const id = created.body.artifact.id as string;
     const row = (await t.deps.db.select().from(artifacts).where(eq(artifacts.id, id)).get())!;
     const location = row.storageLocation as { base_dir: string; key: string };
     const file = join(location.base_dir, location.key);
-    await t.deps.db.insert(urlTokens).values({ tokenHash: "f".repeat(64), kind: "download", artifactId: id, expiresAt: t.clock.now() + 99_999, createdAt: t.clock.now() });
+    await t.deps.db
+      .insert(urlTokens)
+      .values({ tokenHash: "f".repeat(64), kind: "download", artifactId: id, expiresAt: t.clock.now() + 99_999, createdAt: t.clock.now() });
     t.clock.advance(3 * 3600);
     // An orphan can no longer be completed: the sweep removes its bytes before its row.
     const late = await t.call("POST", `${w.jobPath}/${id}/complete`, { token: w.runner.token });
@@ -362,7 +372,10 @@ describe("git ls-remote with source credentials", () => {
     const redirecting = await loopbackServer((req, res) => res.writeHead(302, { location: `${elsewhere.url}${req.url}` }).end());
     try {
       // The redirect target is an open, working repository: a followed redirect would succeed (and leak).
-      const result = await createNodeGitClient({ allow: parseOutboundAllow("127.0.0.1/32") }).lsRemote(`${redirecting.url}/repo`, "refs/heads/main", { username: "bot", password: "s3cr3t-token" });
+      const result = await createNodeGitClient({ allow: parseOutboundAllow("127.0.0.1/32") }).lsRemote(`${redirecting.url}/repo`, "refs/heads/main", {
+        username: "bot",
+        password: "s3cr3t-token",
+      });
       expect(result.ok).toBe(false);
       expect(redirecting.hits[0]?.headers.authorization).toBe(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
       expect(elsewhere.hits.map((h) => h.headers.authorization ?? "")).not.toContain(`Basic ${Buffer.from("bot:s3cr3t-token").toString("base64")}`);
@@ -402,7 +415,10 @@ describe("local disk store cleanup", () => {
   it("abort of a build's only artifact leaves no empty build directory; the base directory stays", async () => {
     const t = await makeTestApp();
     const w = await artifactWorld(t);
-    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.apk", size_bytes: 3, content_type: "application/octet-stream" } });
+    const created = await t.call("POST", w.jobPath, {
+      token: w.runner.token,
+      body: { filename: "a.apk", size_bytes: 3, content_type: "application/octet-stream" },
+    });
     expect((await t.call("PUT", pathOf(created.body.upload.url), { rawBody: Uint8Array.from([1, 2, 3]) })).status).toBe(200);
     const row = (await t.deps.db.select().from(artifacts).where(eq(artifacts.id, created.body.artifact.id)).get())!;
     const location = row.storageLocation as { base_dir: string; key: string };

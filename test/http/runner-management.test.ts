@@ -20,7 +20,11 @@ async function secondDaemon(t: TestApp) {
     toCallResult(
       await app.request(
         path,
-        { method, headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) }, body: body ? JSON.stringify(body) : undefined },
+        {
+          method,
+          headers: { authorization: `Bearer ${token}`, ...(body ? { "content-type": "application/json" } : {}) },
+          body: body ? JSON.stringify(body) : undefined,
+        },
         { peerAddress: "127.0.0.1" },
       ),
     );
@@ -168,7 +172,10 @@ describe("capabilities: granted at registration, narrowed only by the runner", (
     expect(row.body.find((x: Json) => x.id === r.id).capabilities.platforms).toEqual(["android"]);
     // An owner or admin may set any.
     const admin = await userWithRole(t, "admin");
-    const widened = await t.call("PATCH", `/v1/runners/${r.id}`, { token: admin.token, body: { capabilities: { platforms: ["ios", "android", "macos"] } } });
+    const widened = await t.call("PATCH", `/v1/runners/${r.id}`, {
+      token: admin.token,
+      body: { capabilities: { platforms: ["ios", "android", "macos"] } },
+    });
     expect(widened.status).toBe(200);
     expect(widened.body.capabilities.platforms).toEqual(["ios", "android", "macos"]);
     expect(await auditActions(t, w.ownerToken, r.id)).toEqual(expect.arrayContaining(["runner.update"]));

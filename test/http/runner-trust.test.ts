@@ -24,7 +24,9 @@ async function register(t: TestApp, owner: string, body: Record<string, unknown>
 async function protectedProject(t: TestApp, owner: string, name = "signed") {
   const project = await createProject(t, owner, { name, repo_url: `https://example.com/${name}.git` });
   const pipeline = await createPipeline(t, owner, project.id, { platform: "any" });
-  expect((await t.call("PUT", `/v1/projects/${project.id}/secrets/STORE_KEY`, { token: owner, body: { value: "store-key-value" } })).status).toBe(200);
+  expect((await t.call("PUT", `/v1/projects/${project.id}/secrets/STORE_KEY`, { token: owner, body: { value: "store-key-value" } })).status).toBe(
+    200,
+  );
   return { project, pipeline };
 }
 
@@ -61,16 +63,28 @@ describe("runner trust: registration and changes", () => {
   it("accepts the runner's own isolation report, keeps it through an admin's edit, and refuses a bad value", async () => {
     const t = await makeTestApp();
     const w = await buildWorld(t);
-    const reported = await t.call("PATCH", `/v1/runners/${w.runner.id}`, { token: w.runner.token, body: { capabilities: { platforms: ["ios"], isolation: "user" } } });
+    const reported = await t.call("PATCH", `/v1/runners/${w.runner.id}`, {
+      token: w.runner.token,
+      body: { capabilities: { platforms: ["ios"], isolation: "user" } },
+    });
     expect([reported.status, reported.body.capabilities]).toEqual([200, { platforms: ["ios"], isolation: "user" }]);
     const edited = await t.call("PATCH", `/v1/runners/${w.runner.id}`, { token: w.ownerToken, body: { capabilities: { platforms: ALL } } });
     expect(edited.body.capabilities).toEqual({ platforms: ALL, isolation: "user" });
     // The platform rule still holds with an isolation report beside it.
-    const widened = await t.call("PATCH", `/v1/runners/${w.runner.id}`, { token: w.runner.token, body: { capabilities: { platforms: ["ios"], isolation: "none" } } });
+    const widened = await t.call("PATCH", `/v1/runners/${w.runner.id}`, {
+      token: w.runner.token,
+      body: { capabilities: { platforms: ["ios"], isolation: "none" } },
+    });
     expect(widened.status).toBe(200);
-    const back = await t.call("PATCH", `/v1/runners/${w.runner.id}`, { token: w.runner.token, body: { capabilities: { platforms: ALL, isolation: "none" } } });
+    const back = await t.call("PATCH", `/v1/runners/${w.runner.id}`, {
+      token: w.runner.token,
+      body: { capabilities: { platforms: ALL, isolation: "none" } },
+    });
     expect([back.status, back.body.code]).toEqual([403, "forbidden"]);
-    const bad = await t.call("PATCH", `/v1/runners/${w.runner.id}`, { token: w.runner.token, body: { capabilities: { platforms: ["ios"], isolation: "chroot" } } });
+    const bad = await t.call("PATCH", `/v1/runners/${w.runner.id}`, {
+      token: w.runner.token,
+      body: { capabilities: { platforms: ["ios"], isolation: "chroot" } },
+    });
     expect([bad.status, bad.body.code]).toEqual([400, "invalid_input"]);
   });
 });
@@ -104,7 +118,10 @@ describe("build trust at queue time", () => {
     const t = await makeTestApp();
     const w = await buildWorld(t);
     const { project, pipeline } = await protectedProject(t, w.ownerToken);
-    const put = await t.call("PUT", `/v1/projects/${project.id}/protection`, { token: w.ownerToken, body: { branches: ["main"], tags: ["release-*"] } });
+    const put = await t.call("PUT", `/v1/projects/${project.id}/protection`, {
+      token: w.ownerToken,
+      body: { branches: ["main"], tags: ["release-*"] },
+    });
     expect([put.status, put.body]).toEqual([200, { branches: ["main"], tags: ["release-*"] }]);
     // The old body ({branches} only) keeps the tag rules as they were.
     const old = await t.call("PUT", `/v1/projects/${project.id}/protection`, { token: w.ownerToken, body: { branches: ["main"] } });
@@ -223,7 +240,10 @@ describe("claims matched by trust", () => {
           const seq: string[] = [];
           sequences.set(r.id, seq);
           for (;;) {
-            const res = i % 2 === 0 ? await t.call("POST", `/v1/runners/${r.id}/claim`, { token: r.token }) : await viaSecond(`/v1/runners/${r.id}/claim`, r.token);
+            const res =
+              i % 2 === 0
+                ? await t.call("POST", `/v1/runners/${r.id}/claim`, { token: r.token })
+                : await viaSecond(`/v1/runners/${r.id}/claim`, r.token);
             if (res.status === 204) return;
             expect(res.status).toBe(200);
             seq.push(res.body.build_id);
@@ -288,7 +308,10 @@ describe("max_jobs", () => {
     expect(await claim(t, capped)).toBeNull();
     const bad = await t.call("PATCH", `/v1/runners/${capped.id}`, { token: w.ownerToken, body: { capabilities: { platforms: ALL, max_jobs: 0 } } });
     expect([bad.status, bad.body.code]).toEqual([400, "invalid_input"]);
-    const lifted = await t.call("PATCH", `/v1/runners/${capped.id}`, { token: w.ownerToken, body: { capabilities: { platforms: ALL, max_jobs: null } } });
+    const lifted = await t.call("PATCH", `/v1/runners/${capped.id}`, {
+      token: w.ownerToken,
+      body: { capabilities: { platforms: ALL, max_jobs: null } },
+    });
     expect(lifted.body.capabilities).toEqual({ platforms: ALL });
     expect((await claim(t, capped)).build_id).toBe(ids[3]);
     const row = await t.deps.db.select().from(builds).where(eq(builds.id, ids[3])).get();

@@ -22,7 +22,10 @@ describe("runner registration and listing", () => {
   });
 
   it("registers a runner: token shown once, stored as its SHA-256 only", async () => {
-    const res = await t.call("POST", "/v1/runners/register", { token: w.ownerToken, body: { name: "mac-mini", capabilities: { platforms: ["ios"], xcode: "16.2" } } });
+    const res = await t.call("POST", "/v1/runners/register", {
+      token: w.ownerToken,
+      body: { name: "mac-mini", capabilities: { platforms: ["ios"], xcode: "16.2" } },
+    });
     expect(res.status).toBe(200);
     expect(res.body).toMatchObject({ name: "mac-mini", status: "online", capabilities: { platforms: ["ios"], xcode: "16.2" } });
     expect(typeof res.body.id).toBe("string");
@@ -34,7 +37,11 @@ describe("runner registration and listing", () => {
     const list = await t.call("GET", "/v1/runners", { token: w.ownerToken });
     expect(list.status).toBe(200);
     expect(list.text).not.toContain(res.body.token);
-    expect(list.body.find((r: Json) => r.id === res.body.id)).toMatchObject({ name: "mac-mini", registered_by: expect.any(String), last_heartbeat_at: expect.any(Number) });
+    expect(list.body.find((r: Json) => r.id === res.body.id)).toMatchObject({
+      name: "mac-mini",
+      registered_by: expect.any(String),
+      last_heartbeat_at: expect.any(Number),
+    });
   });
 
   it("lets owner and admin register and list runners; developer and qa_viewer get 403 forbidden", async () => {
@@ -329,7 +336,10 @@ describe("heartbeat and job reports", () => {
     expect([early.status, early.body.code]).toEqual([409, "invalid_transition"]);
 
     t.clock.advance(3);
-    const running = await reportStatus(t, w.runner, b.id, { status: "running", step_results: [{ name: "hello", status: "running", started_at: t.clock.now() }] });
+    const running = await reportStatus(t, w.runner, b.id, {
+      status: "running",
+      step_results: [{ name: "hello", status: "running", started_at: t.clock.now() }],
+    });
     expect(running.status).toBe(200);
     expect(running.body).toEqual({ build_id: b.id, status: "running", cancel_requested: false, lease_expires_at: t.clock.now() + 120 });
     const startedAt = t.clock.now();
@@ -378,7 +388,11 @@ describe("heartbeat and job reports", () => {
     await reportStatus(t, w.runner, b.id, { status: "running" });
     await reportStatus(t, w.runner, b.id, { status: "succeeded" });
     expect((await t.call("GET", `/v1/builds/${a.id}`, { token: w.ownerToken })).body).toMatchObject({ exit_code: 1, status: "failed" });
-    expect((await t.call("GET", `/v1/builds/${b.id}`, { token: w.ownerToken })).body).toMatchObject({ exit_code: 0, status: "succeeded", failure_reason: null });
+    expect((await t.call("GET", `/v1/builds/${b.id}`, { token: w.ownerToken })).body).toMatchObject({
+      exit_code: 0,
+      status: "succeeded",
+      failure_reason: null,
+    });
   });
 });
 
@@ -407,7 +421,10 @@ describe("job credentials", () => {
   });
 
   it("hands them out while the job is assigned or running, then 409 job_not_active", async () => {
-    await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, { token: w.ownerToken, body: { username: "bot", token: "ghp_secret_token" } });
+    await t.call("PUT", `/v1/projects/${w.project.id}/source-credentials`, {
+      token: w.ownerToken,
+      body: { username: "bot", token: "ghp_secret_token" },
+    });
     await t.call("PUT", `/v1/projects/${w.project.id}/signing/android`, {
       token: w.ownerToken,
       body: androidBody,

@@ -35,7 +35,9 @@ describe("schedules", () => {
     const pipeline = await createPipeline(t, owner, project.id, { schedules: [{ cron: "30 9 * * *", timezone: "Europe/Paris" }] } as Json, "paris");
     const listed = (await t.call("GET", `/v1/projects/${project.id}/schedules`, { token: owner })).body;
     // 09:30 in Paris is 08:30 UTC in January.
-    expect(listed).toEqual([{ pipeline_id: pipeline.id, origin: "stored", cron: "30 9 * * *", timezone: "Europe/Paris", branch: null, next_run_at: START + 1800 }]);
+    expect(listed).toEqual([
+      { pipeline_id: pipeline.id, origin: "stored", cron: "30 9 * * *", timezone: "Europe/Paris", branch: null, next_run_at: START + 1800 },
+    ]);
     await runMaintenance(t.deps);
     expect(await buildsOf(pipeline.id)).toEqual([]);
     t.clock.set(START + 1805);
@@ -43,11 +45,21 @@ describe("schedules", () => {
     await runMaintenance(t.deps);
     const made = await buildsOf(pipeline.id);
     expect(made).toHaveLength(1);
-    expect(made[0]).toMatchObject({ trigger_type: "schedule", trigger_event: "schedule", trigger_actor: null, branch: "main", commit_sha: repo.shas.main, status: "queued" });
+    expect(made[0]).toMatchObject({
+      trigger_type: "schedule",
+      trigger_event: "schedule",
+      trigger_actor: null,
+      branch: "main",
+      commit_sha: repo.shas.main,
+      status: "queued",
+    });
 
     const bad = await t.call("POST", `/v1/projects/${project.id}/pipelines`, {
       token: owner,
-      body: { name: "bad", config: { platform: "any", steps: ["x"], schedules: [{ cron: "* * * * * *" }, { cron: "0 1 * * *", timezone: "Mars/Olympus" }] } },
+      body: {
+        name: "bad",
+        config: { platform: "any", steps: ["x"], schedules: [{ cron: "* * * * * *" }, { cron: "0 1 * * *", timezone: "Mars/Olympus" }] },
+      },
     });
     expect([bad.status, bad.body.code]).toEqual([400, "invalid_input"]);
     expect(bad.body.issues.map((i: Json) => i.path)).toEqual(["config.schedules.0.cron", "config.schedules.1.timezone"]);
@@ -56,7 +68,8 @@ describe("schedules", () => {
   it("after downtime only the most recent missed run within the last hour is made; older ones never", async () => {
     t.clock.set(START);
     const repo = makeGitRepo({
-      ".hangar.yml": "pipelines:\n  hourly:\n    platform: any\n    steps: [make]\n  daily:\n    platform: any\n    steps: [make]\nschedules:\n  - {pipeline: hourly, cron: '0 * * * *'}\n  - {pipeline: daily, cron: '15 8 * * *'}\n",
+      ".hangar.yml":
+        "pipelines:\n  hourly:\n    platform: any\n    steps: [make]\n  daily:\n    platform: any\n    steps: [make]\nschedules:\n  - {pipeline: hourly, cron: '0 * * * *'}\n  - {pipeline: daily, cron: '15 8 * * *'}\n",
     });
     repos.push(repo);
     const project = await createProject(t, owner, { repo_url: repo.path, config_path: ".hangar.yml" });

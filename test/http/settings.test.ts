@@ -12,7 +12,15 @@ const PREFS = "/v1/settings/preferences";
 const NETWORK = "/v1/settings/external-access/network";
 const PREFLIGHT = "/v1/settings/external-access/preflight";
 // The External Access checks, the trusted proxy's secret (not required), then the host's free-space check (not required).
-const CHECK_IDS = ["public_url_set", "public_url_https", "public_url_origin_allowed", "remote_auth_configured", "artifact_delivery_https", "trusted_proxy_secret", "data_dir_free_space"];
+const CHECK_IDS = [
+  "public_url_set",
+  "public_url_https",
+  "public_url_origin_allowed",
+  "remote_auth_configured",
+  "artifact_delivery_https",
+  "trusted_proxy_secret",
+  "data_dir_free_space",
+];
 const GOOD_NETWORK = { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"], artifact_delivery_url: null };
 
 async function ready(options: { config?: Record<string, string> } = {}) {
@@ -31,7 +39,9 @@ describe("GET /v1/settings/preferences", () => {
     const { t, ownerToken } = await ready();
     const res = await t.call("GET", PREFS, { token: ownerToken });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ preferences: { key_storage_mode: "file", runtime_mode: "local", restart_required: false, updated_at: expect.any(Number) } });
+    expect(res.body).toEqual({
+      preferences: { key_storage_mode: "file", runtime_mode: "local", restart_required: false, updated_at: expect.any(Number) },
+    });
     const admin = await userWithRole(t, "admin");
     expect((await t.call("GET", PREFS, { token: admin.token })).status).toBe(200);
   });
@@ -82,13 +92,25 @@ describe("PUT /v1/settings/preferences", () => {
     };
     await expectCode("external_access_public_url_missing");
     // A loopback public URL is as good as none: devices cannot reach it.
-    await writeSetting(t.deps, NETWORK_SETTING, { public_url: "https://localhost:8443", artifact_delivery_url: null, allowed_origins: ["https://localhost:8443"] });
+    await writeSetting(t.deps, NETWORK_SETTING, {
+      public_url: "https://localhost:8443",
+      artifact_delivery_url: null,
+      allowed_origins: ["https://localhost:8443"],
+    });
     await expectCode("external_access_public_url_missing");
-    await writeSetting(t.deps, NETWORK_SETTING, { public_url: "http://ci.example.com", artifact_delivery_url: null, allowed_origins: ["http://ci.example.com"] });
+    await writeSetting(t.deps, NETWORK_SETTING, {
+      public_url: "http://ci.example.com",
+      artifact_delivery_url: null,
+      allowed_origins: ["http://ci.example.com"],
+    });
     await expectCode("external_access_https_required");
     await writeSetting(t.deps, NETWORK_SETTING, { public_url: "https://ci.example.com", artifact_delivery_url: null, allowed_origins: [] });
     await expectCode("external_access_origin_not_allowed");
-    await writeSetting(t.deps, NETWORK_SETTING, { public_url: "https://ci.example.com", artifact_delivery_url: "http://cdn.example.com", allowed_origins: ["https://ci.example.com"] });
+    await writeSetting(t.deps, NETWORK_SETTING, {
+      public_url: "https://ci.example.com",
+      artifact_delivery_url: "http://cdn.example.com",
+      allowed_origins: ["https://ci.example.com"],
+    });
     await expectCode("external_access_auth_missing");
     await configureOidcDocument(t);
     await expectCode("artifact_delivery_https_required");
@@ -139,7 +161,9 @@ describe("/v1/settings/external-access/network", () => {
     const { t, ownerToken } = await ready();
     const res = await t.call("GET", NETWORK, { token: ownerToken });
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ settings: { public_url: null, artifact_delivery_url: null, allowed_origins: [], source: "default", updated_at: null } });
+    expect(res.body).toEqual({
+      settings: { public_url: null, artifact_delivery_url: null, allowed_origins: [], source: "default", updated_at: null },
+    });
     const dev = await userWithRole(t, "developer");
     const refused = await t.call("GET", NETWORK, { token: dev.token });
     expect([refused.status, refused.body.code]).toEqual([403, "insufficient_role"]);
@@ -149,7 +173,11 @@ describe("/v1/settings/external-access/network", () => {
     const { t, ownerToken, owner } = await ready();
     const res = await t.call("PUT", NETWORK, {
       token: ownerToken,
-      body: { public_url: "https://CI.example.com/", artifact_delivery_url: "https://cdn.example.com/hangar/", allowed_origins: ["https://ci.example.com:443/", "https://app.example.com"] },
+      body: {
+        public_url: "https://CI.example.com/",
+        artifact_delivery_url: "https://cdn.example.com/hangar/",
+        allowed_origins: ["https://ci.example.com:443/", "https://app.example.com"],
+      },
     });
     expect(res.status).toBe(200);
     const settings = {
@@ -221,7 +249,11 @@ describe("/v1/settings/external-access/network", () => {
     await configureOidcDocument(t);
     expect((await t.call("PUT", PREFS, { token: ownerToken, body: { runtime_mode: "remote" } })).status).toBe(200);
     const remoteToken = await sessionFor(t, owner);
-    const res = await t.call("PUT", NETWORK, { token: remoteToken, peer: "192.168.1.20", body: { ...GOOD_NETWORK, artifact_delivery_url: "https://cdn.example.com" } });
+    const res = await t.call("PUT", NETWORK, {
+      token: remoteToken,
+      peer: "192.168.1.20",
+      body: { ...GOOD_NETWORK, artifact_delivery_url: "https://cdn.example.com" },
+    });
     expect(res.status).toBe(200);
   });
 });
@@ -245,7 +277,15 @@ describe("GET /v1/settings/external-access/preflight", () => {
     // The free-space check depends on this machine's disk (test/http/retention.test.ts drives it).
     expect(res.body.checks.slice(0, 6).map((c: { ok: boolean }) => c.ok)).toEqual([false, false, false, false, true, true]);
     expect(res.body.checks.map((c: { required: boolean }) => c.required)).toEqual([true, true, true, true, true, false, false]);
-    for (const check of res.body.checks) expect(check).toEqual({ id: expect.any(String), label: expect.any(String), ok: expect.any(Boolean), message: expect.any(String), failure_code: expect.any(String), required: expect.any(Boolean) });
+    for (const check of res.body.checks)
+      expect(check).toEqual({
+        id: expect.any(String),
+        label: expect.any(String),
+        ok: expect.any(Boolean),
+        message: expect.any(String),
+        failure_code: expect.any(String),
+        required: expect.any(Boolean),
+      });
   });
 
   it("is ready with HTTPS network settings and either remote sign-in configured", async () => {

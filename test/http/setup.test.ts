@@ -230,7 +230,10 @@ describe("POST /v1/setup/preferences", () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ runtime_mode: "local", remote_auth_mode: "oidc", session_expires_at: t.clock.now() + 1800 });
 
-    const remote = await t.call("POST", "/v1/setup/preferences", { token: session, body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" } });
+    const remote = await t.call("POST", "/v1/setup/preferences", {
+      token: session,
+      body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" },
+    });
     expect(remote.body).toMatchObject({ runtime_mode: "remote", remote_auth_mode: "trusted_proxy" });
     const partial = await t.call("POST", "/v1/setup/preferences", { token: session, body: { runtime_mode: "local" } });
     expect(partial.body).toMatchObject({ runtime_mode: "local", remote_auth_mode: "trusted_proxy" });

@@ -43,10 +43,34 @@ beforeAll(async () => {
   ({ ownerToken: owner } = await completeLocalSetup(t));
   identity = makeSigningIdentity({ days: 200 });
   other = makeSigningIdentity({ days: 200, name: "Someone Else", team: "ZZZZZ99999" });
-  appProfile = makeSigningProfile({ certificates: [other.certDer, identity.certDer], uuid: APP_UUID, bundleId: "com.example.app", expiresAt: nowS + 100 * DAY, name: "App Store app" });
-  widgetProfile = makeSigningProfile({ certificates: [identity.certDer], uuid: WIDGET_UUID, bundleId: "com.example.app.widget", expiresAt: nowS + 150 * DAY, name: "App Store widget", kind: "ad_hoc" });
-  foreignProfile = makeSigningProfile({ certificates: [other.certDer], uuid: "99999999-2222-4333-8444-555555555555", bundleId: "com.example.other", expiresAt: nowS + 100 * DAY });
-  expiredProfile = makeSigningProfile({ certificates: [identity.certDer], uuid: "EEEEEEEE-2222-4333-8444-555555555555", bundleId: "com.example.*", expiresAt: nowS - DAY, name: "Expired wildcard" });
+  appProfile = makeSigningProfile({
+    certificates: [other.certDer, identity.certDer],
+    uuid: APP_UUID,
+    bundleId: "com.example.app",
+    expiresAt: nowS + 100 * DAY,
+    name: "App Store app",
+  });
+  widgetProfile = makeSigningProfile({
+    certificates: [identity.certDer],
+    uuid: WIDGET_UUID,
+    bundleId: "com.example.app.widget",
+    expiresAt: nowS + 150 * DAY,
+    name: "App Store widget",
+    kind: "ad_hoc",
+  });
+  foreignProfile = makeSigningProfile({
+    certificates: [other.certDer],
+    uuid: "99999999-2222-4333-8444-555555555555",
+    bundleId: "com.example.other",
+    expiresAt: nowS + 100 * DAY,
+  });
+  expiredProfile = makeSigningProfile({
+    certificates: [identity.certDer],
+    uuid: "EEEEEEEE-2222-4333-8444-555555555555",
+    bundleId: "com.example.*",
+    expiresAt: nowS - DAY,
+    name: "Expired wildcard",
+  });
   jks = makeKeystore("JKS");
   pkcs12Keystore = makeKeystore("PKCS12", { alias: "release" });
 }, 120_000);
@@ -78,8 +102,24 @@ describe("PUT /v1/projects/{id}/signing/ios", () => {
     });
     expect(Math.abs(put.body.ios.certificate.expires_at - (nowS + 200 * DAY))).toBeLessThan(DAY);
     expect(put.body.ios.profiles).toEqual([
-      { name: "App Store app", uuid: APP_UUID, app_id: "ABCDE12345.com.example.app", team_id: "ABCDE12345", kind: "app_store", expires_at: expect.any(Number), device_count: null },
-      { name: "App Store widget", uuid: WIDGET_UUID, app_id: "ABCDE12345.com.example.app.widget", team_id: "ABCDE12345", kind: "ad_hoc", expires_at: expect.any(Number), device_count: 2 },
+      {
+        name: "App Store app",
+        uuid: APP_UUID,
+        app_id: "ABCDE12345.com.example.app",
+        team_id: "ABCDE12345",
+        kind: "app_store",
+        expires_at: expect.any(Number),
+        device_count: null,
+      },
+      {
+        name: "App Store widget",
+        uuid: WIDGET_UUID,
+        app_id: "ABCDE12345.com.example.app.widget",
+        team_id: "ABCDE12345",
+        kind: "ad_hoc",
+        expires_at: expect.any(Number),
+        device_count: 2,
+      },
     ]);
     expect(put.body.android).toBeNull();
     const get = await t.call("GET", `/v1/projects/${project.id}/signing`, { token: owner });
@@ -103,7 +143,10 @@ describe("PUT /v1/projects/{id}/signing/ios", () => {
 
   it("accepts an expired profile (health shows it as expired)", async () => {
     const project = await newProject();
-    const put = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, { token: owner, body: iosBody({ provisioning_profiles_base64: [b64(expiredProfile)] }) });
+    const put = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, {
+      token: owner,
+      body: iosBody({ provisioning_profiles_base64: [b64(expiredProfile)] }),
+    });
     expect(put.status).toBe(200);
     expect(put.body.ios.profiles[0].expires_at).toBeLessThan(nowS);
   });
@@ -125,21 +168,30 @@ describe("PUT /v1/projects/{id}/signing/ios", () => {
   it("answers 400 invalid_profile for a profile that is not CMS-signed, naming which one", async () => {
     const project = await newProject();
     const plain = new TextEncoder().encode('<?xml version="1.0"?><plist version="1.0"><dict/></plist>');
-    const res = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, { token: owner, body: iosBody({ provisioning_profiles_base64: [b64(appProfile), b64(plain)] }) });
+    const res = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, {
+      token: owner,
+      body: iosBody({ provisioning_profiles_base64: [b64(appProfile), b64(plain)] }),
+    });
     expect([res.status, res.body.code]).toEqual([400, "invalid_profile"]);
     expect(res.body.issues[0].path).toBe("provisioning_profiles_base64.1");
   });
 
   it("answers 400 certificate_not_in_profile for a profile that lists another certificate", async () => {
     const project = await newProject();
-    const res = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, { token: owner, body: iosBody({ provisioning_profiles_base64: [b64(foreignProfile)] }) });
+    const res = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, {
+      token: owner,
+      body: iosBody({ provisioning_profiles_base64: [b64(foreignProfile)] }),
+    });
     expect([res.status, res.body.code]).toEqual([400, "certificate_not_in_profile"]);
     expect(res.body.issues[0].path).toBe("provisioning_profiles_base64.0");
   });
 
   it("answers 400 invalid_input without any profile", async () => {
     const project = await newProject();
-    const res = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, { token: owner, body: { certificate_p12_base64: b64(identity.p12), certificate_password: P12_PASSWORD } });
+    const res = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, {
+      token: owner,
+      body: { certificate_p12_base64: b64(identity.p12), certificate_password: P12_PASSWORD },
+    });
     expect([res.status, res.body.code]).toEqual([400, "invalid_input"]);
   });
 });
@@ -156,7 +208,10 @@ describe("PUT /v1/projects/{id}/signing/android", () => {
       body: { keystore_base64: b64(ks.bytes), keystore_password: ks.storePassword, key_alias: ks.alias, key_password: ks.keyPassword },
     });
     expect(put.status).toBe(200);
-    expect(put.body.android).toEqual({ key_alias: ks.alias, certificate: { subject: "CN=Example Upload, O=Example", expires_at: expect.any(Number) } });
+    expect(put.body.android).toEqual({
+      key_alias: ks.alias,
+      certificate: { subject: "CN=Example Upload, O=Example", expires_at: expect.any(Number) },
+    });
     expect(put.text).not.toContain(ks.storePassword);
     expect(put.text).not.toContain(ks.keyPassword);
     const get = await t.call("GET", `/v1/projects/${project.id}/signing`, { token: owner });
@@ -168,7 +223,10 @@ describe("PUT /v1/projects/{id}/signing/android", () => {
     ["a wrong key password (JKS)", () => ({ ks: jks, store: jks.storePassword, alias: jks.alias, key: "nope-nope" })],
     ["an unknown alias (JKS)", () => ({ ks: jks, store: jks.storePassword, alias: "missing", key: jks.keyPassword })],
     ["a wrong password (PKCS#12)", () => ({ ks: pkcs12Keystore, store: "nope-nope", alias: "release", key: "nope-nope" })],
-    ["an unknown alias (PKCS#12)", () => ({ ks: pkcs12Keystore, store: pkcs12Keystore.storePassword, alias: "upload", key: pkcs12Keystore.keyPassword })],
+    [
+      "an unknown alias (PKCS#12)",
+      () => ({ ks: pkcs12Keystore, store: pkcs12Keystore.storePassword, alias: "upload", key: pkcs12Keystore.keyPassword }),
+    ],
   ])("answers 400 invalid_keystore for %s", async (_what, make) => {
     const project = await newProject();
     const { ks, store, alias, key } = make();
@@ -222,9 +280,15 @@ describe("signing health", () => {
     try {
       const { ownerToken, owner: ownerRow } = await completeLocalSetup(t);
       const project = await createProject(t, ownerToken);
-      const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: ownerToken, body: { kind: "webhook", url: `${receiver.url}/signing`, on: ["signing_expiring"] } });
+      const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
+        token: ownerToken,
+        body: { kind: "webhook", url: `${receiver.url}/signing`, on: ["signing_expiring"] },
+      });
       expect(created.status).toBe(200);
-      const put = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, { token: ownerToken, body: iosBody({ provisioning_profiles_base64: [b64(appProfile)] }) });
+      const put = await t.call("PUT", `/v1/projects/${project.id}/signing/ios`, {
+        token: ownerToken,
+        body: iosBody({ provisioning_profiles_base64: [b64(appProfile)] }),
+      });
       expect(put.status).toBe(200);
       const profileExpiry: number = put.body.ios.profiles[0].expires_at;
       const certExpiry: number = put.body.ios.certificate.expires_at;
@@ -238,7 +302,14 @@ describe("signing health", () => {
       let items = await health();
       expect(items).toEqual([
         { project_id: project.id, kind: "ios_profile", uuid: APP_UUID, name: "App Store app", expires_at: profileExpiry, state: "ok" },
-        { project_id: project.id, kind: "ios_certificate", serial: identity.serial, name: "Apple Distribution: Example Team (ABCDE12345)", expires_at: certExpiry, state: "ok" },
+        {
+          project_id: project.id,
+          kind: "ios_certificate",
+          serial: identity.serial,
+          name: "Apple Distribution: Example Team (ABCDE12345)",
+          expires_at: certExpiry,
+          state: "ok",
+        },
       ]);
       await drain();
       const signingRequests = () => receiver.requests.filter((r) => r.path === "/signing").map((r) => JSON.parse(r.body) as Json);
@@ -252,7 +323,10 @@ describe("signing health", () => {
       expect(stateOf(items, "ios_certificate")).toBe("ok");
       await drain();
       expect(signingRequests()).toHaveLength(1);
-      expect(signingRequests()[0]).toMatchObject({ type: "signing.expiring", data: { project: { id: project.id }, item: { kind: "ios_profile", uuid: APP_UUID, state: "expiring" } } });
+      expect(signingRequests()[0]).toMatchObject({
+        type: "signing.expiring",
+        data: { project: { id: project.id }, item: { kind: "ios_profile", uuid: APP_UUID, state: "expiring" } },
+      });
 
       // The next passes the same day send nothing more; a day later, once more.
       t.clock.advance(2 * 3600);

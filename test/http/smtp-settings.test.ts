@@ -22,7 +22,14 @@ describe("SMTP settings", () => {
     expect(empty.body).toEqual({ host: null, port: null, secure: false, username: null, from: null, has_password: false, updated_at: null });
     const put = await t.call("PUT", "/v1/settings/smtp", { token: owner, body: BODY });
     expect(put.status, put.text).toBe(200);
-    expect(put.body).toMatchObject({ host: "127.0.0.1", port: 2525, secure: false, username: "ci", from: "Hangar <ci@example.com>", has_password: true });
+    expect(put.body).toMatchObject({
+      host: "127.0.0.1",
+      port: 2525,
+      secure: false,
+      username: "ci",
+      from: "Hangar <ci@example.com>",
+      has_password: true,
+    });
     expect(put.text).not.toContain("s3cret");
     const stored = await readSetting<Record<string, unknown>>(t.deps, SMTP_SETTING);
     expect(JSON.stringify(stored)).not.toContain("s3cret");

@@ -27,7 +27,10 @@ describe("store credentials", () => {
     expect(empty.status).toBe(200);
     expect(empty.body).toEqual({ app_store_connect: null, google_play: null });
 
-    const putAsc = await t.call("PUT", `${base()}/app-store-connect`, { token: w.ownerToken, body: { issuer_id: asc.issuerId, key_id: asc.keyId, private_key_p8: asc.privatePem } });
+    const putAsc = await t.call("PUT", `${base()}/app-store-connect`, {
+      token: w.ownerToken,
+      body: { issuer_id: asc.issuerId, key_id: asc.keyId, private_key_p8: asc.privatePem },
+    });
     expect(putAsc.status).toBe(200);
     expect(putAsc.body).toEqual({ app_store_connect: { issuer_id: asc.issuerId, key_id: asc.keyId, has_private_key: true }, google_play: null });
 
@@ -45,7 +48,12 @@ describe("store credentials", () => {
     for (const part of secretParts()) {
       expect(row!.appStoreConnectSealed).not.toContain(part);
       expect(row!.googlePlaySealed).not.toContain(part);
-      for (const answer of [putAsc.text, putGoogle.text, get.text, (await t.call("GET", `/v1/projects/${w.project.id}`, { token: w.ownerToken })).text]) {
+      for (const answer of [
+        putAsc.text,
+        putGoogle.text,
+        get.text,
+        (await t.call("GET", `/v1/projects/${w.project.id}`, { token: w.ownerToken })).text,
+      ]) {
         expect(answer).not.toContain(part);
       }
     }

@@ -138,7 +138,10 @@ describe("sweeper (docs/api.md §6 leases and timers)", () => {
     await claim(t, w.runner);
     await reportStatus(t, w.runner, b.id, { status: "running" });
     // Heartbeats keep the runner online, but the job's lease is not renewed by anything else here.
-    await t.deps.db.update(builds).set({ leaseExpiresAt: t.clock.now() - 1 }).where(eq(builds.id, b.id));
+    await t.deps.db
+      .update(builds)
+      .set({ leaseExpiresAt: t.clock.now() - 1 })
+      .where(eq(builds.id, b.id));
     await runMaintenance(t.deps);
     expect((await t.deps.db.select().from(runners).where(eq(runners.id, w.runner.id)).get())?.status).toBe("online");
   });

@@ -40,7 +40,12 @@ describe("JUnit dialects", () => {
     expect(body.summary).toEqual({ total: 4, passed: 1, failed: 1, skipped: 1, errored: 1, duration_ms: 167 });
     expect(body.reports).toEqual([{ artifact_id: artifact.id, status: "parsed", message: null }]);
     const failed = body.tests.find((c: { name: string }) => c.name === "wrongPasswordShowsError");
-    expect(failed).toMatchObject({ suite: "com.example.app.LoginViewModelTest", classname: "com.example.app.LoginViewModelTest", status: "failed", duration_ms: 52 });
+    expect(failed).toMatchObject({
+      suite: "com.example.app.LoginViewModelTest",
+      classname: "com.example.app.LoginViewModelTest",
+      status: "failed",
+      duration_ms: 52,
+    });
     expect(failed.message).toBe("org.junit.ComparisonFailure: expected:<[Wrong password]> but was:<[]>");
     expect(failed.output).toContain("LoginViewModelTest.kt:42");
     expect(body.tests.find((c: { name: string }) => c.name === "networkDown").status).toBe("errored");
@@ -103,11 +108,19 @@ describe("JUnit dialects", () => {
     const build = await t.call("GET", `/v1/builds/${w.buildId}`, { token: w.ownerToken });
     expect(build.body.tests_summary).toBeNull();
     const body = await tests(w.buildId);
-    expect(body).toEqual({ summary: { total: 0, passed: 0, failed: 0, skipped: 0, errored: 0, duration_ms: 0 }, tests: [], reports: [], next_cursor: null });
+    expect(body).toEqual({
+      summary: { total: 0, passed: 0, failed: 0, skipped: 0, errored: 0, duration_ms: 0 },
+      tests: [],
+      reports: [],
+      next_cursor: null,
+    });
   });
 
   it("refuses an unknown artifact kind with 400 invalid_input", async () => {
-    const r = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "a.xml", size_bytes: 1, content_type: "application/xml", kind: "html" } });
+    const r = await t.call("POST", w.jobPath, {
+      token: w.runner.token,
+      body: { filename: "a.xml", size_bytes: 1, content_type: "application/xml", kind: "html" },
+    });
     expect([r.status, r.body.code]).toEqual([400, "invalid_input"]);
   });
 });
@@ -161,7 +174,10 @@ describe("hostile reports", () => {
 
 function junit(results: Record<string, "pass" | "fail">): Uint8Array {
   const cases = Object.entries(results)
-    .map(([name, r]) => `<testcase classname="AppTests" name="${name}" time="0.1">${r === "fail" ? `<failure message="boom ${name}">trace</failure>` : ""}</testcase>`)
+    .map(
+      ([name, r]) =>
+        `<testcase classname="AppTests" name="${name}" time="0.1">${r === "fail" ? `<failure message="boom ${name}">trace</failure>` : ""}</testcase>`,
+    )
     .join("");
   return text(`<testsuite name="AppTests">${cases}</testsuite>`);
 }
@@ -192,7 +208,9 @@ describe("history and flaky tests", () => {
       [2, "passed"],
       [1, "failed"],
     ]);
-    const filtered = await t.call("GET", `/v1/projects/${w.projectId}/tests?name=testLogin&pipeline_id=${crypto.randomUUID()}`, { token: w.ownerToken });
+    const filtered = await t.call("GET", `/v1/projects/${w.projectId}/tests?name=testLogin&pipeline_id=${crypto.randomUUID()}`, {
+      token: w.ownerToken,
+    });
     expect(filtered.body.outcomes).toEqual([]);
     const missing = await t.call("GET", `/v1/projects/${w.projectId}/tests`, { token: w.ownerToken });
     expect([missing.status, missing.body.code]).toEqual([400, "invalid_input"]);
@@ -222,7 +240,10 @@ describe("history and flaky tests", () => {
 describe("the runner's upload of a report to a finished build", () => {
   it("a failed build still takes its report (uploads happen before the final status) and keeps it after", async () => {
     await reportStatus(t, w.runner, w.buildId, { status: "failed", exit_code: 1 });
-    const created = await t.call("POST", w.jobPath, { token: w.runner.token, body: { filename: "r.xml", size_bytes: 10, content_type: "application/xml", kind: "junit" } });
+    const created = await t.call("POST", w.jobPath, {
+      token: w.runner.token,
+      body: { filename: "r.xml", size_bytes: 10, content_type: "application/xml", kind: "junit" },
+    });
     expect(created.status).toBe(200);
     expect(pathOf(created.body.upload.url)).toMatch(/^\/v1\/artifacts\/local-upload\//);
   });

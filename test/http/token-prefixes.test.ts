@@ -12,7 +12,11 @@ describe("token prefixes", () => {
     const t = await makeTestApp();
     const token = await startSetup(t);
     expect(token).toMatch(/^hgs_[A-Za-z0-9_-]{43}$/);
-    const row = await t.deps.db.select().from(setupSessions).where(eq(setupSessions.tokenHash, await sha256Hex(token))).get();
+    const row = await t.deps.db
+      .select()
+      .from(setupSessions)
+      .where(eq(setupSessions.tokenHash, await sha256Hex(token)))
+      .get();
     expect(row).toBeDefined();
     // Without its prefix the token is nothing.
     const bare = await t.call("POST", "/v1/setup/preferences", { token: token.slice(4), body: { runtime_mode: "local" } });
@@ -29,7 +33,11 @@ describe("token prefixes", () => {
       expect(login.body.session_token).toMatch(/^hgu_[A-Za-z0-9_-]{43}$/);
       tokens.push(login.body.session_token);
     }
-    const stored = await t.deps.db.select().from(userSessions).where(eq(userSessions.tokenHash, await sha256Hex(tokens[0]!))).get();
+    const stored = await t.deps.db
+      .select()
+      .from(userSessions)
+      .where(eq(userSessions.tokenHash, await sha256Hex(tokens[0]!)))
+      .get();
     expect(stored).toBeDefined();
     expect((await t.call("GET", "/v1/users/me", { token: tokens[0]!.slice(4) })).body.code).toBe("invalid_session");
 

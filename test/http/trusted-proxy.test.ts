@@ -15,7 +15,10 @@ const DEFAULT_HEADER = "x-hangar-user-email";
 /** Verify a bootstrap token and choose remote + trusted proxy, as the setup wizard would. */
 async function remoteProxySession(t: TestApp): Promise<string> {
   const session = await startSetup(t);
-  const prefs = await t.call("POST", "/v1/setup/preferences", { token: session, body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" } });
+  const prefs = await t.call("POST", "/v1/setup/preferences", {
+    token: session,
+    body: { runtime_mode: "remote", remote_auth_mode: "trusted_proxy" },
+  });
   expect(prefs.status).toBe(200);
   return session;
 }
@@ -199,7 +202,11 @@ describe("POST /v1/setup/owner/claim-trusted-proxy", () => {
     expect(res.body).toEqual({ state: "owner_created", owner_email: "owner@example.com", session_expires_at: t.clock.now() + 30 * 60 });
     const owner = await t.deps.db.select().from(users).where(eq(users.email, "owner@example.com")).get();
     expect(owner).toMatchObject({ role: "owner", status: "active" });
-    const again = await t.call("POST", CLAIM, { token: session, peer: "10.20.3.4", headers: { "x-auth-request-email": "owner@example.com", [SECRET_HEADER]: SECRET } });
+    const again = await t.call("POST", CLAIM, {
+      token: session,
+      peer: "10.20.3.4",
+      headers: { "x-auth-request-email": "owner@example.com", [SECRET_HEADER]: SECRET },
+    });
     expect([again.status, again.body.code]).toEqual([409, "invalid_state"]);
   });
 
@@ -291,7 +298,11 @@ describe("POST /v1/auth/trusted-proxy/login", () => {
 
   it("answers every 401 and 403 row of the login table", async () => {
     const t = await makeTestApp();
-    await readyThroughProxy(t, { trusted_proxy_cidrs: ["10.0.0.0/8"], shared_secret: SECRET, user_email_header: "X-Gateway-Username" }, { peer: "10.0.0.2" });
+    await readyThroughProxy(
+      t,
+      { trusted_proxy_cidrs: ["10.0.0.0/8"], shared_secret: SECRET, user_email_header: "X-Gateway-Username" },
+      { peer: "10.0.0.2" },
+    );
     await createUser(t, { email: "gone@example.com", status: "disabled" });
     const h = (email: string | undefined, secret?: string) => proxyHeaders(email, secret ?? null, "X-GATEWAY-USERNAME");
     const cases: Array<[string, string, Record<string, string>, number, string]> = [

@@ -248,7 +248,10 @@ describe("DELETE /v1/users/{id} and POST /v1/users/{id}/enable", () => {
 
   it("answers 404 not_found for an unknown user", async () => {
     const { t, ownerToken } = await ready();
-    for (const [method, path] of [["DELETE", `/v1/users/${UNKNOWN_ID}`], ["POST", `/v1/users/${UNKNOWN_ID}/enable`]] as const) {
+    for (const [method, path] of [
+      ["DELETE", `/v1/users/${UNKNOWN_ID}`],
+      ["POST", `/v1/users/${UNKNOWN_ID}/enable`],
+    ] as const) {
       const res = await t.call(method, path, { token: ownerToken });
       expect(res.status).toBe(404);
       expect(res.body.code).toBe("not_found");

@@ -183,7 +183,12 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
 
   it("a deleted branch and [skip ci] build nothing: 200 with ignored", async () => {
     const { webhook } = await projectWithHook("github", { triggers: [{ event: "push" }, { event: "tag" }] });
-    const deleted = await deliver(t, webhook, "push", github("push", (e) => e.deleted));
+    const deleted = await deliver(
+      t,
+      webhook,
+      "push",
+      github("push", (e) => e.deleted),
+    );
     expect(deleted.body).toEqual({ builds: [], ignored: "ref deleted" });
     const skipped = await deliver(t, webhook, "push", githubPush("master", SHA_A, "docs only [skip ci]"));
     expect(skipped.body).toEqual({ builds: [], ignored: "[skip ci] in the head commit message" });
@@ -268,7 +273,9 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     const { project, webhook } = await projectWithHook("github", { triggers: [{ event: "pull_request", branches: ["master"] }] });
     const signing = androidSigningBody();
     expect((await t.call("PUT", `/v1/projects/${project.id}/signing/android`, { token: owner, body: signing })).status).toBe(200);
-    expect((await t.call("PUT", `/v1/projects/${project.id}/secrets/STORE_KEY`, { token: owner, body: { value: "app-store-key-1" } })).status).toBe(200);
+    expect((await t.call("PUT", `/v1/projects/${project.id}/secrets/STORE_KEY`, { token: owner, body: { value: "app-store-key-1" } })).status).toBe(
+      200,
+    );
     const runner = await registerRunner(t, owner);
 
     const same = github("pull_request", (e) => e.action === "opened");
@@ -286,12 +293,22 @@ describe("POST /v1/hooks/{id}: GitHub events to builds", () => {
     fork.pull_request.head.sha = "6".repeat(40);
     const forkBuild = (await deliver(t, webhook, "pull_request", fork)).body.builds[0];
     const build = (await t.call("GET", `/v1/builds/${forkBuild.id}`, { token: owner })).body;
-    expect(build).toMatchObject({ trigger_event: "pull_request", trigger_ref: `refs/pull/${fork.number}/head`, branch: "changes", commit_sha: fork.pull_request.head.sha });
+    expect(build).toMatchObject({
+      trigger_event: "pull_request",
+      trigger_ref: `refs/pull/${fork.number}/head`,
+      branch: "changes",
+      commit_sha: fork.pull_request.head.sha,
+    });
     expect([sameBuild.id, build.trust]).toEqual([sameBuild.id, "fork"]);
     expect((await t.call("GET", `/v1/builds/${sameBuild.id}`, { token: owner })).body.trust).toBe("protected");
     // A fork's pull request never reaches a protected runner: only an open one takes it.
     expect(await claim(t, runner)).toBeNull();
-    const open = (await t.call("POST", "/v1/runners/register", { token: owner, body: { trust: "open", capabilities: { platforms: ["ios", "android", "macos"] } } })).body;
+    const open = (
+      await t.call("POST", "/v1/runners/register", {
+        token: owner,
+        body: { trust: "open", capabilities: { platforms: ["ios", "android", "macos"] } },
+      })
+    ).body;
     expect(open.trust).toBe("open");
     const job2 = await claim(t, open);
     expect(job2.build_id).toBe(forkBuild.id);
@@ -335,7 +352,12 @@ describe("POST /v1/hooks/{id}: the other forges", () => {
     expect(tagBuild).toMatchObject({ trigger_event: "tag", commit_sha: "5937ac0a7beb003549fc5fd26fc247adbce4a52e", trigger_actor: "jsmith" });
     const mr = await deliver(t, webhook, "Merge Request Hook", fixture("gitlab-merge-request"));
     const mrBuild = (await t.call("GET", `/v1/builds/${mr.body.builds[0].id}`, { token: owner })).body;
-    expect(mrBuild).toMatchObject({ trigger_event: "pull_request", trigger_ref: "refs/merge-requests/1/head", branch: "ms-viewport", trigger_actor: "root" });
+    expect(mrBuild).toMatchObject({
+      trigger_event: "pull_request",
+      trigger_ref: "refs/merge-requests/1/head",
+      branch: "ms-viewport",
+      trigger_actor: "root",
+    });
   });
 
   it("Gitea and Forgejo push and pull_request build", async () => {

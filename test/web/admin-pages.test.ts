@@ -167,7 +167,10 @@ describe("/runners", () => {
 
   it("rotates a runner's token (new one shown once, old one refused at once) and removes a runner", async () => {
     const { t, ownerToken, admin } = await world();
-    const reg = await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: "linux-1", capabilities: { platforms: ["android"] } } });
+    const reg = await t.call("POST", "/v1/runners/register", {
+      token: ownerToken,
+      body: { name: "linux-1", capabilities: { platforms: ["android"] } },
+    });
     const list = await page(t, "GET", "/runners", { session: admin.token });
     expect(list.text).toContain(`action="/runners/${reg.body.id}/rotate-token"`);
     expect(list.text).toContain(`action="/runners/${reg.body.id}/remove"`);
@@ -200,7 +203,10 @@ describe("/runners", () => {
 
   it("escapes a hostile runner name and capability strings", async () => {
     const { t, ownerToken } = await world();
-    const reg = await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: `${HOSTILE}"><img src=x onerror=alert(1)>`, capabilities: { platforms: ["ios"] } } });
+    const reg = await t.call("POST", "/v1/runners/register", {
+      token: ownerToken,
+      body: { name: `${HOSTILE}"><img src=x onerror=alert(1)>`, capabilities: { platforms: ["ios"] } },
+    });
     expect(reg.status).toBe(200);
     const html = (await page(t, "GET", "/runners", { session: ownerToken })).text;
     expect(html).not.toContain("<script>alert");
@@ -226,7 +232,14 @@ describe("/settings", () => {
     for (const s of ['id="network"', 'id="oidc"', "Switch External Access on"]) expect(asAdmin).not.toContain(s);
     expect(asAdmin).toContain("Only the owner can switch External Access.");
     // Forged owner-only posts from an admin: 403, nothing stored.
-    expect((await page(t, "POST", "/settings/network", { session: admin.token, form: { public_url: "https://ci.example.com", allowed_origins: "https://ci.example.com" } })).status).toBe(403);
+    expect(
+      (
+        await page(t, "POST", "/settings/network", {
+          session: admin.token,
+          form: { public_url: "https://ci.example.com", allowed_origins: "https://ci.example.com" },
+        })
+      ).status,
+    ).toBe(403);
     expect((await page(t, "POST", "/settings/mode", { session: admin.token, form: { runtime_mode: "remote" } })).status).toBe(403);
     expect((await t.call("GET", "/v1/settings/external-access/network", { token: ownerToken })).body.settings.source).toBe("default");
   });
@@ -239,23 +252,39 @@ describe("/settings", () => {
     expect(refused.status).toBe(400);
     expect(refused.text).toContain("Set a public URL first");
 
-    const http = await page(t, "POST", "/settings/network", { session: ownerToken, form: { public_url: "http://ci.example.com", allowed_origins: "http://ci.example.com" } });
+    const http = await page(t, "POST", "/settings/network", {
+      session: ownerToken,
+      form: { public_url: "http://ci.example.com", allowed_origins: "http://ci.example.com" },
+    });
     expect(http.status).toBe(400);
     expect(http.text).toContain("The public URL must start with https://.");
     expect(http.text).toContain('value="http://ci.example.com"');
-    const origin = await page(t, "POST", "/settings/network", { session: ownerToken, form: { public_url: "https://ci.example.com", allowed_origins: "https://other.example.com" } });
+    const origin = await page(t, "POST", "/settings/network", {
+      session: ownerToken,
+      form: { public_url: "https://ci.example.com", allowed_origins: "https://other.example.com" },
+    });
     expect(origin.text).toContain("Allowed origins must include the public URL");
-    const fromFar = await page(t, "POST", "/settings/network", { session: ownerToken, peer: "192.0.2.1", form: { public_url: "https://ci.example.com", allowed_origins: "https://ci.example.com" } });
+    const fromFar = await page(t, "POST", "/settings/network", {
+      session: ownerToken,
+      peer: "192.0.2.1",
+      form: { public_url: "https://ci.example.com", allowed_origins: "https://ci.example.com" },
+    });
     expect(fromFar.status).toBe(403);
     expect(fromFar.text).toContain("only be changed on the machine Hangar runs on");
-    const saved = await page(t, "POST", "/settings/network", { session: ownerToken, form: { public_url: "https://ci.example.com", allowed_origins: "https://ci.example.com" } });
+    const saved = await page(t, "POST", "/settings/network", {
+      session: ownerToken,
+      form: { public_url: "https://ci.example.com", allowed_origins: "https://ci.example.com" },
+    });
     expect(saved.status).toBe(303);
 
     const noAuth = await page(t, "POST", "/settings/mode", { session: ownerToken, form: { runtime_mode: "remote" } });
     expect(noAuth.text).toContain("Configure sign-in with OIDC");
     const badIssuer = await page(t, "POST", "/settings/oidc", { session: ownerToken, form: { issuer_url: "http://127.0.0.1:1", client_id: "x" } });
     expect(badIssuer.text).toContain("could not read the provider");
-    const oidcSaved = await page(t, "POST", "/settings/oidc", { session: ownerToken, form: { issuer_url: oidc.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
+    const oidcSaved = await page(t, "POST", "/settings/oidc", {
+      session: ownerToken,
+      form: { issuer_url: oidc.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET },
+    });
     expect(oidcSaved.status, oidcSaved.text).toBe(303);
     const passing = await page(t, "GET", "/settings", { session: ownerToken });
     expect(passing.text).not.toContain("(failed)");
@@ -266,7 +295,9 @@ describe("/settings", () => {
     expect(switched.location).toBe("/login");
     expect((await t.call("GET", "/v1/users/me", { token: ownerToken })).status).toBe(401);
     expect((await t.call("GET", "/v1/users/me", { token: admin.token })).status).toBe(401);
-    expect((await t.call("GET", "/v1/settings/preferences", { token: await sessionFor(t, admin.user) })).body.preferences.runtime_mode).toBe("remote");
+    expect((await t.call("GET", "/v1/settings/preferences", { token: await sessionFor(t, admin.user) })).body.preferences.runtime_mode).toBe(
+      "remote",
+    );
   });
 
   it("artifact storage: errors in words, and a valid local directory saved", async () => {
@@ -274,10 +305,23 @@ describe("/settings", () => {
     const rel = await page(t, "POST", "/settings/storage", { session: admin.token, form: { provider: "local", base_dir: "relative/dir" } });
     expect(rel.status).toBe(400);
     expect(rel.text).toContain("must be an absolute path the daemon can write to");
-    const bucket = await page(t, "POST", "/settings/storage", { session: admin.token, form: { provider: "s3", endpoint: "https://s3.example.com", region: "us-east-1", bucket: "No_Such", access_key_id: "AK", secret_access_key: "SK" } });
+    const bucket = await page(t, "POST", "/settings/storage", {
+      session: admin.token,
+      form: {
+        provider: "s3",
+        endpoint: "https://s3.example.com",
+        region: "us-east-1",
+        bucket: "No_Such",
+        access_key_id: "AK",
+        secret_access_key: "SK",
+      },
+    });
     expect(bucket.text).toContain("does not follow the S3 naming rules");
     expect(bucket.text).not.toContain('value="SK"');
-    const creds = await page(t, "POST", "/settings/storage", { session: admin.token, form: { provider: "s3", endpoint: "https://s3.example.com", region: "us-east-1", bucket: "builds" } });
+    const creds = await page(t, "POST", "/settings/storage", {
+      session: admin.token,
+      form: { provider: "s3", endpoint: "https://s3.example.com", region: "us-east-1", bucket: "builds" },
+    });
     expect(creds.text).toContain("Enter both the access key ID and the secret access key.");
     const ok = await page(t, "POST", "/settings/storage", { session: admin.token, form: { provider: "local", base_dir: `${t.dataDir}/elsewhere` } });
     expect(ok.status).toBe(303);

@@ -189,7 +189,10 @@ describe("signing in in Chromium", () => {
     const s = await served(t);
     const provider = await startOidcProvider({ redirectUris: [`${s.url}/auth/oidc/callback`] });
     cleanups.push(() => provider.close());
-    const configured = await t.call("PUT", "/v1/settings/external-access/oidc", { token: ownerToken, body: { issuer_url: provider.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET } });
+    const configured = await t.call("PUT", "/v1/settings/external-access/oidc", {
+      token: ownerToken,
+      body: { issuer_url: provider.issuer, client_id: TEST_CLIENT_ID, client_secret: TEST_CLIENT_SECRET },
+    });
     expect(configured.status, configured.text).toBe(200);
     expect((await t.call("POST", "/v1/users/invite", { token: ownerToken, body: { email: "dev@example.com", role: "developer" } })).status).toBe(200);
 
@@ -257,7 +260,7 @@ describe("administration in Chromium", () => {
     await p.goto(`${s.url}/login?next=%2Fsettings`);
     await p.getByRole("button", { name: "Sign in on this machine" }).click();
     await p.waitForURL((u) => u.pathname === "/settings");
-    expect(await p.locator('#preflight li.fail').count()).toBeGreaterThan(0);
+    expect(await p.locator("#preflight li.fail").count()).toBeGreaterThan(0);
     await p.getByRole("button", { name: "Switch External Access on" }).click();
     await expect.poll(() => p.locator("#mode-error").textContent()).toContain("Set a public URL first");
 

@@ -12,7 +12,18 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
 import { launchBrowser, newContext } from "../helpers/browser.ts";
 import { deliver } from "../helpers/hooks.ts";
-import { getBuild, getLog, removeDir, startReadyDaemon, startRunner, stopRunner, waitFor, waitForFinal, type ReadyDaemon, type RunnerProcess } from "../e2e/runner-harness.ts";
+import {
+  getBuild,
+  getLog,
+  removeDir,
+  startReadyDaemon,
+  startRunner,
+  stopRunner,
+  waitFor,
+  waitForFinal,
+  type ReadyDaemon,
+  type RunnerProcess,
+} from "../e2e/runner-harness.ts";
 
 vi.setConfig({ testTimeout: 120_000 });
 
@@ -40,7 +51,11 @@ beforeAll(async () => {
   repo = makeGitRepo({ "README.md": "the live log repository\n" });
   // A real branch with a hostile name whose tip has a hostile commit message.
   const git = (...args: string[]) =>
-    execFileSync("git", args, { cwd: repo.path, encoding: "utf8", env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" } }).trim();
+    execFileSync("git", args, {
+      cwd: repo.path,
+      encoding: "utf8",
+      env: { ...process.env, GIT_AUTHOR_NAME: "t", GIT_AUTHOR_EMAIL: "t@example.com", GIT_COMMITTER_NAME: "t", GIT_COMMITTER_EMAIL: "t@example.com" },
+    }).trim();
   git("checkout", "-q", "-b", HOSTILE_BRANCH);
   git("commit", "-q", "--allow-empty", "-m", HOSTILE_COMMIT);
   repo.shas[HOSTILE_BRANCH] = git("rev-parse", "HEAD");
@@ -89,7 +104,10 @@ async function renderedLines(page: Page): Promise<string[]> {
 
 /** A computed style property of the element (no DOM types in this project's tsconfig: the window is cast). */
 async function style(locator: Locator, property: string): Promise<string> {
-  return locator.evaluate((el, prop) => (globalThis as unknown as { getComputedStyle(e: unknown): Record<string, string> }).getComputedStyle(el)[prop]!, property);
+  return locator.evaluate(
+    (el, prop) => (globalThis as unknown as { getComputedStyle(e: unknown): Record<string, string> }).getComputedStyle(el)[prop]!,
+    property,
+  );
 }
 
 /** What the page should show for a raw log: lines without ANSI sequences (the last one is complete). */
@@ -251,9 +269,13 @@ describe("the build page with the real daemon and runner", () => {
       await page.goto(`${d.daemon.url}${path}`);
       if (path.startsWith("/builds/")) await page.locator('#log[data-ready="true"]').waitFor();
       expect(await page.evaluate("window.__pwned"), path).toBeUndefined();
-      const injected = await page.evaluate(`[...document.querySelectorAll("*")].filter((e) => e.tagName === "IMG" && e.getAttribute("src") === "x" || e.tagName.toLowerCase() === "svg" && e.hasAttribute("onload") || [...e.attributes].some((a) => a.name.startsWith("on"))).length`);
+      const injected = await page.evaluate(
+        `[...document.querySelectorAll("*")].filter((e) => e.tagName === "IMG" && e.getAttribute("src") === "x" || e.tagName.toLowerCase() === "svg" && e.hasAttribute("onload") || [...e.attributes].some((a) => a.name.startsWith("on"))).length`,
+      );
       expect(injected, path).toBe(0);
-      const scripts = (await page.evaluate(`[...document.scripts].map((s) => s.src ? new URL(s.src).pathname : "inline:" + s.text.slice(0, 80))`)) as string[];
+      const scripts = (await page.evaluate(
+        `[...document.scripts].map((s) => s.src ? new URL(s.src).pathname : "inline:" + s.text.slice(0, 80))`,
+      )) as string[];
       for (const s of scripts) expect(s, path).not.toContain("__pwned");
     }
     expect(dialogs).toEqual([]);
@@ -315,7 +337,13 @@ describe("the build page with the real daemon and runner", () => {
     const newId = new URL(page.url()).pathname.split("/").at(-1)!;
     await page.locator(".flash", { hasText: "a rerun of the same commit" }).waitFor();
     const rerun = await getBuild(d, newId);
-    expect(rerun).toMatchObject({ rerun_of: build.id, commit_sha: (await getBuild(d, build.id)).commit_sha, branch: build.branch, pipeline_id: pipeline.id, trigger_type: "manual" });
+    expect(rerun).toMatchObject({
+      rerun_of: build.id,
+      commit_sha: (await getBuild(d, build.id)).commit_sha,
+      branch: build.branch,
+      pipeline_id: pipeline.id,
+      trigger_type: "manual",
+    });
     expect(rerun.build_number).toBe(build.build_number + 1);
     expect(await page.locator("#details a[href='/builds/" + build.id + "']").count()).toBe(1);
     // The rerun runs on the runner (the canceled step freed it); cancel it from its own page too.
@@ -331,7 +359,11 @@ describe("the build page with the real daemon and runner", () => {
   it("filters the build list by project, branch and status", async () => {
     const { page } = await signedIn("owner@example.com");
     const rowIds = async () =>
-      ((await page.evaluate(`[...document.querySelectorAll("#builds tbody tr a[href^='/builds/']")].map((a) => a.getAttribute("href").slice(8))`)) as string[]).sort();
+      (
+        (await page.evaluate(
+          `[...document.querySelectorAll("#builds tbody tr a[href^='/builds/']")].map((a) => a.getAttribute("href").slice(8))`,
+        )) as string[]
+      ).sort();
     await page.goto(`${d.daemon.url}/builds`);
     expect((await rowIds()).length).toBeGreaterThanOrEqual(5);
 

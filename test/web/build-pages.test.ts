@@ -53,7 +53,9 @@ describe("build and project pages", () => {
       expect(created.status, created.text).toBe(200);
       const put = await t.app.request(new URL(created.body.upload.url).pathname, { method: "PUT", body: bytes }, { peerAddress: "127.0.0.1" });
       expect(put.status).toBe(200);
-      const done = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts/${created.body.artifact.id}/complete`, { token: w.runner.token });
+      const done = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts/${created.body.artifact.id}/complete`, {
+        token: w.runner.token,
+      });
       expect(done.status, done.text).toBe(200);
       return created.body.artifact.id as string;
     };
@@ -90,7 +92,11 @@ describe("build and project pages", () => {
   });
 
   it("streams the log as Server-Sent Events whose ids are byte offsets, resuming from Last-Event-ID", async () => {
-    const res = await t.app.request(`/builds/${buildId}/events`, { headers: { cookie: `__Host-hangar_session=${viewer}`, "last-event-id": "9" } }, { peerAddress: "127.0.0.1" });
+    const res = await t.app.request(
+      `/builds/${buildId}/events`,
+      { headers: { cookie: `__Host-hangar_session=${viewer}`, "last-event-id": "9" } },
+      { peerAddress: "127.0.0.1" },
+    );
     expect(res.headers.get("content-type")).toContain("text/event-stream");
     const reader = res.body!.getReader();
     let text = "";
@@ -104,7 +110,11 @@ describe("build and project pages", () => {
 
   it("a runner's chunk reaches an open stream; the stream's wake-up entry goes when the stream closes", async () => {
     const before = Buffer.byteLength((await t.call("GET", `/v1/builds/${buildId}/logs`, { token: w.ownerToken })).text);
-    const res = await t.app.request(`/builds/${buildId}/events`, { headers: { cookie: `__Host-hangar_session=${viewer}`, "last-event-id": String(before) } }, { peerAddress: "127.0.0.1" });
+    const res = await t.app.request(
+      `/builds/${buildId}/events`,
+      { headers: { cookie: `__Host-hangar_session=${viewer}`, "last-event-id": String(before) } },
+      { peerAddress: "127.0.0.1" },
+    );
     const reader = res.body!.getReader();
     let text = "";
     while (!text.includes("event: build")) text += new TextDecoder().decode((await reader.read()).value);
@@ -119,7 +129,8 @@ describe("build and project pages", () => {
 
 describe("live-log streams per session", () => {
   it("holds at most 20 open per session (429 too_many_streams); another session is not affected; a closed one frees its place", async () => {
-    const open = (session: string) => t.app.request(`/builds/${buildId}/events`, { headers: { cookie: `__Host-hangar_session=${session}` } }, { peerAddress: "127.0.0.1" });
+    const open = (session: string) =>
+      t.app.request(`/builds/${buildId}/events`, { headers: { cookie: `__Host-hangar_session=${session}` } }, { peerAddress: "127.0.0.1" });
     const readers: ReadableStreamDefaultReader<Uint8Array>[] = [];
     for (let i = 0; i < 20; i++) {
       const res = await open(viewer);
@@ -135,11 +146,13 @@ describe("live-log streams per session", () => {
     expect(other.status).toBe(200);
     await other.body!.cancel();
     await readers.pop()!.cancel();
-    await expect.poll(async () => {
-      const res = await open(viewer);
-      await res.body?.cancel();
-      return res.status;
-    }).toBe(200);
+    await expect
+      .poll(async () => {
+        const res = await open(viewer);
+        await res.body?.cancel();
+        return res.status;
+      })
+      .toBe(200);
     for (const reader of readers) await reader.cancel();
   });
 });

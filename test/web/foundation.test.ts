@@ -62,7 +62,20 @@ describe("web foundation: redirects, sign-in, sign-out", () => {
       expect((await page(t, "POST", `/login/local?next=${encodeURIComponent(evil)}`, { form: {} })).location).toBe("/builds");
     }
     // One `/` then a path character; no backslash, control or whitespace character anywhere.
-    const refused = ["/\t/evil.example", "/\n/evil.example", "/ /evil.example", "/\u3000/evil.example", "/\u00a0/x", "/", "/?next=x", "/#x", "/builds\\x", "/builds\r\nSet-Cookie: a=b", "/builds\u202e", " /builds"];
+    const refused = [
+      "/\t/evil.example",
+      "/\n/evil.example",
+      "/ /evil.example",
+      "/\u3000/evil.example",
+      "/\u00a0/x",
+      "/",
+      "/?next=x",
+      "/#x",
+      "/builds\\x",
+      "/builds\r\nSet-Cookie: a=b",
+      "/builds\u202e",
+      " /builds",
+    ];
     for (const evil of refused) {
       const res = await page(t, "POST", `/login/local?next=${encodeURIComponent(evil)}`, { form: {} });
       expect(res.location, JSON.stringify(evil)).toBe("/builds");
@@ -133,7 +146,10 @@ describe("web foundation: headers and assets", () => {
     const res = await page(t, "GET", "/login");
     expect(res.headers.get("content-type")).toMatch(/^text\/html/);
     const csp = res.headers.get("content-security-policy")!;
-    const scriptSrc = csp.split(";").map((d) => d.trim()).find((d) => d.startsWith("script-src"))!;
+    const scriptSrc = csp
+      .split(";")
+      .map((d) => d.trim())
+      .find((d) => d.startsWith("script-src"))!;
     expect(scriptSrc).toMatch(/^script-src 'self' 'nonce-[A-Za-z0-9+/=]{24}'$/);
     expect(csp).not.toContain("unsafe-inline");
     expect(csp).toContain("frame-ancestors 'none'");

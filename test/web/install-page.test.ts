@@ -11,8 +11,10 @@ import { artifactWorld, pathOf, uploadArtifact, type ArtifactWorld } from "../he
 import { launchBrowser, serveTestApp, type ServedApp } from "../helpers/browser.ts";
 import { page } from "../helpers/web.ts";
 
-const IPHONE_UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
-const IPHONE_CHROME_UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/126.0.6478.54 Mobile/15E148 Safari/604.1";
+const IPHONE_UA =
+  "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+const IPHONE_CHROME_UA =
+  "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/126.0.6478.54 Mobile/15E148 Safari/604.1";
 const ANDROID_UA = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36";
 const DESKTOP_UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36";
 
@@ -35,7 +37,10 @@ beforeAll(async () => {
     icons: { "AppIcon60x60@3x.png": encodeCgbi(60, 60, samplePixels(60, 60)) },
   });
   ipaId = (await uploadArtifact(t, w, "Demo.ipa", ipa)).id;
-  const enterprise = makeIpaArchive({ info: { ...DEMO_INFO, CFBundleDisplayName: "In\u202eHouse" }, profile: makeProfile({ kind: "enterprise", team: "Big <Corp>" }) });
+  const enterprise = makeIpaArchive({
+    info: { ...DEMO_INFO, CFBundleDisplayName: "In\u202eHouse" },
+    profile: makeProfile({ kind: "enterprise", team: "Big <Corp>" }),
+  });
   enterpriseId = (await uploadArtifact(t, w, "InHouse.ipa", enterprise)).id;
   const apk = makeApk({ label: "Demo Android", icons: [{ density: 480, png: encodePng(48, 48, samplePixels(48, 48)) }] });
   apkId = (await uploadArtifact(t, w, "demo.apk", apk, { content_type: "application/vnd.android.package-archive" })).id;
@@ -48,7 +53,11 @@ afterAll(async () => {
 
 /** iOS links need an HTTPS base; the page is then opened on the test listener by its path. */
 async function iosLink(artifactId: string) {
-  await writeSetting(t.deps, NETWORK_SETTING, { public_url: "https://ci.example.com", artifact_delivery_url: null, allowed_origins: ["https://ci.example.com"] });
+  await writeSetting(t.deps, NETWORK_SETTING, {
+    public_url: "https://ci.example.com",
+    artifact_delivery_url: null,
+    allowed_origins: ["https://ci.example.com"],
+  });
   const r = await t.call("POST", `/v1/artifacts/${artifactId}/install-link`, { token: w.ownerToken });
   expect(r.status).toBe(200);
   return r.body as { install_url: string; page_url: string; manifest_url: string; expires_at: number };

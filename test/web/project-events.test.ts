@@ -37,7 +37,12 @@ function pushPayload(branch: string, sha: string) {
     after: sha,
     deleted: false,
     head_commit: { id: sha, message: "a change" },
-    repository: { full_name: "acme/app", url: "https://api.github.com/repos/acme/app", html_url: "https://github.com/acme/app", default_branch: branch },
+    repository: {
+      full_name: "acme/app",
+      url: "https://api.github.com/repos/acme/app",
+      html_url: "https://github.com/acme/app",
+      default_branch: branch,
+    },
     sender: { login: "octocat" },
     pusher: { name: "octocat" },
   };
@@ -47,7 +52,11 @@ function pushPayload(branch: string, sha: string) {
 function copyValue(html: string, id: string): string {
   const m = new RegExp(`<input id="${id}" readonly="" value="([^"]*)"`).exec(html);
   if (!m) throw new Error(`no copy field ${id}`);
-  return m[1]!.replace(/&amp;/g, "&").replace(/&quot;/g, '"').replace(/&lt;/g, "<").replace(/&gt;/g, ">");
+  return m[1]!
+    .replace(/&amp;/g, "&")
+    .replace(/&quot;/g, '"')
+    .replace(/&lt;/g, "<")
+    .replace(/&gt;/g, ">");
 }
 
 async function apiList(projectId: string, what: "webhooks" | "notifications"): Promise<Json[]> {
@@ -93,7 +102,10 @@ describe("POST /projects/{id}/webhooks", () => {
   it("adds a webhook for each forge and shows its URL and secret once, with that forge's steps", async () => {
     const project = await createProject(t, owner);
     for (const provider of Object.keys(steps) as Provider[]) {
-      const res = await page(t, "POST", `/projects/${project.id}/webhooks`, { session: developer, form: { provider, api_url: "", report_status: "1" } });
+      const res = await page(t, "POST", `/projects/${project.id}/webhooks`, {
+        session: developer,
+        form: { provider, api_url: "", report_status: "1" },
+      });
       expect(res.status, res.text).toBe(200);
       const url = copyValue(res.text, "webhook-url");
       const secret = copyValue(res.text, "webhook-secret");
@@ -111,9 +123,14 @@ describe("POST /projects/{id}/webhooks", () => {
 
   it("keeps report_status off when the box is not ticked, and keeps an api_url", async () => {
     const project = await createProject(t, owner);
-    const res = await page(t, "POST", `/projects/${project.id}/webhooks`, { session: owner, form: { provider: "gitea", api_url: "https://git.example.com/api/v1" } });
+    const res = await page(t, "POST", `/projects/${project.id}/webhooks`, {
+      session: owner,
+      form: { provider: "gitea", api_url: "https://git.example.com/api/v1" },
+    });
     expect(res.status).toBe(200);
-    expect(await apiList(project.id, "webhooks")).toMatchObject([{ provider: "gitea", report_status: false, api_url: "https://git.example.com/api/v1" }]);
+    expect(await apiList(project.id, "webhooks")).toMatchObject([
+      { provider: "gitea", report_status: false, api_url: "https://git.example.com/api/v1" },
+    ]);
     expect(res.text).toContain("not reported");
   });
 
@@ -140,11 +157,14 @@ describe("POST /projects/{id}/webhooks", () => {
     const strict = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "" } });
     const strictOwner = (await completeLocalSetup(strict)).ownerToken;
     const strictProject = await createProject(strict, strictOwner);
-    const guarded = await page(strict, "POST", `/projects/${strictProject.id}/webhooks`, { session: strictOwner, form: { provider: "gitea", api_url: "http://127.0.0.1:3000/api/v1", report_status: "1" } });
+    const guarded = await page(strict, "POST", `/projects/${strictProject.id}/webhooks`, {
+      session: strictOwner,
+      form: { provider: "gitea", api_url: "http://127.0.0.1:3000/api/v1", report_status: "1" },
+    });
     expect(guarded.status).toBe(400);
     expect(guarded.text).toContain("HANGAR_OUTBOUND_ALLOW");
     expect((await strict.call("GET", `/v1/projects/${strictProject.id}/webhooks`, { token: strictOwner })).body).toEqual([]);
-    expect((await apiList(project.id, "webhooks"))).toEqual([]);
+    expect(await apiList(project.id, "webhooks")).toEqual([]);
   });
 
   it("answers a 404 page for an unknown project", async () => {
@@ -182,7 +202,9 @@ describe("webhook deliveries on the page", () => {
     expect(built.status).toBe(200);
     const buildId: string = built.body.builds[0].id;
     expect((await deliver(t, hook, "ping", { zen: "hi", hook_id: 1 }, { deliveryId: "delivery-ping-1" })).status).toBe(200);
-    const forged = await deliver(t, { ...hook, secret: "hgw_wrong" }, "<script>alert(1)</script>", pushPayload("main", SHA), { deliveryId: "delivery-forged-1" });
+    const forged = await deliver(t, { ...hook, secret: "hgw_wrong" }, "<script>alert(1)</script>", pushPayload("main", SHA), {
+      deliveryId: "delivery-forged-1",
+    });
     expect([forged.status, forged.body.code]).toEqual([401, "invalid_signature"]);
     const res = await page(t, "GET", `/projects/${project.id}`, { session: owner });
     const table = res.text.slice(res.text.indexOf(`id="webhook-deliveries-${hook.id}"`));
@@ -221,7 +243,10 @@ describe("POST /projects/{id}/notifications", () => {
 
   it("adds a signed webhook and shows its whsec_ secret once", async () => {
     const project = await createProject(t, owner);
-    const res = await page(t, "POST", `/projects/${project.id}/notifications`, { session: owner, form: { kind: "webhook", url: `${receiver.url}/signed`, on: ["started"] } });
+    const res = await page(t, "POST", `/projects/${project.id}/notifications`, {
+      session: owner,
+      form: { kind: "webhook", url: `${receiver.url}/signed`, on: ["started"] },
+    });
     expect(res.status).toBe(200);
     const secret = copyValue(res.text, "notification-secret");
     expect(secret).toMatch(/^whsec_/);
@@ -232,31 +257,49 @@ describe("POST /projects/{id}/notifications", () => {
 
   it("refuses a qa_viewer with a 403 page and creates nothing", async () => {
     const project = await createProject(t, owner);
-    const res = await page(t, "POST", `/projects/${project.id}/notifications`, { session: viewer, form: { kind: "slack", url: `${receiver.url}/x`, on: ["failed"] } });
+    const res = await page(t, "POST", `/projects/${project.id}/notifications`, {
+      session: viewer,
+      form: { kind: "slack", url: `${receiver.url}/x`, on: ["failed"] },
+    });
     expect(res.status).toBe(403);
     expect(await apiList(project.id, "notifications")).toEqual([]);
   });
 
   it("answers 400 with the field's error: no event, a bad URL, an unknown kind, a destination the guard refuses", async () => {
     const project = await createProject(t, owner);
-    const noEvent = await page(t, "POST", `/projects/${project.id}/notifications`, { session: owner, form: { kind: "slack", url: `${receiver.url}/x` } });
+    const noEvent = await page(t, "POST", `/projects/${project.id}/notifications`, {
+      session: owner,
+      form: { kind: "slack", url: `${receiver.url}/x` },
+    });
     expect(noEvent.status).toBe(400);
     expect(noEvent.text).toContain("Choose at least one event.");
-    const badUrl = await page(t, "POST", `/projects/${project.id}/notifications`, { session: owner, form: { kind: "discord", url: "https://user:pw@example.com/x", on: ["failed"] } });
+    const badUrl = await page(t, "POST", `/projects/${project.id}/notifications`, {
+      session: owner,
+      form: { kind: "discord", url: "https://user:pw@example.com/x", on: ["failed"] },
+    });
     expect(badUrl.status).toBe(400);
     expect(badUrl.text).toContain("without a user name or password");
     // What was chosen stays chosen.
     expect(badUrl.text).toMatch(/value="failed" checked=""/);
-    const kind = await page(t, "POST", `/projects/${project.id}/notifications`, { session: owner, form: { kind: "irc", url: `${receiver.url}/x`, on: ["failed"] } });
+    const kind = await page(t, "POST", `/projects/${project.id}/notifications`, {
+      session: owner,
+      form: { kind: "irc", url: `${receiver.url}/x`, on: ["failed"] },
+    });
     expect(kind.status).toBe(400);
     expect(kind.text).toContain("Choose where to send.");
-    const badEvent = await page(t, "POST", `/projects/${project.id}/notifications`, { session: owner, form: { kind: "slack", url: `${receiver.url}/x`, on: ["exploded"] } });
+    const badEvent = await page(t, "POST", `/projects/${project.id}/notifications`, {
+      session: owner,
+      form: { kind: "slack", url: `${receiver.url}/x`, on: ["exploded"] },
+    });
     expect(badEvent.status).toBe(400);
     expect(await apiList(project.id, "notifications")).toEqual([]);
     const strict = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "" } });
     const strictOwner = (await completeLocalSetup(strict)).ownerToken;
     const strictProject = await createProject(strict, strictOwner);
-    const guarded = await page(strict, "POST", `/projects/${strictProject.id}/notifications`, { session: strictOwner, form: { kind: "webhook", url: `${receiver.url}/x`, on: ["failed"] } });
+    const guarded = await page(strict, "POST", `/projects/${strictProject.id}/notifications`, {
+      session: strictOwner,
+      form: { kind: "webhook", url: `${receiver.url}/x`, on: ["failed"] },
+    });
     expect(guarded.status).toBe(400);
     expect(guarded.text).toContain("HANGAR_OUTBOUND_ALLOW");
     expect(guarded.text).not.toMatch(/whsec_[A-Za-z0-9+/=]{20,}/);
@@ -267,7 +310,10 @@ describe("POST /projects/{id}/notifications/{nid}/test and /delete", () => {
   it("sends a signed test the receiver verifies, and shows the outcome, a failure too", async () => {
     const project = await createProject(t, owner);
     const path = `/test-${crypto.randomUUID()}`;
-    const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind: "webhook", url: `${receiver.url}${path}`, on: ["failed"] } });
+    const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
+      token: owner,
+      body: { kind: "webhook", url: `${receiver.url}${path}`, on: ["failed"] },
+    });
     const nid: string = created.body.id;
     const res = await page(t, "POST", `/projects/${project.id}/notifications/${nid}/test`, { session: developer });
     expect(res.status).toBe(303);
@@ -298,7 +344,10 @@ describe("POST /projects/{id}/notifications/{nid}/test and /delete", () => {
   it("refuses a qa_viewer's test and delete (403), 404 for an unknown target, deletes for a builder", async () => {
     const project = await createProject(t, owner);
     const path = `/qa-${crypto.randomUUID()}`;
-    const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, { token: owner, body: { kind: "slack", url: `${receiver.url}${path}`, on: ["failed"] } });
+    const created = await t.call("POST", `/v1/projects/${project.id}/notifications`, {
+      token: owner,
+      body: { kind: "slack", url: `${receiver.url}${path}`, on: ["failed"] },
+    });
     const nid: string = created.body.id;
     expect((await page(t, "POST", `/projects/${project.id}/notifications/${nid}/test`, { session: viewer })).status).toBe(403);
     expect(receiver.requests.filter((r) => r.path === path)).toHaveLength(0);
@@ -314,7 +363,11 @@ describe("POST /projects/{id}/notifications/{nid}/test and /delete", () => {
 
   it("refuses a POST without a same-origin Origin (a cross-site form)", async () => {
     const project = await createProject(t, owner);
-    const res = await page(t, "POST", `/projects/${project.id}/webhooks`, { session: owner, form: { provider: "github" }, origin: "https://evil.example" });
+    const res = await page(t, "POST", `/projects/${project.id}/webhooks`, {
+      session: owner,
+      form: { provider: "github" },
+      origin: "https://evil.example",
+    });
     expect(res.status).toBe(403);
     expect(await apiList(project.id, "webhooks")).toEqual([]);
   });

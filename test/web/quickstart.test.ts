@@ -113,7 +113,12 @@ describe("README: quick start in the browser", () => {
     expect(startCommand).toContain("npx hangar runner --url");
     const home = join(scratch, "home");
     execFileSync("mkdir", ["-p", home]);
-    runnerShell = spawn("bash", ["-c", startCommand], { cwd: PROJECT_ROOT, env: { ...process.env, HOME: home }, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    runnerShell = spawn("bash", ["-c", startCommand], {
+      cwd: PROJECT_ROOT,
+      env: { ...process.env, HOME: home },
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     runnerShell.stdout!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
     runnerShell.stderr!.on("data", (d: Buffer) => (runnerOutput += d.toString()));
     // The token went into a file only its owner can read, as the page says.
@@ -121,10 +126,13 @@ describe("README: quick start in the browser", () => {
     await expect.poll(() => (existsSync(envFile) ? readFileSync(envFile, "utf8") : ""), { timeout: 10_000 }).toMatch(/^HANGAR_RUNNER_TOKEN=hgr_/m);
     expect(statSync(envFile).mode & 0o077).toBe(0);
     await expect
-      .poll(async () => {
-        await page.reload();
-        return page.locator("#runners-table").textContent();
-      }, { timeout: 60_000, interval: 1000 })
+      .poll(
+        async () => {
+          await page.reload();
+          return page.locator("#runners-table").textContent();
+        },
+        { timeout: 60_000, interval: 1000 },
+      )
       .toMatch(/online|busy/);
 
     // 5. A build, triggered from the project page; the build page follows it live.

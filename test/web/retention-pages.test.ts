@@ -42,11 +42,17 @@ describe("Settings: the retention section, its preview and run now; the disk sec
     const old = await madeBuild(t, w, { finishedAt: now - 40 * DAY, files: 1, size: 2048, log: "old\n" });
     const young = await madeBuild(t, w, { finishedAt: now - DAY, files: 1, size: 2048 });
 
-    const bad = await page(t, "POST", "/settings/retention", { session: w.ownerToken, form: { keep_last: "", artifacts_max_age_days: "-4", logs_max_age_days: "" } });
+    const bad = await page(t, "POST", "/settings/retention", {
+      session: w.ownerToken,
+      form: { keep_last: "", artifacts_max_age_days: "-4", logs_max_age_days: "" },
+    });
     expect(bad.status).toBe(400);
     expect(bad.text).toContain('id="retention-error"');
 
-    const saved = await page(t, "POST", "/settings/retention", { session: w.ownerToken, form: { keep_last: "", artifacts_max_age_days: "30", logs_max_age_days: "" } });
+    const saved = await page(t, "POST", "/settings/retention", {
+      session: w.ownerToken,
+      form: { keep_last: "", artifacts_max_age_days: "30", logs_max_age_days: "" },
+    });
     expect(saved.status).toBe(303);
     const settings = await page(t, "GET", "/settings", { session: w.ownerToken });
     expect(settings.text).toMatch(/name="artifacts_max_age_days"[^>]*value="30"/);

@@ -23,11 +23,16 @@ function rowOf(html: string, runnerId: string): string {
 describe("/runners and trust", () => {
   it("warns about a protected runner without isolation, not about an isolated or an open one; escapes its name", async () => {
     const { t, ownerToken } = await world();
-    const reg = (name: string, trust: string) => t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name, trust, capabilities: { platforms: ["ios"] } } });
+    const reg = (name: string, trust: string) =>
+      t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name, trust, capabilities: { platforms: ["ios"] } } });
     const exposed = (await reg(`${HOSTILE}"><img src=x onerror=alert(1)>`, "protected")).body;
     const isolated = (await reg("isolated-mac", "protected")).body;
     const open = (await reg("fork-builder", "open")).body;
-    for (const [r, isolation] of [[exposed, "none"], [isolated, "user"], [open, "none"]] as const) {
+    for (const [r, isolation] of [
+      [exposed, "none"],
+      [isolated, "user"],
+      [open, "none"],
+    ] as const) {
       const res = await t.call("PATCH", `/v1/runners/${r.id}`, { token: r.token, body: { capabilities: { platforms: ["ios"], isolation } } });
       expect(res.status).toBe(200);
     }
@@ -63,7 +68,9 @@ describe("/runners and trust", () => {
     const runners = (await t.call("GET", "/v1/runners", { token: ownerToken })).body;
     expect(runners).toHaveLength(1);
     expect(runners[0]).toMatchObject({ name: "forks", trust: "open" });
-    expect(res.text).toContain(`sudo npx hangar runner --url http://localhost --id ${runners[0].id} --token-file /etc/hangar/runner.token --run-as hangar-build`);
+    expect(res.text).toContain(
+      `sudo npx hangar runner --url http://localhost --id ${runners[0].id} --token-file /etc/hangar/runner.token --run-as hangar-build`,
+    );
     expect(res.text).toContain(`printf &#39;%s\\n&#39; ${token} | sudo tee /etc/hangar/runner.token`);
     // A forged trust value registers a protected runner (the default), never anything else.
     await page(t, "POST", "/runners/register", { session: ownerToken, form: { name: "odd", platforms: ["android"], trust: "fork" } });
@@ -74,7 +81,12 @@ describe("/runners and trust", () => {
   it("lets an admin change trust and max_jobs through the forms; a developer gets 403", async () => {
     const { t, ownerToken } = await world();
     const admin = await userWithRole(t, "admin");
-    const r = (await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: "mini", capabilities: { platforms: ["ios"], isolation: "user" } } })).body;
+    const r = (
+      await t.call("POST", "/v1/runners/register", {
+        token: ownerToken,
+        body: { name: "mini", capabilities: { platforms: ["ios"], isolation: "user" } },
+      })
+    ).body;
     const list = (await page(t, "GET", "/runners", { session: admin.token })).text;
     expect(list).toContain(`action="/runners/${r.id}/trust"`);
     expect(list).toContain(`action="/runners/${r.id}/max-jobs"`);
@@ -84,7 +96,11 @@ describe("/runners and trust", () => {
     expect((await t.call("GET", "/v1/runners", { token: ownerToken })).body[0].trust).toBe("open");
     const capped = await page(t, "POST", `/runners/${r.id}/max-jobs`, { session: admin.token, form: { max_jobs: "3" } });
     expect(capped.status).toBe(303);
-    expect((await t.call("GET", "/v1/runners", { token: ownerToken })).body[0].capabilities).toEqual({ platforms: ["ios"], isolation: "user", max_jobs: 3 });
+    expect((await t.call("GET", "/v1/runners", { token: ownerToken })).body[0].capabilities).toEqual({
+      platforms: ["ios"],
+      isolation: "user",
+      max_jobs: 3,
+    });
     for (const bad of ["0", "-1", "2.5", "many", "1001"]) {
       expect((await page(t, "POST", `/runners/${r.id}/max-jobs`, { session: admin.token, form: { max_jobs: bad } })).status).toBe(303);
       expect((await t.call("GET", "/v1/runners", { token: ownerToken })).body[0].capabilities.max_jobs).toBe(3);
@@ -122,7 +138,10 @@ describe("the project page and trust", () => {
     expect(html).toContain("&lt;U+202E&gt;gpj.exe-mac");
     expect(html).not.toContain("<script>alert");
 
-    await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: "fork-builder", trust: "open", capabilities: { platforms: ["android"] } } });
+    await t.call("POST", "/v1/runners/register", {
+      token: ownerToken,
+      body: { name: "fork-builder", trust: "open", capabilities: { platforms: ["android"] } },
+    });
     html = (await page(t, "GET", `/projects/${project.id}`, { session: ownerToken })).text;
     expect(html).not.toContain('id="no-open-runner"');
     expect(/open runners only: ([\s\S]*?)<\/dd>/.exec(html)?.[1]).toContain("fork-builder");

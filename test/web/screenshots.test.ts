@@ -47,7 +47,10 @@ describe("screenshots", () => {
       const { ownerToken } = await completeLocalSetup(t, "olive@example.com");
       await createUser(t, { email: "dev@example.com", role: "developer" });
       await createUser(t, { email: "qa@example.com", role: "qa_viewer", status: "invited" });
-      await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: "mac-mini-1", capabilities: { platforms: ["ios", "macos"] } } });
+      await t.call("POST", "/v1/runners/register", {
+        token: ownerToken,
+        body: { name: "mac-mini-1", capabilities: { platforms: ["ios", "macos"] } },
+      });
       await t.call("POST", "/v1/runners/register", { token: ownerToken, body: { name: "linux-android", capabilities: { platforms: ["android"] } } });
       for (const width of [1280, 375]) {
         for (const scheme of ["light", "dark"] as const) {
@@ -58,7 +61,10 @@ describe("screenshots", () => {
           shots.push(join(OUT, `login-${width}-${scheme}.png`));
           await p.getByRole("button", { name: "Sign in on this machine" }).click();
           await p.getByLabel("Email").fill("olive@example.com");
-          await p.getByRole("button", { name: "Sign in on this machine" }).click().catch(() => {});
+          await p
+            .getByRole("button", { name: "Sign in on this machine" })
+            .click()
+            .catch(() => {});
           await p.waitForURL((u) => u.pathname !== "/login");
           for (const path of ["users", "runners", "settings", "audit"]) {
             await p.goto(`${s.url}/${path}`);
@@ -87,15 +93,21 @@ describe("screenshots", () => {
     try {
       const { ownerToken } = await completeLocalSetup(t, "olive@example.com");
       const project = await createProject(t, ownerToken, { name: "Demo app", repo_url: "https://git.example.com/demo/app.git" });
-      const pipeline = await createPipeline(t, ownerToken, project.id, {
-        platform: "android",
-        steps: [
-          { name: "checkout", run: "git fetch" },
-          { name: "assemble", run: "./gradlew assembleRelease" },
-          { name: "test", run: "./gradlew test" },
-        ],
-        artifacts: ["app/build/outputs/apk/release/*.apk"],
-      }, "release");
+      const pipeline = await createPipeline(
+        t,
+        ownerToken,
+        project.id,
+        {
+          platform: "android",
+          steps: [
+            { name: "checkout", run: "git fetch" },
+            { name: "assemble", run: "./gradlew assembleRelease" },
+            { name: "test", run: "./gradlew test" },
+          ],
+          artifacts: ["app/build/outputs/apk/release/*.apk"],
+        },
+        "release",
+      );
       const runner = await registerRunner(t, ownerToken, { name: "linux-android", platforms: ["android"] });
       const done = await queueBuild(t, ownerToken, project.id, pipeline.id, { branch: "main" });
       await claim(t, runner);
@@ -112,16 +124,24 @@ describe("screenshots", () => {
           { name: "test", status: "pending" },
         ],
       });
-      const log = [
-        "\u001b[1m$ git fetch\u001b[0m",
-        "From https://git.example.com/demo/app",
-        " * branch            feature/login -> FETCH_HEAD",
-        "\u001b[1m$ ./gradlew assembleRelease\u001b[0m",
-        ...Array.from({ length: 40 }, (_, i) => `> Task :app:${["compileReleaseKotlin", "mergeReleaseResources", "processReleaseManifest", "dexBuilderRelease"][i % 4]} ${i % 7 === 3 ? "\u001b[33mw: 'onBackPressed()' is deprecated\u001b[0m" : "\u001b[32mUP-TO-DATE\u001b[0m"}`),
-        "Downloading https://services.gradle.org/distributions/gradle-8.9-bin.zip 100%",
-      ].join("\n") + "\n";
+      const log =
+        [
+          "\u001b[1m$ git fetch\u001b[0m",
+          "From https://git.example.com/demo/app",
+          " * branch            feature/login -> FETCH_HEAD",
+          "\u001b[1m$ ./gradlew assembleRelease\u001b[0m",
+          ...Array.from(
+            { length: 40 },
+            (_, i) =>
+              `> Task :app:${["compileReleaseKotlin", "mergeReleaseResources", "processReleaseManifest", "dexBuilderRelease"][i % 4]} ${i % 7 === 3 ? "\u001b[33mw: 'onBackPressed()' is deprecated\u001b[0m" : "\u001b[32mUP-TO-DATE\u001b[0m"}`,
+          ),
+          "Downloading https://services.gradle.org/distributions/gradle-8.9-bin.zip 100%",
+        ].join("\n") + "\n";
       await appendLog(t, runner, live.id, 0, log);
-      await t.call("POST", `/v1/projects/${project.id}/builds`, { token: ownerToken, body: { pipeline_id: pipeline.id, commit_sha: "abcdef0123456789abcdef0123456789abcdef01", branch: "main" } });
+      await t.call("POST", `/v1/projects/${project.id}/builds`, {
+        token: ownerToken,
+        body: { pipeline_id: pipeline.id, commit_sha: "abcdef0123456789abcdef0123456789abcdef01", branch: "main" },
+      });
       const shots: string[] = [];
       for (const width of [1280, 375]) {
         for (const scheme of ["light", "dark"] as const) {
@@ -131,7 +151,12 @@ describe("screenshots", () => {
           await p.getByLabel("Email").fill("olive@example.com");
           await p.getByRole("button", { name: "Sign in on this machine" }).click();
           await p.waitForURL((u) => u.pathname !== "/login");
-          for (const [name, path] of [["projects", "/projects"], ["project", `/projects/${project.id}`], ["builds", "/builds"], ["build", `/builds/${live.id}`]] as const) {
+          for (const [name, path] of [
+            ["projects", "/projects"],
+            ["project", `/projects/${project.id}`],
+            ["builds", "/builds"],
+            ["build", `/builds/${live.id}`],
+          ] as const) {
             await p.goto(`${s.url}${path}`);
             if (name === "build") await p.locator('#log[data-ready="true"]').waitFor();
             const file = join(OUT, `${name}-${width}-${scheme}.png`);

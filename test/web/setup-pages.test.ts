@@ -127,7 +127,10 @@ describe("setup wizard pages (remote modes)", () => {
     const empty = await page(t, "POST", "/setup/oidc", { jar, form: { issuer_url: "", client_id: "" } });
     expect(empty.status).toBe(400);
     expect(empty.text).toContain("Enter the provider&#39;s issuer URL.");
-    const unreachable = await page(t, "POST", "/setup/oidc", { jar, form: { issuer_url: "http://127.0.0.1:1", client_id: "hangar", client_secret: "s3cret-value" } });
+    const unreachable = await page(t, "POST", "/setup/oidc", {
+      jar,
+      form: { issuer_url: "http://127.0.0.1:1", client_id: "hangar", client_secret: "s3cret-value" },
+    });
     expect(unreachable.status).toBe(400);
     expect(unreachable.text).toContain("could not read the provider");
     // The secret is never echoed back into the form.
@@ -149,7 +152,13 @@ describe("setup wizard pages (remote modes)", () => {
 
     const invalid = await page(t, "POST", "/setup/proxy", {
       jar,
-      form: { header_preset: "custom", custom_header: "bad header!", trusted_proxy_cidrs: "10.0.0.0/33", shared_secret: "short", setup_owner_email: "nope" },
+      form: {
+        header_preset: "custom",
+        custom_header: "bad header!",
+        trusted_proxy_cidrs: "10.0.0.0/33",
+        shared_secret: "short",
+        setup_owner_email: "nope",
+      },
     });
     expect(invalid.status).toBe(400);
     expect(invalid.text).toContain("The header name must be an HTTP header name");
@@ -163,7 +172,13 @@ describe("setup wizard pages (remote modes)", () => {
 
     const saved = await page(t, "POST", "/setup/proxy", {
       jar,
-      form: { header_preset: "custom", custom_header: "X-Auth-Email", trusted_proxy_cidrs: "", shared_secret: PROXY_SECRET, setup_owner_email: "boss@example.com" },
+      form: {
+        header_preset: "custom",
+        custom_header: "X-Auth-Email",
+        trusted_proxy_cidrs: "",
+        shared_secret: PROXY_SECRET,
+        setup_owner_email: "boss@example.com",
+      },
     });
     expect(saved.status, saved.text).toBe(303);
     const configured = await page(t, "GET", "/setup", { jar });
@@ -178,7 +193,11 @@ describe("setup wizard pages (remote modes)", () => {
     expect(noIdentity.text).toContain("The identity header is missing");
     const notEmail = await page(t, "POST", "/setup/proxy/claim", { jar, headers: { ...secret, "x-auth-email": "boss" } });
     expect(notEmail.text).toContain("does not hold a valid email address");
-    const farPeer = await page(t, "POST", "/setup/proxy/claim", { jar, peer: "203.0.113.9", headers: { ...secret, "x-auth-email": "boss@example.com" } });
+    const farPeer = await page(t, "POST", "/setup/proxy/claim", {
+      jar,
+      peer: "203.0.113.9",
+      headers: { ...secret, "x-auth-email": "boss@example.com" },
+    });
     expect(farPeer.status).toBe(403);
     expect(farPeer.text).toContain("did not come from a trusted proxy address");
     const mismatch = await page(t, "POST", "/setup/proxy/claim", { jar, headers: { ...secret, "x-auth-email": "intruder@example.com" } });
@@ -205,7 +224,10 @@ describe("setup wizard pages (remote modes)", () => {
     expect(second?.[1] ?? second?.[2]).not.toBe(firstSecret);
 
     // Cleared by the owner: the spec makes both optional, so it is accepted.
-    const saved = await page(t, "POST", "/setup/proxy", { jar, form: { header_preset: "x-hangar-user-email", trusted_proxy_cidrs: "", shared_secret: "" } });
+    const saved = await page(t, "POST", "/setup/proxy", {
+      jar,
+      form: { header_preset: "x-hangar-user-email", trusted_proxy_cidrs: "", shared_secret: "" },
+    });
     expect(saved.status, saved.text).toBe(303);
     const claimed = await page(t, "POST", "/setup/proxy/claim", { jar, headers: { "x-hangar-user-email": "boss@example.com" } });
     expect(claimed.location).toBe("/setup?step=complete");
@@ -217,7 +239,10 @@ describe("setup wizard pages (remote modes)", () => {
     const flagged = preflight.body.checks.find((c: { id: string }) => c.id === "trusted_proxy_secret");
     expect(flagged).toMatchObject({ ok: false, required: false, failure_code: "trusted_proxy_shared_secret_missing" });
     // Not required: the other checks alone decide readiness.
-    const network = await t.call("PUT", "/v1/settings/external-access/network", { token: session, body: { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"], artifact_delivery_url: null } });
+    const network = await t.call("PUT", "/v1/settings/external-access/network", {
+      token: session,
+      body: { public_url: "https://ci.example.com", allowed_origins: ["https://ci.example.com"], artifact_delivery_url: null },
+    });
     expect(network.status, network.text).toBe(200);
     const after = await t.call("GET", "/v1/settings/external-access/preflight", { token: session });
     expect(after.body.ready, after.text).toBe(true);

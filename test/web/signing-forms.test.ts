@@ -56,8 +56,20 @@ describe("the credentials section of the project page (no JavaScript)", () => {
   it("uploads a .p12 and two profiles, describes them, and never shows the password again; a wrong password is refused beside the form", async () => {
     const identity = makeSigningIdentity({ days: 300 });
     const expiresAt = Math.floor(Date.now() / 1000) + 200 * 86_400;
-    const app = writeTempFile("app.mobileprovision", makeSigningProfile({ certificates: [identity.certDer], uuid: APP_UUID, bundleId: "com.example.app", expiresAt, name: "App <b>Store</b>" }));
-    const widget = writeTempFile("widget.mobileprovision", makeSigningProfile({ certificates: [identity.certDer], uuid: WIDGET_UUID, bundleId: "com.example.app.widget", expiresAt: Math.floor(Date.now() / 1000) - 86_400, name: "Widget" }));
+    const app = writeTempFile(
+      "app.mobileprovision",
+      makeSigningProfile({ certificates: [identity.certDer], uuid: APP_UUID, bundleId: "com.example.app", expiresAt, name: "App <b>Store</b>" }),
+    );
+    const widget = writeTempFile(
+      "widget.mobileprovision",
+      makeSigningProfile({
+        certificates: [identity.certDer],
+        uuid: WIDGET_UUID,
+        bundleId: "com.example.app.widget",
+        expiresAt: Math.floor(Date.now() / 1000) - 86_400,
+        name: "Widget",
+      }),
+    );
     const p12 = writeTempFile("dist.p12", identity.p12);
 
     await openForm("Upload a certificate and profiles");
@@ -149,7 +161,9 @@ describe("the credentials section of the project page (no JavaScript)", () => {
     await page.fill("#protection-branches", "main\nrelease/**");
     await page.click("#protection-form button");
     expect(await page.locator("#protection-state").innerText()).toContain("main, release/**");
-    const stored = await t.call("GET", `/v1/projects/${projectId}/protection`, { token: (await ctx.cookies(s.url)).find((c) => c.name === "__Host-hangar_session")!.value });
+    const stored = await t.call("GET", `/v1/projects/${projectId}/protection`, {
+      token: (await ctx.cookies(s.url)).find((c) => c.name === "__Host-hangar_session")!.value,
+    });
     expect(stored.body.branches).toEqual(["main", "release/**"]);
   });
 });

@@ -13,7 +13,8 @@ import { DEMO_INFO, decodePng, encodeCgbi, encodePng, makeApk, makeIpaArchive, m
 import { artifactWorld, insertBuild, pathOf, uploadArtifact, type ArtifactWorld } from "../helpers/artifact-world.ts";
 import { launchBrowser, serveTestApp, type ServedApp } from "../helpers/browser.ts";
 
-const IPHONE_UA = "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
+const IPHONE_UA =
+  "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1";
 const ANDROID_UA = "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Mobile Safari/537.36";
 const DESKTOP_UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36";
 const HOSTILE_NOTES = `Fixed <img src=x onerror=alert(1)> crash\nSecond line`;
@@ -32,7 +33,10 @@ async function release(branch: string, name: string, bytes: Uint8Array, report: 
   const buildId = await insertBuild(t, w.projectId, pipelineId, w.runner.id);
   await t.deps.db.update(builds).set({ branch }).where(eq(builds.id, buildId));
   await uploadArtifact(t, { ...w, buildId, jobPath: `/v1/runners/${w.runner.id}/jobs/${buildId}/artifacts` }, name, bytes);
-  const r = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${buildId}/status`, { token: w.runner.token, body: { status: "succeeded", ...report } });
+  const r = await t.call("POST", `/v1/runners/${w.runner.id}/jobs/${buildId}/status`, {
+    token: w.runner.token,
+    body: { status: "succeeded", ...report },
+  });
   expect(r.status, r.text).toBe(200);
 }
 
@@ -53,9 +57,19 @@ beforeAll(async () => {
   pipelineId = (await t.deps.db.select().from(pipelines).where(eq(pipelines.projectId, w.projectId)).get())!.id;
   const profile = makeProfile({ kind: "ad_hoc", devices: 3, name: "Beta AdHoc", expires: "2028-01-01T00:00:00Z" });
   const icons = { "AppIcon60x60@3x.png": encodeCgbi(60, 60, samplePixels(60, 60)) };
-  await release("main", "Demo.ipa", makeIpaArchive({ info: { ...DEMO_INFO, CFBundleShortVersionString: "1.0", CFBundleVersion: "10" }, profile, icons }), { release_notes: "The first beta" });
+  await release(
+    "main",
+    "Demo.ipa",
+    makeIpaArchive({ info: { ...DEMO_INFO, CFBundleShortVersionString: "1.0", CFBundleVersion: "10" }, profile, icons }),
+    { release_notes: "The first beta" },
+  );
   await release("main", "Demo.ipa", makeIpaArchive({ info: DEMO_INFO, profile, icons }), { release_notes: HOSTILE_NOTES });
-  await release("main", "demo.apk", makeApk({ label: "Demo Android", versionName: "3.0", versionCode: 30, icons: [{ density: 480, png: encodePng(48, 48, samplePixels(48, 48)) }] }), {});
+  await release(
+    "main",
+    "demo.apk",
+    makeApk({ label: "Demo Android", versionName: "3.0", versionCode: 30, icons: [{ density: 480, png: encodePng(48, 48, samplePixels(48, 48)) }] }),
+    {},
+  );
   // Links are given out at the address the test listener serves, so every button works in the browser.
   await writeSetting(t.deps, NETWORK_SETTING, { public_url: served.url, artifact_delivery_url: null, allowed_origins: [served.url] });
   iosLink = (await tester("ios", "ios@example.com")).pageUrl;

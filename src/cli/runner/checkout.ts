@@ -44,17 +44,48 @@ export function basicHeaderValue(auth: CheckoutAuth): string {
 }
 
 /** Variables that would route git through a proxy (whose address the guard never sees) or turn on tracing. */
-const DROPPED_VARS = ["GIT_TRACE", "GIT_TRACE_CURL", "GIT_CURL_VERBOSE", "GIT_TRACE_PACKET", "http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "GIT_PROXY_COMMAND", "GIT_SSH_COMMAND", "GIT_SSH"];
+const DROPPED_VARS = [
+  "GIT_TRACE",
+  "GIT_TRACE_CURL",
+  "GIT_CURL_VERBOSE",
+  "GIT_TRACE_PACKET",
+  "http_proxy",
+  "https_proxy",
+  "all_proxy",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "ALL_PROXY",
+  "GIT_PROXY_COMMAND",
+  "GIT_SSH_COMMAND",
+  "GIT_SSH",
+];
 
 /**
  * Environment for the git processes: no prompts, no credential helpers (a keychain would keep the token), no
  * system or global config (an `insteadOf` there would move the clone after the guard checked it), only the
  * transports `protocols` names, and curl pinned to the checked addresses (`pins`, `host:port:addresses`).
  */
-export function gitEnv(base: NodeJS.ProcessEnv, repoUrl: string, auth: CheckoutAuth | null, protocols = "http:https:ssh:git:file", pins: readonly string[] = []): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...base, GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "", SSH_ASKPASS: "", GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", GIT_ALLOW_PROTOCOL: protocols };
+export function gitEnv(
+  base: NodeJS.ProcessEnv,
+  repoUrl: string,
+  auth: CheckoutAuth | null,
+  protocols = "http:https:ssh:git:file",
+  pins: readonly string[] = [],
+): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...base,
+    GIT_TERMINAL_PROMPT: "0",
+    GIT_ASKPASS: "",
+    SSH_ASKPASS: "",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_ALLOW_PROTOCOL: protocols,
+  };
   for (const name of DROPPED_VARS) delete env[name];
-  const config: Array<[string, string]> = [["credential.helper", ""], ["http.proxy", ""]];
+  const config: Array<[string, string]> = [
+    ["credential.helper", ""],
+    ["http.proxy", ""],
+  ];
   for (const pin of pins) config.push(["http.curloptResolve", pin]);
   if (auth) {
     let scope = "";
@@ -155,15 +186,20 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
 /** `git config -f FILE --list` as [key, value] pairs (empty when the file holds none or is unreadable). */
 function gitConfigList(cwd: string, file: string): Promise<Array<[string, string]>> {
   return new Promise((resolve) => {
-    execFile("git", ["config", "-f", file, "--null", "--list"], { cwd, maxBuffer: 1024 * 1024, env: { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } }, (err, stdout) => {
-      if (err) return resolve([]);
-      const pairs: Array<[string, string]> = [];
-      for (const item of stdout.split("\0")) {
-        if (!item) continue;
-        const nl = item.indexOf("\n");
-        pairs.push(nl < 0 ? [item, ""] : [item.slice(0, nl), item.slice(nl + 1)]);
-      }
-      resolve(pairs);
-    });
+    execFile(
+      "git",
+      ["config", "-f", file, "--null", "--list"],
+      { cwd, maxBuffer: 1024 * 1024, env: { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" } },
+      (err, stdout) => {
+        if (err) return resolve([]);
+        const pairs: Array<[string, string]> = [];
+        for (const item of stdout.split("\0")) {
+          if (!item) continue;
+          const nl = item.indexOf("\n");
+          pairs.push(nl < 0 ? [item, ""] : [item.slice(0, nl), item.slice(nl + 1)]);
+        }
+        resolve(pairs);
+      },
+    );
   });
 }

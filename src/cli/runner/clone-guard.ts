@@ -6,7 +6,7 @@ import { lookup } from "node:dns/promises";
 import {
   checkResolved,
   checkUrlWithoutDns,
-  DestinationNotAllowedError,
+  type DestinationNotAllowedError,
   findDestinationNotAllowed,
   parseIpLiteral,
   parseOutboundAllow,
@@ -64,7 +64,11 @@ export async function checkCloneTarget(repoUrl: string, allow: OutboundAllowList
       const addresses = await resolveAll(parsed.hostname).catch(() => null);
       if (!addresses || addresses.length === 0) return { ok: false, message: `the repository's host ${parsed.hostname} does not resolve` };
       const { usable } = checkResolved(parsed.hostname, addresses, allow);
-      return { ok: true, protocols: "http:https", pins: [`${parsed.hostname}:${port}:${usable.map((a) => (a.includes(":") ? `[${a}]` : a)).join(",")}`] };
+      return {
+        ok: true,
+        protocols: "http:https",
+        pins: [`${parsed.hostname}:${port}:${usable.map((a) => (a.includes(":") ? `[${a}]` : a)).join(",")}`],
+      };
     }
     const other = otherHost(repoUrl);
     if (!other) return { ok: false, message: "the repository URL is neither http(s), ssh, git nor a local path" };

@@ -25,7 +25,9 @@ const PipelineConfig = z.object({
   platform: z._default(z.string(), "any"),
   steps: z.array(z.object({ name: z.string(), run: z.string() })).check(z.minLength(1)),
   // An item is a glob (uploaded when the build succeeds) or {path, when}; `always` also uploads after a failed step.
-  artifacts: z.optional(z.array(z.union([z.string(), z.object({ path: z.string(), when: z._default(z.enum(["on_success", "always"]), "on_success") })]))),
+  artifacts: z.optional(
+    z.array(z.union([z.string(), z.object({ path: z.string(), when: z._default(z.enum(["on_success", "always"]), "on_success") })])),
+  ),
   env: z.optional(z.record(z.string(), z.union([z.string(), z.number(), z.boolean()]))),
   timeout_s: z.optional(z.number().check(z.int(), z.positive())),
   // Test reports: uploaded as `junit` artifacts after the last step, whether it passed or failed.
@@ -197,10 +199,18 @@ export class Job {
       const commits = outcome === "succeeded" ? await recentCommits(srcDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: jobDir }) : [];
       const final: StatusReport =
         outcome === "succeeded"
-          ? { status: "succeeded", exit_code: 0, step_results: snapshot(), ...(notes !== null ? { release_notes: notes } : {}), ...(commits.length ? { commits } : {}) }
+          ? {
+              status: "succeeded",
+              exit_code: 0,
+              step_results: snapshot(),
+              ...(notes !== null ? { release_notes: notes } : {}),
+              ...(commits.length ? { commits } : {}),
+            }
           : { status: outcome === "timed_out" ? "timed_out" : "failed", exit_code: exitCode || 1, step_results: snapshot() };
       const answer = await reporter.final(final);
-      this.log.info(`build ${job.build_id}: ${final.status} (${answer === "delivered" ? "reported" : `not reported: ${reporter.refusedWith ?? "stopped"}`})`);
+      this.log.info(
+        `build ${job.build_id}: ${final.status} (${answer === "delivered" ? "reported" : `not reported: ${reporter.refusedWith ?? "stopped"}`})`,
+      );
     } else {
       reporter.stop();
       this.log.info(`build ${job.build_id}: ${outcome}`);
@@ -250,7 +260,10 @@ export class Job {
     const inCgroup = cgroup ? await cgroup.kill().catch(failed("killing the job's cgroup")) : 0;
     await killLeftovers();
     // Processes that left the step's process group (setsid, double fork) still carry the cookie.
-    const swept = await sweepJobProcesses(this.cookie, this.context.sweepUids).catch((err: unknown) => ({ killed: failed("the process sweep")(err), rounds: 0 }));
+    const swept = await sweepJobProcesses(this.cookie, this.context.sweepUids).catch((err: unknown) => ({
+      killed: failed("the process sweep")(err),
+      rounds: 0,
+    }));
     const runAs = this.context.runAs;
     let ofUser = 0;
     if (runAs) {
@@ -324,7 +337,12 @@ export class Job {
     const cgroup = ctx.cgroup;
     // A group that refuses a process (a host that changed under the runner) falls back to the sweeps, said so.
     const beforeStart = cgroup
-      ? (pid: number) => cgroup.add(pid).catch((err: Error) => say(`hangar: this step runs outside the job's cgroup (${err.message}); the end-of-job sweep still ends its processes`))
+      ? (pid: number) =>
+          cgroup
+            .add(pid)
+            .catch((err: Error) =>
+              say(`hangar: this step runs outside the job's cgroup (${err.message}); the end-of-job sweep still ends its processes`),
+            )
       : undefined;
 
     for (const [i, step] of config.steps.entries()) {
@@ -341,7 +359,9 @@ export class Job {
       const ok = run.exitCode === 0 && !run.stopped;
       result.status = ok ? "succeeded" : "failed";
       const took = ((Date.now() - started) / 1000).toFixed(1);
-      say(run.stopped ? `hangar: step stopped (${this.stopReason}) after ${took} s` : `hangar: step exited with code ${run.exitCode} after ${took} s`);
+      say(
+        run.stopped ? `hangar: step stopped (${this.stopReason}) after ${took} s` : `hangar: step exited with code ${run.exitCode} after ${took} s`,
+      );
       if (!ok) {
         reporter.update({ status: "running", step_results: snapshot() });
         // Test reports and `when: always` artifacts of a failed build; a canceled or timed-out build uploads nothing.
@@ -363,7 +383,12 @@ export class Job {
    * artifact upload then skips. A report that fails to upload is said in the log but does not fail the build:
    * the build's result is its steps'.
    */
-  private async uploadReports(config: PipelineConfig, srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }): Promise<Set<string>> {
+  private async uploadReports(
+    config: PipelineConfig,
+    srcDir: string,
+    say: (line: string) => void,
+    retry: { signal: AbortSignal },
+  ): Promise<Set<string>> {
     const globs = config.reports?.junit ?? [];
     if (globs.length === 0) return new Set();
     const { files, refused } = await matchFiles(srcDir, globs);
@@ -378,7 +403,13 @@ export class Job {
   }
 
   /** Uploads the files matching `globs` (but those in `skip`); false when an upload failed. */
-  private async uploadMatching(globs: string[], srcDir: string, say: (line: string) => void, retry: { signal: AbortSignal }, skip: Set<string>): Promise<boolean> {
+  private async uploadMatching(
+    globs: string[],
+    srcDir: string,
+    say: (line: string) => void,
+    retry: { signal: AbortSignal },
+    skip: Set<string>,
+  ): Promise<boolean> {
     if (globs.length === 0) return true;
     const matched = await matchFiles(srcDir, globs);
     const { refused } = matched;

@@ -23,7 +23,7 @@ export function systemCommandRunner(identity: { uid?: number; gid?: number; env?
     run: (argv) =>
       new Promise((done) => {
         execFile(argv[0]!, argv.slice(1), { uid: identity.uid, gid: identity.gid, env: identity.env, timeout: 60_000 }, (err, stdout, stderr) => {
-          const code = err ? (typeof (err as { code?: unknown }).code === "number" ? ((err as { code: number }).code) : 1) : 0;
+          const code = err ? (typeof (err as { code?: unknown }).code === "number" ? (err as { code: number }).code : 1) : 0;
           done({ code, stdout: String(stdout), stderr: String(stderr) });
         });
       }),
@@ -64,7 +64,13 @@ export function parseKeychainList(stdout: string): string[] {
  * import the identity with codesign allowed to use the key, let Apple's tools use the key without a prompt
  * (the partition list), then put it first in the user's search list, ahead of the list as it was.
  */
-export function keychainSetUpCommands(options: { keychain: string; password: string; p12Path: string; p12Password: string; searchList: string[] }): string[][] {
+export function keychainSetUpCommands(options: {
+  keychain: string;
+  password: string;
+  p12Path: string;
+  p12Password: string;
+  searchList: string[];
+}): string[][] {
   const { keychain, password, p12Path, p12Password, searchList } = options;
   return [
     [SECURITY, "create-keychain", "-p", password, keychain],
@@ -124,7 +130,13 @@ export async function installProfiles(
     const path = join(dir, `${profile.uuid}.mobileprovision`);
     paths.set(profile.uuid, path);
     // The same UUID is the same profile: one installed by Xcode or a person stays theirs, untouched.
-    if (await stat(path).then(() => true, () => false)) continue;
+    if (
+      await stat(path).then(
+        () => true,
+        () => false,
+      )
+    )
+      continue;
     installed.profiles.push(path);
     await writeManifest(signingDir, installed);
     await writeFile(path, profile.bytes, { mode: 0o600 });
@@ -164,7 +176,11 @@ function inside(dir: string, path: string): boolean {
  * nothing is trusted: only a keychain inside that same directory and `<UUID>.mobileprovision` files of the
  * profiles directory are touched.
  */
-export async function undoInstalledSigning(commands: CommandRunner, signingDir: string, home: string): Promise<{ keychain: boolean; profiles: number }> {
+export async function undoInstalledSigning(
+  commands: CommandRunner,
+  signingDir: string,
+  home: string,
+): Promise<{ keychain: boolean; profiles: number }> {
   const text = await readFile(join(signingDir, MANIFEST), "utf8").catch(() => null);
   if (text === null) return { keychain: false, profiles: 0 };
   let manifest: Partial<InstalledSigning> = {};

@@ -115,7 +115,8 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
     // Its every process is ended after each job: never the runner's own user (nor root, refused above).
     if (runAs.uid === process.getuid?.() || runAs.name === userInfo().username) return fail("--run-as: the user must not be the runner's own user");
     // A command line is readable by every user of the machine, the build user included (/proc/<pid>/cmdline).
-    if (values.token !== undefined) return fail("--run-as: give the token with --token-file (a file of mode 0600), not --token: the build user can read the runner's command line");
+    if (values.token !== undefined)
+      return fail("--run-as: give the token with --token-file (a file of mode 0600), not --token: the build user can read the runner's command line");
   } else {
     log.warn(
       `steps run as ${userInfo().username}, the runner's own user: any build on this runner can read its token (its token file, its environment) ` +
@@ -129,7 +130,9 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
     const stale = await removeStaleCgroups(cgroups.base);
     if (stale > 0) log.warn(`ended ${stale} process(es) left in the cgroups of an earlier run's jobs`);
   } else {
-    log.info(`no cgroup per job (${cgroups.reason}): a job's processes are ended by ${runAs ? `ending every process of ${runAs.name}` : "the job cookie sweep"}`);
+    log.info(
+      `no cgroup per job (${cgroups.reason}): a job's processes are ended by ${runAs ? `ending every process of ${runAs.name}` : "the job cookie sweep"}`,
+    );
   }
   if (runAs) {
     // A crash may have left the build user's processes and temporary files behind.
@@ -196,7 +199,11 @@ async function registerCommand(args: string[]): Promise<number> {
   }
   if (!url) return fail("the daemon's URL is missing: --url or HANGAR_URL");
   if (!session) return fail("a user session token is missing: --session, --session-file or HANGAR_SESSION_TOKEN");
-  const platforms = values.platform?.flatMap((p) => p.split(",")).map((p) => p.trim()).filter(Boolean) ?? defaultPlatforms();
+  const platforms =
+    values.platform
+      ?.flatMap((p) => p.split(","))
+      .map((p) => p.trim())
+      .filter(Boolean) ?? defaultPlatforms();
   // Whether steps will run as a build user of their own; the runner reports it again each time it starts.
   const body: Record<string, unknown> = { capabilities: { platforms, isolation: values["run-as"] ? "user" : "none" } };
   if (values.name) body.name = values.name;

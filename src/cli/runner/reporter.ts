@@ -59,7 +59,8 @@ export class StatusReporter {
         status = 0; // unreachable: retry below
       }
       if (status === 0 || status >= 500 || status === 429 || status === 408) {
-        if (attempt === 0 || attempt % 10 === 0) this.log.warn(`status report '${report.status}' not delivered yet (HTTP ${status || "unreachable"}); retrying`);
+        if (attempt === 0 || attempt % 10 === 0)
+          this.log.warn(`status report '${report.status}' not delivered yet (HTTP ${status || "unreachable"}); retrying`);
         await sleep(backoffDelay(attempt++), this.abort.signal);
         continue;
       }
@@ -72,7 +73,8 @@ export class StatusReporter {
       if (status === 400) {
         this.log.error(`the daemon rejected a status report (${code ?? status})`);
         // A final report must land: send it once more without the step details the daemon objected to.
-        if (report.status !== "running" && report.step_results && !this.pending) this.pending = { status: report.status, exit_code: report.exit_code };
+        if (report.status !== "running" && report.step_results && !this.pending)
+          this.pending = { status: report.status, exit_code: report.exit_code };
         continue;
       }
       // 409 (final, canceled), 404 (no longer this runner's job), 401/403 (token revoked): nothing more to say.

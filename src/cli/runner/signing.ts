@@ -42,7 +42,12 @@ export interface SigningSystem {
 export function hostSigningSystem(identity: { uid?: number; gid?: number; home?: string } = {}): SigningSystem {
   const home = identity.home ?? homedir();
   const owner = identity.uid !== undefined && identity.gid !== undefined ? { uid: identity.uid, gid: identity.gid } : undefined;
-  return { platform: process.platform, commands: systemCommandRunner({ uid: identity.uid, gid: identity.gid, env: { ...process.env, HOME: home } }), home, owner };
+  return {
+    platform: process.platform,
+    commands: systemCommandRunner({ uid: identity.uid, gid: identity.gid, env: { ...process.env, HOME: home } }),
+    home,
+    owner,
+  };
 }
 
 /** Thrown for 403 secrets_withheld: the build goes on without the material. */
@@ -60,7 +65,12 @@ function str(fields: Fields, ...names: string[]): string | null {
 }
 
 /** GET a signing document; null when the project has none (404 no_credentials). */
-async function fetchSigning(client: RunnerClient, jobId: string, kind: "android-signing" | "ios-signing", retry: RetryPolicy): Promise<Fields | null> {
+async function fetchSigning(
+  client: RunnerClient,
+  jobId: string,
+  kind: "android-signing" | "ios-signing",
+  retry: RetryPolicy,
+): Promise<Fields | null> {
   const answer = await client.call("GET", client.jobPath(jobId, `/${kind}`), { retry });
   if (answer.status === 404) {
     const code = (answer.body as { code?: string } | null)?.code;
@@ -150,13 +160,21 @@ async function fetchAndWrite(
   const bytesOf = (p: IosProfile) => new Uint8Array(Buffer.from(p.base64, "base64"));
   let paths = new Map<string, string>();
   if (system.platform === "darwin") {
-    paths = await installProfiles(secretsDir, system.home, profiles.map((p) => ({ uuid: p.uuid, bytes: bytesOf(p) })), installed, system.owner);
+    paths = await installProfiles(
+      secretsDir,
+      system.home,
+      profiles.map((p) => ({ uuid: p.uuid, bytes: bytesOf(p) })),
+      installed,
+      system.owner,
+    );
     if (material.env.HANGAR_IOS_CERTIFICATE_PATH && password !== null) {
       const keychain = await createJobKeychain(system.commands, secretsDir, material.env.HANGAR_IOS_CERTIFICATE_PATH, password, installed);
       material.env.HANGAR_KEYCHAIN_PATH = keychain;
       material.notes.push(`hangar: keychain ${keychain} made for this job, with the signing certificate; removed when the job ends`);
     }
-    material.notes.push(`hangar: ${installed.profiles.length} provisioning profile(s) installed in ${system.home}/Library/MobileDevice/Provisioning Profiles`);
+    material.notes.push(
+      `hangar: ${installed.profiles.length} provisioning profile(s) installed in ${system.home}/Library/MobileDevice/Provisioning Profiles`,
+    );
   } else {
     const dir = join(secretsDir, "profiles");
     await mkdir(dir, { recursive: true, mode: 0o700 });

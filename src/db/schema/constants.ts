@@ -38,9 +38,7 @@ export type RunnerTrust = (typeof RUNNER_TRUSTS)[number];
 export const BUILD_TRUSTS = ["protected", "open", "fork"] as const;
 export type BuildTrust = (typeof BUILD_TRUSTS)[number];
 
-export const BUILD_STATUSES = [
-  "queued", "scheduled", "assigned", "running", "succeeded", "failed", "canceled", "timed_out", "expired",
-] as const;
+export const BUILD_STATUSES = ["queued", "scheduled", "assigned", "running", "succeeded", "failed", "canceled", "timed_out", "expired"] as const;
 export type BuildStatus = (typeof BUILD_STATUSES)[number];
 export const FINAL_BUILD_STATUSES = ["succeeded", "failed", "canceled", "timed_out", "expired"] as const;
 
@@ -71,7 +69,18 @@ export const NOTIFICATION_KINDS = ["slack", "discord", "teams", "webhook"] as co
 export type NotificationKind = (typeof NOTIFICATION_KINDS)[number];
 
 /** Build events, and `signing_expiring`: a certificate or profile of the project expires within 30 days or has expired (docs/signing.md). */
-export const NOTIFICATION_EVENTS = ["started", "succeeded", "failed", "fixed", "canceled", "timed_out", "expired", "signing_expiring", "published", "publish_failed"] as const;
+export const NOTIFICATION_EVENTS = [
+  "started",
+  "succeeded",
+  "failed",
+  "fixed",
+  "canceled",
+  "timed_out",
+  "expired",
+  "signing_expiring",
+  "published",
+  "publish_failed",
+] as const;
 export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
 
 export const OUTBOX_TARGET_KINDS = ["commit_status", "notification"] as const;

@@ -1,12 +1,6 @@
 import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import { lifecycleDates } from "./_columns.ts";
-import {
-  DELIVERY_OUTCOMES,
-  FORGE_PROVIDERS,
-  NOTIFICATION_KINDS,
-  OUTBOX_STATUSES,
-  OUTBOX_TARGET_KINDS,
-} from "./constants.ts";
+import { DELIVERY_OUTCOMES, FORGE_PROVIDERS, NOTIFICATION_KINDS, OUTBOX_STATUSES, OUTBOX_TARGET_KINDS } from "./constants.ts";
 
 /** Inbound webhooks of a project (docs/api.md §11). The secret is sealed: it is shown once, at creation. */
 export const webhooks = sqliteTable(

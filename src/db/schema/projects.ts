@@ -77,7 +77,9 @@ export const pipelines = sqliteTable(
   "pipelines",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id").notNull().references(() => projects.id),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id),
     name: text("name").notNull(),
     config: text("config", { mode: "json" }).notNull(),
     /** `stored` (made through the API or the UI) or `repository` (made from the project's pipeline file). */

@@ -40,8 +40,5 @@ export const testCases = sqliteTable(
     output: text("output"),
     createdAt: integer("created_at").notNull(),
   },
-  (t) => [
-    index("test_cases_build_status").on(t.buildId, t.status),
-    index("test_cases_project_test").on(t.projectId, t.name, t.classname),
-  ],
+  (t) => [index("test_cases_build_status").on(t.buildId, t.status), index("test_cases_project_test").on(t.projectId, t.name, t.classname)],
 );

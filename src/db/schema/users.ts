@@ -30,7 +30,9 @@ export const userSessions = sqliteTable(
   {
     id: text("id").primaryKey(),
     tokenHash: text("token_hash").notNull(),
-    userId: text("user_id").notNull().references(() => users.id),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
     authMethod: text("auth_method", { enum: AUTH_METHODS }).notNull(),
     expiresAt: integer("expires_at").notNull(),
     createdAt: integer("created_at").notNull(),
@@ -75,7 +77,9 @@ export const localLoginCodes = sqliteTable(
   {
     id: text("id").primaryKey(),
     codeHash: text("code_hash").notNull(),
-    userId: text("user_id").notNull().references(() => users.id),
+    userId: text("user_id")
+      .notNull()
+      .references(() => users.id),
     expiresAt: integer("expires_at").notNull(),
     consumedAt: integer("consumed_at"),
     createdAt: integer("created_at").notNull(),

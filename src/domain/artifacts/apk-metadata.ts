@@ -19,7 +19,14 @@ const TYPE_INT_DEC = 0x10;
 const TYPE_INT_HEX = 0x11;
 
 /** android:… attribute resource ids (android.R.attr). */
-const ATTR = { label: 0x01010001, icon: 0x01010002, minSdkVersion: 0x0101020c, versionCode: 0x0101021b, versionName: 0x0101021c, roundIcon: 0x0101052c };
+const ATTR = {
+  label: 0x01010001,
+  icon: 0x01010002,
+  minSdkVersion: 0x0101020c,
+  versionCode: 0x0101021b,
+  versionName: 0x0101021c,
+  roundIcon: 0x0101052c,
+};
 
 interface Reader {
   bytes: Uint8Array;

@@ -4,7 +4,15 @@
 // broken archive yields absent metadata, never a stalled completion.
 import { ResourceTable, readBinaryManifest, type ManifestInfo } from "./apk-metadata.ts";
 import type { InstallMetadata } from "./artifacts.ts";
-import { installMetadataFromInfoPlist, parsePlist, readZipDirectory, readZipEntry, type PlistValue, type RangeReader, type ZipEntry } from "./ipa-metadata.ts";
+import {
+  installMetadataFromInfoPlist,
+  parsePlist,
+  readZipDirectory,
+  readZipEntry,
+  type PlistValue,
+  type RangeReader,
+  type ZipEntry,
+} from "./ipa-metadata.ts";
 import { readProvisioningProfile, type AppSigning } from "./mobileprovision.ts";
 import { MAX_ICON_BYTES, normalizeIconPng } from "./png.ts";
 
@@ -123,7 +131,12 @@ function declaredIconNames(plist: Record<string, PlistValue>): string[] {
 }
 
 /** The largest PNG named after a declared icon (AppIcon60x60@3x.png beats AppIcon60x60@2x.png), restored. */
-async function readIpaIcon(read: RangeReader, entries: Map<string, ZipEntry>, appDir: string, plist: Record<string, PlistValue>): Promise<Uint8Array | null> {
+async function readIpaIcon(
+  read: RangeReader,
+  entries: Map<string, ZipEntry>,
+  appDir: string,
+  plist: Record<string, PlistValue>,
+): Promise<Uint8Array | null> {
   const bases = declaredIconNames(plist);
   if (bases.length === 0) bases.push("AppIcon", "Icon");
   const candidates = [...entries.values()].filter((e) => {
@@ -142,7 +155,11 @@ async function readIpaIcon(read: RangeReader, entries: Map<string, ZipEntry>, ap
 // Android
 
 async function readApk(read: RangeReader, size: number): Promise<ExtractedApp | null> {
-  const entries = await readZipDirectory(read, size, (name) => name === "AndroidManifest.xml" || name === "resources.arsc" || name.startsWith("res/"));
+  const entries = await readZipDirectory(
+    read,
+    size,
+    (name) => name === "AndroidManifest.xml" || name === "resources.arsc" || name.startsWith("res/"),
+  );
   const manifestEntry = entries.get("AndroidManifest.xml");
   if (!manifestEntry) return null;
   const manifest: ManifestInfo = readBinaryManifest(await readZipEntry(read, manifestEntry, MAX_MANIFEST));

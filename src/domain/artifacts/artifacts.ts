@@ -233,10 +233,7 @@ export interface CreateArtifactInput {
 }
 
 /** POST …/jobs/{job_id}/artifacts: a pending artifact and where to send its bytes. */
-export async function createArtifact(
-  deps: Deps,
-  input: CreateArtifactInput & { runnerId: string; jobId: string; requestOrigin: string },
-) {
+export async function createArtifact(deps: Deps, input: CreateArtifactInput & { runnerId: string; jobId: string; requestOrigin: string }) {
   const build = await loadRunnerJob(deps, input.runnerId, input.jobId);
   if (!UPLOADABLE_BUILD_STATUSES.has(build.status)) {
     throw new ApiError(409, "job_not_active", `artifacts cannot be added to a ${build.status} build`);
@@ -303,7 +300,8 @@ export async function receiveLocalUpload(
     // Refuse what the headers already tell, before reading a byte.
     if (input.contentLength !== undefined) {
       const declared = Number(input.contentLength);
-      if (Number.isFinite(declared) && declared > max) throw new ApiError(413, "upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
+      if (Number.isFinite(declared) && declared > max)
+        throw new ApiError(413, "upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
       if (Number.isFinite(declared) && declared !== artifact.sizeBytes) {
         throw new ApiError(400, "size_mismatch", `Content-Length is ${declared}, ${artifact.sizeBytes} bytes were declared`);
       }
@@ -353,7 +351,11 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
   const store = await openStoreAt(deps, location);
   const stored = await store.head(location.key);
   if (!stored || stored.sizeBytes !== artifact.sizeBytes) {
-    throw new ApiError(409, "upload_incomplete", stored ? `the stored object has ${stored.sizeBytes} bytes, ${artifact.sizeBytes} were declared` : "nothing has been uploaded yet");
+    throw new ApiError(
+      409,
+      "upload_incomplete",
+      stored ? `the stored object has ${stored.sizeBytes} bytes, ${artifact.sizeBytes} were declared` : "nothing has been uploaded yet",
+    );
   }
   let metadata = artifact.installMetadata as InstallMetadata | null;
   let app: AppMetadata | null = null;
@@ -386,7 +388,8 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
   if (!updated) {
     const current = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifact.id)).get();
     if (current?.status === "available") return toArtifactJson(current);
-    if (current?.status === "pending") throw new ApiError(409, "invalid_transition", "the upload link expired over an hour ago; the artifact is left for cleanup");
+    if (current?.status === "pending")
+      throw new ApiError(409, "invalid_transition", "the upload link expired over an hour ago; the artifact is left for cleanup");
     throw new ApiError(409, "invalid_transition", "the artifact was aborted meanwhile");
   }
   await deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, artifact.id), eq(urlTokens.kind, "upload")));
@@ -396,7 +399,13 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     try {
       await ingestJunitReport(deps, updated, store);
     } catch (err) {
-      deps.log?.({ time: new Date().toISOString(), level: "error", msg: "test report not ingested", artifact_id: updated.id, error: err instanceof Error ? err.message : String(err) });
+      deps.log?.({
+        time: new Date().toISOString(),
+        level: "error",
+        msg: "test report not ingested",
+        artifact_id: updated.id,
+        error: err instanceof Error ? err.message : String(err),
+      });
     }
   }
   return toArtifactJson(updated);
@@ -416,7 +425,12 @@ export async function abortArtifact(deps: Deps, input: { runnerId: string; jobId
     // Only when the abort landed: a complete that won meanwhile keeps its download and install links.
     deps.db
       .delete(urlTokens)
-      .where(and(eq(urlTokens.artifactId, artifact.id), sql`exists (select 1 from ${artifacts} where ${artifacts.id} = ${artifact.id} and ${artifacts.status} = 'aborted')`)),
+      .where(
+        and(
+          eq(urlTokens.artifactId, artifact.id),
+          sql`exists (select 1 from ${artifacts} where ${artifacts.id} = ${artifact.id} and ${artifacts.status} = 'aborted')`,
+        ),
+      ),
   ]);
   const row = updated[0];
   if (!row) throw new ApiError(409, "invalid_transition", "the artifact was completed meanwhile");

@@ -183,10 +183,7 @@ async function presignedInstallUrl(deps: Deps, artifact: ArtifactRow, location: 
 }
 
 /** GET /install/download/{token}: the bytes (local), or the presigned GET when the artifact lives in S3/R2. */
-export async function installDownload(
-  deps: Deps,
-  input: { token: string; range: string | undefined },
-): Promise<ByteResponse | { redirect: string }> {
+export async function installDownload(deps: Deps, input: { token: string; range: string | undefined }): Promise<ByteResponse | { redirect: string }> {
   const { row, artifact, details } = await resolveInstall(deps, input.token);
   await countInstall(deps, row, details);
   const location = artifact.storageLocation as StorageLocation;

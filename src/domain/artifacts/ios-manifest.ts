@@ -32,7 +32,17 @@ export async function buildManifestPlist(input: ManifestInput): Promise<string> 
     suppressEmptyNode: false,
   });
   const item = dict([
-    ["assets", { array: [dict([["kind", string("software-package")], ["url", string(input.softwarePackageUrl)]])] }],
+    [
+      "assets",
+      {
+        array: [
+          dict([
+            ["kind", string("software-package")],
+            ["url", string(input.softwarePackageUrl)],
+          ]),
+        ],
+      },
+    ],
     [
       "metadata",
       dict([

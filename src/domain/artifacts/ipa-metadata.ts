@@ -154,8 +154,7 @@ export async function readZipEntry(read: RangeReader, entry: ZipEntry, limit = M
   const header = view(await read({ start: entry.localHeaderOffset, end: entry.localHeaderOffset + 29 }));
   if (u32(header, 0) !== 0x04034b50) throw new ZipFormatError("bad local file header");
   const dataStart = entry.localHeaderOffset + 30 + u16(header, 26) + u16(header, 28);
-  const compressed =
-    entry.compressedSize === 0 ? new Uint8Array(0) : await read({ start: dataStart, end: dataStart + entry.compressedSize - 1 });
+  const compressed = entry.compressedSize === 0 ? new Uint8Array(0) : await read({ start: dataStart, end: dataStart + entry.compressedSize - 1 });
   if (entry.method === 0) return compressed;
   if (entry.method !== 8) throw new ZipFormatError(`unsupported compression method ${entry.method}`);
   return inflateRaw(compressed, limit);

@@ -170,7 +170,6 @@ function chunk(type: string, data: Uint8Array): Uint8Array {
   return out;
 }
 
-
 let crcTable: Uint32Array | null = null;
 function crc32(bytes: Uint8Array): number {
   if (!crcTable) {

@@ -19,11 +19,12 @@ type DbDeps = Pick<AppDeps, "db" | "clock">;
 export async function resolveCliLoginUser(deps: DbDeps, email?: string): Promise<UserRow> {
   const inst = await loadInstance(deps);
   if (inst.state !== "ready") throw new ApiError(409, "setup_incomplete", "setup is not complete yet: finish it first (see `hangar setup-token`)");
-  const user = email !== undefined
-    ? await findUserByEmail(deps, email)
-    : inst.ownerUserId
-      ? await deps.db.select().from(users).where(eq(users.id, inst.ownerUserId)).get()
-      : undefined;
+  const user =
+    email !== undefined
+      ? await findUserByEmail(deps, email)
+      : inst.ownerUserId
+        ? await deps.db.select().from(users).where(eq(users.id, inst.ownerUserId)).get()
+        : undefined;
   if (!user || user.status === "disabled") throw new ApiError(403, "user_not_found", "no active or invited user has this email");
   return user;
 }
@@ -32,7 +33,10 @@ export async function resolveCliLoginUser(deps: DbDeps, email?: string): Promise
  * A one-time sign-in code for `hangar login`: the browser opens `/login/local/<code>`. Only its hash is stored;
  * the code itself goes to the caller once. Expired codes are swept here too.
  */
-export async function createLocalLoginCode(deps: DbDeps, input: { email?: string } = {}): Promise<{ code: string; expiresAt: number; user: UserRow }> {
+export async function createLocalLoginCode(
+  deps: DbDeps,
+  input: { email?: string } = {},
+): Promise<{ code: string; expiresAt: number; user: UserRow }> {
   const user = await resolveCliLoginUser(deps, input.email);
   const code = randomToken();
   const now = deps.clock.now();

@@ -73,7 +73,11 @@ export async function localLogin(deps: Pick<AppDeps, "db" | "clock">, input: { e
     throw new ApiError(403, "local_login_disabled", "local login is turned off on this instance: run `hangar login` on the daemon's machine");
   }
   if (inst.runtimeMode === "remote" && !setting.allowed_in_remote) {
-    throw new ApiError(403, "mode_restricted", "local login is off in remote mode: run `hangar login` on the daemon's machine, or have the owner turn it back on");
+    throw new ApiError(
+      403,
+      "mode_restricted",
+      "local login is off in remote mode: run `hangar login` on the daemon's machine, or have the owner turn it back on",
+    );
   }
   // Only the socket decides this (docs/api.md §3): a proxy on this machine must not turn outside traffic local.
   if (!input.isLoopback) throw new ApiError(403, "local_login_loopback_required", "local login is only available from this machine");

@@ -6,7 +6,13 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError, describeError } from "../../errors.ts";
 import { auditStatement, recordAudit } from "../common/audit.ts";
 import { constantTimeEqual, randomToken, sha256Hex } from "../common/crypto.ts";
-import { checkDestinationNow, checkUrlWithoutDns, DestinationNotAllowedError, findDestinationNotAllowed, type OutboundAllowList } from "../common/outbound.ts";
+import {
+  checkDestinationNow,
+  checkUrlWithoutDns,
+  DestinationNotAllowedError,
+  findDestinationNotAllowed,
+  type OutboundAllowList,
+} from "../common/outbound.ts";
 import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
 import type { OidcClient } from "./oidc-client.ts";
@@ -124,7 +130,9 @@ function sameIssuer(a: string, b: string): boolean {
 /** Reads a body up to `maxBytes`; a larger one is cut off rather than buffered. */
 async function readCapped(res: Response, maxBytes: number): Promise<string> {
   try {
-    return new TextDecoder().decode(await readStreamCapped(res.body, res.headers.get("content-length"), maxBytes, () => new Error(`answer larger than ${maxBytes} bytes`)));
+    return new TextDecoder().decode(
+      await readStreamCapped(res.body, res.headers.get("content-length"), maxBytes, () => new Error(`answer larger than ${maxBytes} bytes`)),
+    );
   } catch (err) {
     // Refused before reading: release the connection (a body being read was cancelled already).
     await res.body?.cancel().catch(() => undefined);
@@ -237,7 +245,8 @@ async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<S
     const { listed } = await checkDestinationNow(deps, issuerUrl);
     if (isHttp && !listed) throw httpRefused();
   } catch (err) {
-    if (err instanceof DestinationNotAllowedError) throw isHttp ? httpRefused() : new ApiError(400, "destination_not_allowed", `issuer_url: ${err.message}`);
+    if (err instanceof DestinationNotAllowedError)
+      throw isHttp ? httpRefused() : new ApiError(400, "destination_not_allowed", `issuer_url: ${err.message}`);
     throw err;
   }
   let doc: DiscoveryDocument;
@@ -283,7 +292,11 @@ export async function configureSetupOidc(deps: Deps, input: OidcConfigureInput) 
   ]);
   if (moved.length === 0) throw new ApiError(409, "invalid_state", "the setup state changed; read setup-status again");
   // Recorded only once the change has landed.
-  await recordAudit(deps, { action: "setup.oidc_configured", targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } });
+  await recordAudit(deps, {
+    action: "setup.oidc_configured",
+    targetType: "instance",
+    details: { issuer: settings.discovered_issuer, client_id: settings.client_id },
+  });
   return { state: "idp_configured" as const, discovered_issuer: settings.discovered_issuer };
 }
 
@@ -306,7 +319,12 @@ export async function configureOidcSettings(deps: Deps, actor: Pick<UserRow, "id
   const settings = await prepareSettings(deps, input);
   await deps.db.batch([
     writeSettingStatement(deps, OIDC_SETTING, settings),
-    auditStatement(deps, { action: "settings.oidc_configured", actor, targetType: "instance", details: { issuer: settings.discovered_issuer, client_id: settings.client_id } }),
+    auditStatement(deps, {
+      action: "settings.oidc_configured",
+      actor,
+      targetType: "instance",
+      details: { issuer: settings.discovered_issuer, client_id: settings.client_id },
+    }),
   ]);
   return {
     discovered_issuer: settings.discovered_issuer,
@@ -338,7 +356,11 @@ function tooManyPending(): ApiError {
 }
 
 function tooManyPendingForClient(): ApiError {
-  return new ApiError(429, "too_many_pending", `${MAX_PENDING_PER_CLIENT} sign-ins from this address are pending already; finish one or try again in a few minutes`);
+  return new ApiError(
+    429,
+    "too_many_pending",
+    `${MAX_PENDING_PER_CLIENT} sign-ins from this address are pending already; finish one or try again in a few minutes`,
+  );
 }
 
 /** In local mode only this machine may use OIDC sign-in: on a 0.0.0.0 bind it would otherwise run over plain HTTP. */
@@ -378,7 +400,13 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
     pending = (await deps.db.select({ n: count() }).from(oidcPendingRequests).where(live).get())?.n ?? 0;
     if (clientKey !== null) {
       pendingForClient =
-        (await deps.db.select({ n: count() }).from(oidcPendingRequests).where(and(eq(oidcPendingRequests.client, clientKey), live)).get())?.n ?? 0;
+        (
+          await deps.db
+            .select({ n: count() })
+            .from(oidcPendingRequests)
+            .where(and(eq(oidcPendingRequests.client, clientKey), live))
+            .get()
+        )?.n ?? 0;
     }
   } catch (err) {
     throw storeError(deps, err);
@@ -473,7 +501,13 @@ async function exchangeCode(
   code: string,
   verifier: string,
 ): Promise<Record<string, unknown>> {
-  const form = new URLSearchParams({ grant_type: "authorization_code", code, redirect_uri: redirectUri, client_id: settings.client_id, code_verifier: verifier });
+  const form = new URLSearchParams({
+    grant_type: "authorization_code",
+    code,
+    redirect_uri: redirectUri,
+    client_id: settings.client_id,
+    code_verifier: verifier,
+  });
   const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded", accept: "application/json" };
   // RFC 6749 §2.3.1: both parts form-encoded before base64 (the result is ASCII, so btoa is safe).
   if (secret !== null) headers.authorization = `Basic ${btoa(`${encodeURIComponent(settings.client_id)}:${encodeURIComponent(secret)}`)}`;
@@ -522,7 +556,10 @@ function allowedAlgorithms(doc: DiscoveryDocument, hasSecret: boolean): string[]
  * Signature from the issuer's JWKS (or the client secret for a provider that declares HMAC), `iss`, `aud`
  * (and `azp` when several audiences), `exp`/`iat` with a small skew, and the nonce compared explicitly.
  */
-async function verifyIdToken(deps: Deps, input: { idToken: string; doc: DiscoveryDocument; clientId: string; secret: string | null; nonce: string }): Promise<JWTPayload> {
+async function verifyIdToken(
+  deps: Deps,
+  input: { idToken: string; doc: DiscoveryDocument; clientId: string; secret: string | null; nonce: string },
+): Promise<JWTPayload> {
   const { doc, clientId, secret } = input;
   const { createRemoteJWKSet, customFetch, jwtVerify } = await import("jose");
   const jwks = createRemoteJWKSet(new URL(doc.jwks_uri), {
@@ -636,7 +673,11 @@ async function identityFrom(
   // Absent counts as unverified, unless the owner trusts this provider's addresses.
   const verified = claims.email_verified === true || claims.email_verified === "true";
   if (!verified && !trustUnverifiedEmail) {
-    throw new ApiError(502, "missing_email", "the provider does not say this account's email address is verified (set trust_unverified_email to accept it)");
+    throw new ApiError(
+      502,
+      "missing_email",
+      "the provider does not say this account's email address is verified (set trust_unverified_email to accept it)",
+    );
   }
   const picture = claimString(claims, "picture", 2048);
   return {
@@ -656,7 +697,12 @@ function stripEmpty(payload: JWTPayload): Record<string, unknown> {
  * Finishes an authorization request: the pending row is deleted as it is read (one use each, across daemons),
  * then the code is exchanged and the ID token checked. Answers the verified identity.
  */
-async function finishAuthorization(deps: Deps, purpose: OidcPurpose, input: { code: string; state: string }, missing: () => ApiError): Promise<OidcIdentity> {
+async function finishAuthorization(
+  deps: Deps,
+  purpose: OidcPurpose,
+  input: { code: string; state: string },
+  missing: () => ApiError,
+): Promise<OidcIdentity> {
   const stateHash = await sha256Hex(input.state);
   let row: typeof oidcPendingRequests.$inferSelect | undefined;
   try {

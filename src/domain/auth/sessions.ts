@@ -51,11 +51,7 @@ export function deleteAllSetupSessionsStatement(deps: Pick<AppDeps, "db">) {
  * not being disabled: a disable that lands between a sign-in's checks and this insert (its batch revokes the
  * sessions that exist then) must not leave a session behind that a later re-enable would bring back.
  */
-export async function createUserSession(
-  deps: DbDeps,
-  userId: string,
-  authMethod: AuthMethod,
-): Promise<{ token: string; expiresAt: number }> {
+export async function createUserSession(deps: DbDeps, userId: string, authMethod: AuthMethod): Promise<{ token: string; expiresAt: number }> {
   const token = prefixedToken(TOKEN_PREFIXES.userSession);
   const now = deps.clock.now();
   const expiresAt = now + USER_SESSION_TTL_S;

@@ -61,7 +61,6 @@ function parsePeer(peer: string | undefined): Address | null {
   }
 }
 
-
 /** IPv4-mapped IPv6 ranges (::ffff:10.0.0.0/104) become the IPv4 range they denote, to match unwrapped peers. */
 function comparableRange([address, bits]: Range): Range {
   if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
@@ -93,7 +92,14 @@ export function isTrustedPeer(peer: string | undefined, cidrs: readonly string[]
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$/;
 /** Headers a client or the transport controls, or our own secret: never an identity header. */
 const RESERVED_HEADERS = new Set([
-  "host", "authorization", "cookie", "content-type", "content-length", "transfer-encoding", "connection", "origin",
+  "host",
+  "authorization",
+  "cookie",
+  "content-type",
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "origin",
   TRUSTED_PROXY_SECRET_HEADER,
 ]);
 const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
@@ -105,12 +111,15 @@ export const userEmailHeaderSchema = z
   .transform((name) => name.toLowerCase())
   .refine((name) => !RESERVED_HEADERS.has(name), "this header cannot carry the user's identity");
 
-export const cidrListSchema = z.array(z.string().max(64)).max(64).superRefine((cidrs, ctx) => {
-  cidrs.forEach((cidr, index) => {
-    const parsed = parseCidr(cidr);
-    if ("error" in parsed) ctx.addIssue({ code: "custom", path: [index], message: `${JSON.stringify(cidr)}: ${parsed.error}` });
+export const cidrListSchema = z
+  .array(z.string().max(64))
+  .max(64)
+  .superRefine((cidrs, ctx) => {
+    cidrs.forEach((cidr, index) => {
+      const parsed = parseCidr(cidr);
+      if ("error" in parsed) ctx.addIssue({ code: "custom", path: [index], message: `${JSON.stringify(cidr)}: ${parsed.error}` });
+    });
   });
-});
 
 /** A value that travels in a header: visible ASCII, long enough not to be guessed. */
 export const sharedSecretSchema = z
@@ -238,7 +247,8 @@ export async function assertedEmail(deps: Pick<AppDeps, "secrets">, doc: StoredT
     const given = req.headers.get(TRUSTED_PROXY_SECRET_HEADER);
     if (given === null || given === "") throw new ApiError(401, "trusted_proxy_shared_secret_missing", "the proxy's shared secret header is missing");
     const expected = await deps.secrets.open(doc.shared_secret_sealed);
-    if (!constantTimeEqual(given, expected)) throw new ApiError(401, "trusted_proxy_shared_secret_invalid", "the proxy's shared secret does not match");
+    if (!constantTimeEqual(given, expected))
+      throw new ApiError(401, "trusted_proxy_shared_secret_invalid", "the proxy's shared secret does not match");
   }
   const identity = req.headers.get(doc.user_email_header)?.trim();
   if (!identity) throw new ApiError(401, "trusted_proxy_identity_missing", `the identity header ${doc.user_email_header} is missing`);

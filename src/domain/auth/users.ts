@@ -37,7 +37,11 @@ export function toBriefUserJson(u: UserRow) {
 }
 
 export async function findUserByEmail(deps: Pick<AppDeps, "db">, email: string): Promise<UserRow | undefined> {
-  return deps.db.select().from(users).where(eq(users.email, normalizeEmail(email))).get();
+  return deps.db
+    .select()
+    .from(users)
+    .where(eq(users.email, normalizeEmail(email)))
+    .get();
 }
 
 export async function findUserById(deps: Pick<AppDeps, "db">, id: string): Promise<UserRow | undefined> {
@@ -106,7 +110,11 @@ export async function signIn(deps: DbDeps, identity: SignInIdentity) {
   if (identity.avatarUrl) changes.avatarUrl = identity.avatarUrl;
   // Conditional on not disabled, so a disable racing this sign-in wins.
   const [updated] = await deps.db.batch([
-    deps.db.update(users).set(changes).where(and(eq(users.id, user.id), ne(users.status, "disabled"), binding)).returning(),
+    deps.db
+      .update(users)
+      .set(changes)
+      .where(and(eq(users.id, user.id), ne(users.status, "disabled"), binding))
+      .returning(),
     auditStatement(deps, {
       action: "auth.sign_in",
       actor: { id: user.id, email: user.email },
@@ -149,7 +157,18 @@ export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role
   assertManager(actor);
   const now = deps.clock.now();
   const normalized = normalizeEmail(email);
-  const row = { id: crypto.randomUUID(), email: normalized, displayName: null, role, status: "invited" as const, avatarUrl: null, oidcSubject: null, oidcIssuer: null, createdAt: now, updatedAt: now };
+  const row = {
+    id: crypto.randomUUID(),
+    email: normalized,
+    displayName: null,
+    role,
+    status: "invited" as const,
+    avatarUrl: null,
+    oidcSubject: null,
+    oidcIssuer: null,
+    createdAt: now,
+    updatedAt: now,
+  };
   // ON CONFLICT DO NOTHING on the unique email: two racing invites make one user and one 409.
   const [inserted] = await deps.db.batch([
     deps.db.insert(users).values(row).onConflictDoNothing().returning(),
@@ -178,7 +197,11 @@ export async function changeUserRole(deps: DbDeps, actor: Actor, userId: string,
   // The owner role moves only through transfer-owner, in both directions.
   if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
   const [updated] = await deps.db.batch([
-    deps.db.update(users).set({ role, updatedAt: deps.clock.now() }).where(and(eq(users.id, userId), ne(users.role, "owner"))).returning(),
+    deps.db
+      .update(users)
+      .set({ role, updatedAt: deps.clock.now() })
+      .where(and(eq(users.id, userId), ne(users.role, "owner")))
+      .returning(),
     auditStatementWhen(
       deps,
       { action: "user.role_changed", actor, targetType: "user", targetId: userId, details: { from: target.role, to: role } },
@@ -237,7 +260,11 @@ export async function transferOwnership(deps: DbDeps, actor: Actor, email: strin
   const targetActive = sql`exists (select 1 from ${users} where ${users.id} = ${target.id} and ${users.status} = 'active')`;
   const targetIsOwner = sql`exists (select 1 from ${users} where ${users.id} = ${target.id} and ${users.role} = 'owner')`;
   const results = await deps.db.batch([
-    deps.db.update(users).set({ role: "admin", updatedAt: now }).where(and(eq(users.id, actor.id), eq(users.role, "owner"), targetActive)).returning(),
+    deps.db
+      .update(users)
+      .set({ role: "admin", updatedAt: now })
+      .where(and(eq(users.id, actor.id), eq(users.role, "owner"), targetActive))
+      .returning(),
     deps.db
       .update(users)
       .set({ role: "owner", updatedAt: now })
@@ -248,7 +275,10 @@ export async function transferOwnership(deps: DbDeps, actor: Actor, email: strin
       { action: "user.ownership_transferred", actor, targetType: "user", targetId: target.id, details: { from: actor.email, to: target.email } },
       targetIsOwner,
     ),
-    deps.db.update(instance).set({ ownerUserId: target.id, updatedAt: now }).where(and(eq(instance.id, 1), targetIsOwner)),
+    deps.db
+      .update(instance)
+      .set({ ownerUserId: target.id, updatedAt: now })
+      .where(and(eq(instance.id, 1), targetIsOwner)),
     deps.db.delete(userSessions).where(and(inArray(userSessions.userId, [actor.id, target.id]), targetIsOwner)),
   ]);
   const previous = results[0][0];

@@ -75,7 +75,10 @@ export async function plansForAutomaticTrigger(
   }
 
   if (read.kind === "invalid") {
-    const failure = { failure: { reason: "invalid_config" as const }, logPreamble: invalidConfigLog(read.configPath, read.commitSha, read.parsed.issues) };
+    const failure = {
+      failure: { reason: "invalid_config" as const },
+      logPreamble: invalidConfigLog(read.configPath, read.commitSha, read.parsed.issues),
+    };
     const named = read.parsed.names.filter((name) => {
       const triggers = read.parsed.triggersOf(name);
       return trigger.wants(name, { triggers: triggers === "unreadable" ? undefined : triggers });

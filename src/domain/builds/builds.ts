@@ -194,7 +194,8 @@ export async function configForManualBuild(
   }
   if (read.kind === "stored") {
     if (pipeline.source === "repository") {
-      const where = read.configPath === null ? "the project reads no pipeline file" : `${read.configPath} does not exist at ${commitSha.slice(0, 12)}`;
+      const where =
+        read.configPath === null ? "the project reads no pipeline file" : `${read.configPath} does not exist at ${commitSha.slice(0, 12)}`;
       throw new ApiError(422, "pipeline_not_in_config", `${where}, and "${pipeline.name}" is defined only there`);
     }
     return { config: pipeline.config as PipelineConfig, logPreamble: null };
@@ -241,7 +242,12 @@ export function buildCreationStatements(
   const live = sql`deleted_at IS NULL AND EXISTS (SELECT 1 FROM pipelines WHERE pipelines.id = ${pipeline.id} AND pipelines.deleted_at IS NULL) AND ${guard}`;
   const status = plan.failure ? "failed" : "queued";
   const finishedAt = plan.failure ? now : null;
-  const trust = queuedTrustSql(plan.project, { branch: plan.branch, triggerEvent: plan.triggerEvent, triggerRef: plan.triggerRef, fork: plan.fromFork });
+  const trust = queuedTrustSql(plan.project, {
+    branch: plan.branch,
+    triggerEvent: plan.triggerEvent,
+    triggerRef: plan.triggerRef,
+    fork: plan.fromFork,
+  });
   const statements: BatchItem<"sqlite">[] = [
     deps.db
       .update(projects)
@@ -264,7 +270,10 @@ export function buildCreationStatements(
     );
   }
   if (config.cancel_previous && !plan.failure) {
-    const unfinished = sql.join(NON_FINAL_STATUSES.map((st) => sql`${st}`), sql`, `);
+    const unfinished = sql.join(
+      NON_FINAL_STATUSES.map((st) => sql`${st}`),
+      sql`, `,
+    );
     statements.push(
       deps.db.run(sql`UPDATE builds SET status = 'canceled', cancel_requested = 1, failure_reason = 'superseded', finished_at = ${now},
           updated_at = ${now}, step_results = ${endStepResultsSql(now)}
@@ -423,7 +432,14 @@ export async function cancelBuild(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   const statements = [
     deps.db
       .update(builds)
-      .set({ status: "canceled", cancelRequested: true, failureReason: "canceled_by_user", finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
+      .set({
+        status: "canceled",
+        cancelRequested: true,
+        failureReason: "canceled_by_user",
+        finishedAt: now,
+        updatedAt: now,
+        stepResults: endStepResultsSql(now),
+      })
       .where(and(eq(builds.id, buildId), inArray(builds.status, [...NON_FINAL_STATUSES])))
       .returning(),
     auditStatementWhen(deps, { action: "build.cancel", actor, targetType: "build", targetId: buildId }, sql`changes() = 1`),

@@ -37,7 +37,10 @@ export const jobStatusSchema = z.object({
   exit_code: z.number().int().min(-255).max(255).optional(),
   step_results: z.array(stepResultSchema).max(100).optional(),
   /** Tester channels (docs/decisions.md "Tester distribution"): the pipeline's release_notes file, read after the last step. */
-  release_notes: z.string().max(64 * 1024).optional(),
+  release_notes: z
+    .string()
+    .max(64 * 1024)
+    .optional(),
   /** The commits up to this build's, newest first, for release notes made of commit subjects. */
   commits: z
     .array(z.object({ sha: z.string().regex(/^[0-9a-f]{7,64}$/), subject: z.string().max(1000), author: z.string().max(320) }))
@@ -210,7 +213,11 @@ async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<
 
 /** The build `jobId` if this runner holds it (or held it last); 404 not_found otherwise (docs/api.md §6). */
 export async function getRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string): Promise<BuildRow> {
-  const row = await deps.db.select().from(builds).where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId))).get();
+  const row = await deps.db
+    .select()
+    .from(builds)
+    .where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId)))
+    .get();
   if (!row) throw new ApiError(404, "not_found", "no such job on this runner");
   return row;
 }
@@ -233,12 +240,7 @@ export interface JobState {
  * the build is read to name the reason. Fixed SQL (docs/benchmarks.md), like the claim: the report is a third of every
  * build's runner traffic, and drizzle built its statement afresh on each call.
  */
-export async function reportJobStatus(
-  deps: SchedDeps,
-  runnerId: string,
-  jobId: string,
-  input: z.infer<typeof jobStatusSchema>,
-): Promise<JobState> {
+export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: string, input: z.infer<typeof jobStatusSchema>): Promise<JobState> {
   const { status } = input;
   let exitCode = input.exit_code;
   if (status === "succeeded") {
@@ -254,7 +256,8 @@ export async function reportJobStatus(
   // reported steps are closed here, stored ones by REPORT_SQL's own CASE.
   const endsSteps = final && status !== "succeeded";
   const reported = input.step_results === undefined ? null : endsSteps ? endStepResults(input.step_results, now) : input.step_results;
-  const failureReason = status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
+  const failureReason =
+    status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
   const report = {
     sql: REPORT_SQL,
     args: [

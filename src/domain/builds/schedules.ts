@@ -70,7 +70,9 @@ export async function refreshSchedulesFromRead(deps: Pick<AppDeps, "db" | "clock
   }
   const ids = JSON.stringify(wanted.map((w) => w.id));
   await deps.db.batch([
-    deps.db.run(sql`DELETE FROM pipeline_schedules WHERE project_id = ${project.id} AND origin = 'file' AND id NOT IN (SELECT value FROM json_each(${ids}))`),
+    deps.db.run(
+      sql`DELETE FROM pipeline_schedules WHERE project_id = ${project.id} AND origin = 'file' AND id NOT IN (SELECT value FROM json_each(${ids}))`,
+    ),
     ...wanted.map((w) =>
       deps.db.run(sql`INSERT OR IGNORE INTO pipeline_schedules (id, project_id, pipeline_id, origin, cron, timezone, branch, created_at, updated_at)
         VALUES (${w.id}, ${project.id}, ${w.pipelineId}, 'file', ${w.cron}, ${w.timezone}, ${w.branch}, ${now}, ${now})`),
@@ -80,7 +82,10 @@ export async function refreshSchedulesFromRead(deps: Pick<AppDeps, "db" | "clock
 }
 
 /** Reads the pipeline file at the default branch's head and records its pipelines and schedules. Git trouble is quiet. */
-export async function refreshFromDefaultBranch(deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "git">, project: ProjectRow): Promise<ConfigRead | null> {
+export async function refreshFromDefaultBranch(
+  deps: Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "git">,
+  project: ProjectRow,
+): Promise<ConfigRead | null> {
   if (project.configPath === null) {
     await refreshSchedulesFromRead(deps, project, { kind: "stored", configPath: null });
     return null;
@@ -106,7 +111,15 @@ export async function projectSchedules(deps: Pick<AppDeps, "db">, projectId: str
     .from(pipelines)
     .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt), eq(pipelines.source, "stored"), isNull(pipelines.fileCommit)));
   return [
-    ...fileRows.map((r) => ({ projectId, pipelineId: r.pipelineId, origin: "file" as const, cron: r.cron, timezone: r.timezone, branch: r.branch, since: r.createdAt })),
+    ...fileRows.map((r) => ({
+      projectId,
+      pipelineId: r.pipelineId,
+      origin: "file" as const,
+      cron: r.cron,
+      timezone: r.timezone,
+      branch: r.branch,
+      since: r.createdAt,
+    })),
     ...stored.flatMap((p) =>
       ((p.config as PipelineConfig).schedules ?? []).map((s) => ({
         projectId,
@@ -145,7 +158,13 @@ export async function runSchedules(deps: Deps): Promise<{ made: number }> {
       try {
         if (await makeScheduledBuild(deps, project, schedule, due)) made++;
       } catch (err) {
-        deps.log({ time: new Date().toISOString(), level: "error", msg: "scheduled build failed", project_id: project.id, error: describeError(err) });
+        deps.log({
+          time: new Date().toISOString(),
+          level: "error",
+          msg: "scheduled build failed",
+          project_id: project.id,
+          error: describeError(err),
+        });
       }
     }
   }
@@ -153,7 +172,11 @@ export async function runSchedules(deps: Deps): Promise<{ made: number }> {
 }
 
 async function makeScheduledBuild(deps: Deps, project: ProjectRow, schedule: ScheduleEntry, due: number): Promise<boolean> {
-  const pipeline = await deps.db.select().from(pipelines).where(and(eq(pipelines.id, schedule.pipelineId), isNull(pipelines.deletedAt))).get();
+  const pipeline = await deps.db
+    .select()
+    .from(pipelines)
+    .where(and(eq(pipelines.id, schedule.pipelineId), isNull(pipelines.deletedAt)))
+    .get();
   if (!pipeline) return false;
   const branch = schedule.branch ?? project.defaultBranch;
   await assertRepoAllowed(deps, project.repoUrl);
@@ -192,4 +215,3 @@ export async function schedulesWithNextRun(deps: Pick<AppDeps, "db" | "clock">, 
   const now = deps.clock.now();
   return (await projectSchedules(deps, projectId)).map((s) => ({ ...s, nextRunAt: nextDue(s, now) }));
 }
-

@@ -32,5 +32,7 @@ interface StepLike {
 
 /** The same rule for step results a runner reports with a final status. */
 export function endStepResults<T extends StepLike>(steps: T[], now: number): T[] {
-  return steps.map((s) => (s.status === "running" ? { ...s, status: "failed", finished_at: s.finished_at ?? now } : s.status === "pending" ? { ...s, status: "skipped" } : s));
+  return steps.map((s) =>
+    s.status === "running" ? { ...s, status: "failed", finished_at: s.finished_at ?? now } : s.status === "pending" ? { ...s, status: "skipped" } : s,
+  );
 }

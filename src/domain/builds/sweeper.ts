@@ -34,7 +34,14 @@ export async function sweep(deps: Pick<AppDeps, "db" | "clock" | "config" | "job
   // Timeouts first: a build both past its time limit and without a lease timed out, whatever else happened.
   const timedOut = await db
     .update(builds)
-    .set({ status: "timed_out", failureReason: "timeout", cancelRequested: true, finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
+    .set({
+      status: "timed_out",
+      failureReason: "timeout",
+      cancelRequested: true,
+      finishedAt: now,
+      updatedAt: now,
+      stepResults: endStepResultsSql(now),
+    })
     .where(and(eq(builds.status, "running"), sql`COALESCE(${builds.startedAt}, ${builds.queuedAt}) + ${builds.timeoutS} < ${now}`))
     .returning({ id: builds.id });
 

@@ -65,10 +65,15 @@ export function toChannelJson(ch: ChannelRow, base: string) {
 }
 
 async function assertPipelineOfProject(deps: Db, projectId: string, pipelineId: string): Promise<void> {
-  const row = await deps.db.select({ id: pipelines.id, deletedAt: pipelines.deletedAt }).from(pipelines)
-    .where(and(eq(pipelines.id, pipelineId), eq(pipelines.projectId, projectId))).get();
+  const row = await deps.db
+    .select({ id: pipelines.id, deletedAt: pipelines.deletedAt })
+    .from(pipelines)
+    .where(and(eq(pipelines.id, pipelineId), eq(pipelines.projectId, projectId)))
+    .get();
   if (!row || row.deletedAt !== null) {
-    throw new ApiError(400, "invalid_input", "pipeline_id names no pipeline of this project", [{ path: "pipeline_id", message: "no such pipeline in this project" }]);
+    throw new ApiError(400, "invalid_input", "pipeline_id names no pipeline of this project", [
+      { path: "pipeline_id", message: "no such pipeline in this project" },
+    ]);
   }
 }
 
@@ -79,7 +84,12 @@ function isUniqueViolation(err: unknown): boolean {
   return /UNIQUE constraint failed/i.test(text);
 }
 
-export async function createChannel(deps: DbClock, actor: UserRow, projectId: string, input: z.infer<typeof createChannelSchema>): Promise<ChannelRow> {
+export async function createChannel(
+  deps: DbClock,
+  actor: UserRow,
+  projectId: string,
+  input: z.infer<typeof createChannelSchema>,
+): Promise<ChannelRow> {
   await getProject(deps, projectId);
   await assertPipelineOfProject(deps, projectId, input.pipeline_id);
   const now = deps.clock.now();
@@ -97,7 +107,13 @@ export async function createChannel(deps: DbClock, actor: UserRow, projectId: st
   try {
     await deps.db.batch([
       deps.db.insert(channels).values(row),
-      auditStatement(deps, { action: "channel.create", actor, targetType: "channel", targetId: row.id, details: { project_id: projectId, name: row.name } }),
+      auditStatement(deps, {
+        action: "channel.create",
+        actor,
+        targetType: "channel",
+        targetId: row.id,
+        details: { project_id: projectId, name: row.name },
+      }),
     ]);
   } catch (err) {
     if (isUniqueViolation(err)) throw duplicateChannel(row.name);
@@ -113,7 +129,11 @@ export async function listChannels(deps: Db, projectId: string): Promise<Channel
 
 export async function getChannel(deps: Db, projectId: string, channelId: string): Promise<ChannelRow> {
   await getProject(deps, projectId);
-  const row = await deps.db.select().from(channels).where(and(eq(channels.id, channelId), eq(channels.projectId, projectId))).get();
+  const row = await deps.db
+    .select()
+    .from(channels)
+    .where(and(eq(channels.id, channelId), eq(channels.projectId, projectId)))
+    .get();
   if (!row) throw new ApiError(404, "not_found", "no such channel");
   return row;
 }
@@ -185,7 +205,10 @@ function installablePlatform(filename: string): "ios" | "android" | null {
  * runner reported down to (not including) the previous release's commit, at most MAX_NOTE_COMMITS. A runner's
  * clone is shallow, so the list may stop early (docs/decisions.md "Tester distribution").
  */
-function notesOf(build: { releaseNotes: string | null; commits: Array<{ sha: string; subject: string }> | null }, previousSha: string | null): string | null {
+function notesOf(
+  build: { releaseNotes: string | null; commits: Array<{ sha: string; subject: string }> | null },
+  previousSha: string | null,
+): string | null {
   if (build.releaseNotes !== null && build.releaseNotes.trim() !== "") return build.releaseNotes;
   if (!build.commits || build.commits.length === 0) return null;
   const subjects: string[] = [];
@@ -218,7 +241,15 @@ export async function channelReleases(deps: Db, ch: ChannelRow): Promise<Release
   const files = await deps.db
     .select()
     .from(artifacts)
-    .where(and(inArray(artifacts.buildId, onBranch.map((b) => b.id)), eq(artifacts.status, "available")))
+    .where(
+      and(
+        inArray(
+          artifacts.buildId,
+          onBranch.map((b) => b.id),
+        ),
+        eq(artifacts.status, "available"),
+      ),
+    )
     .orderBy(artifacts.createdAt, artifacts.id);
   const platforms = ch.platforms ?? CHANNEL_PLATFORMS;
   const firstInstallable = new Map<string, ArtifactRow>();
@@ -227,7 +258,10 @@ export async function channelReleases(deps: Db, ch: ChannelRow): Promise<Release
     if (platform && platforms.includes(platform) && !firstInstallable.has(file.buildId)) firstInstallable.set(file.buildId, file);
   }
   const released = onBranch.filter((b) => firstInstallable.has(b.id));
-  const counts = await installCounts(deps, [...firstInstallable.values()].map((a) => a.id));
+  const counts = await installCounts(
+    deps,
+    [...firstInstallable.values()].map((a) => a.id),
+  );
   return released.map((b, i) => {
     const artifact = firstInstallable.get(b.id)!;
     const app = artifact.appMetadata as AppMetadata | null;
@@ -326,7 +360,15 @@ export async function listTesters(deps: Db, projectId: string, channelId: string
   const counted = await deps.db
     .select({ testerId: installs.testerId, n: count() })
     .from(installs)
-    .where(and(isNotNull(installs.testerId), inArray(installs.testerId, rows.map((r) => r.id))))
+    .where(
+      and(
+        isNotNull(installs.testerId),
+        inArray(
+          installs.testerId,
+          rows.map((r) => r.id),
+        ),
+      ),
+    )
     .groupBy(installs.testerId);
   const byTester = new Map(counted.map((c) => [c.testerId, c.n]));
   return rows.map((r) => toTesterJson(r, byTester.get(r.id) ?? 0));
@@ -335,7 +377,10 @@ export async function listTesters(deps: Db, projectId: string, channelId: string
 /** Revokes a tester's link: from then on it answers 404. */
 export async function removeTester(deps: DbClock, actor: UserRow, projectId: string, channelId: string, testerId: string): Promise<void> {
   const ch = await getChannel(deps, projectId, channelId);
-  const removed = await deps.db.delete(testers).where(and(eq(testers.id, testerId), eq(testers.channelId, ch.id))).returning({ id: testers.id });
+  const removed = await deps.db
+    .delete(testers)
+    .where(and(eq(testers.id, testerId), eq(testers.channelId, ch.id)))
+    .returning({ id: testers.id });
   if (removed.length === 0) throw new ApiError(404, "not_found", "no such tester");
   await auditStatement(deps, { action: "tester.delete", actor, targetType: "tester", targetId: testerId, details: { channel_id: ch.id } });
 }
@@ -343,7 +388,11 @@ export async function removeTester(deps: DbClock, actor: UserRow, projectId: str
 /** The tester and channel behind a tester link; 404 not_found for an unknown or revoked one. */
 export async function resolveTesterLink(deps: Db, token: string): Promise<{ tester: TesterRow; channel: ChannelRow }> {
   if (token.length > 100) throw new ApiError(404, "not_found", "no such link");
-  const tester = await deps.db.select().from(testers).where(eq(testers.tokenHash, await sha256Hex(token))).get();
+  const tester = await deps.db
+    .select()
+    .from(testers)
+    .where(eq(testers.tokenHash, await sha256Hex(token)))
+    .get();
   if (!tester) throw new ApiError(404, "not_found", "no such link");
   const channel = await deps.db.select().from(channels).where(eq(channels.id, tester.channelId)).get();
   if (!channel) throw new ApiError(404, "not_found", "no such link");

@@ -68,7 +68,8 @@ export async function sha256Hex(text: string | Uint8Array): Promise<string> {
 type CreateHash = (algorithm: "sha256") => { update(data: string | Uint8Array): { digest(encoding: "hex"): string } };
 const nativeCreateHash: CreateHash | undefined = (() => {
   const host = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
-  const builtin = typeof host?.getBuiltinModule === "function" ? (host.getBuiltinModule("node:crypto") as { createHash?: CreateHash } | undefined) : undefined;
+  const builtin =
+    typeof host?.getBuiltinModule === "function" ? (host.getBuiltinModule("node:crypto") as { createHash?: CreateHash } | undefined) : undefined;
   return typeof builtin?.createHash === "function" ? builtin.createHash : undefined;
 })();
 

@@ -38,7 +38,10 @@ function formatValue(n: number): string {
 
 export class Counter {
   private readonly values = new Map<string, { labels: Labels; value: number }>();
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+  ) {}
 
   inc(labels: Labels = {}, by = 1): void {
     const key = seriesKey(labels);
@@ -56,7 +59,11 @@ export class Counter {
 
 export class Histogram {
   private readonly series = new Map<string, { labels: Labels; counts: number[]; sum: number; count: number }>();
-  constructor(readonly name: string, readonly help: string, readonly buckets: readonly number[]) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    readonly buckets: readonly number[],
+  ) {}
 
   observe(value: number, labels: Labels = {}): void {
     const key = seriesKey(labels);
@@ -117,7 +124,10 @@ export class MetricsRegistry {
 }
 
 /** The whole scrape: this process's series, the database gauges, and the host's process metrics. */
-export async function renderMetrics(deps: Pick<AppDeps, "db" | "processMetrics" | "diskSpace" | "config">, registry: MetricsRegistry): Promise<string> {
+export async function renderMetrics(
+  deps: Pick<AppDeps, "db" | "processMetrics" | "diskSpace" | "config">,
+  registry: MetricsRegistry,
+): Promise<string> {
   const buildRows = await deps.db.all<{ status: string; n: number }>(sql`SELECT status, count(*) AS n FROM builds GROUP BY status`);
   const queueRows = await deps.db.all<{ platform: string; n: number }>(
     sql`SELECT platform, count(*) AS n FROM builds WHERE status = 'queued' GROUP BY platform`,

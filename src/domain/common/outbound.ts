@@ -25,7 +25,10 @@ export const EMPTY_ALLOW_LIST: OutboundAllowList = { ranges: [], cidrs: [] };
 export function parseOutboundAllow(value: string | undefined): OutboundAllowList {
   const ranges: Range[] = [];
   const cidrs: string[] = [];
-  for (const entry of (value ?? "").split(",").map((s) => s.trim()).filter(Boolean)) {
+  for (const entry of (value ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const parsed = parseCidr(entry);
     if ("error" in parsed) throw new Error(`HANGAR_OUTBOUND_ALLOW entry '${entry}': ${parsed.error}`);
     ranges.push(comparable(parsed.range));
@@ -131,7 +134,10 @@ export class DestinationNotAllowedError extends Error {
   readonly reason: string;
   constructor(destination: string, address: string | null, reason: string) {
     const where = address && address !== destination ? `${destination} (${address})` : destination;
-    const hint = address && parseIpLiteral(address) ? `add ${cidrFor(address)} to HANGAR_OUTBOUND_ALLOW to allow it` : "add its address range to HANGAR_OUTBOUND_ALLOW to allow it";
+    const hint =
+      address && parseIpLiteral(address)
+        ? `add ${cidrFor(address)} to HANGAR_OUTBOUND_ALLOW to allow it`
+        : "add its address range to HANGAR_OUTBOUND_ALLOW to allow it";
     super(`outbound requests to ${where} are not allowed: the address is ${reason}; ${hint}`);
     this.name = "DestinationNotAllowedError";
     this.destination = destination;
@@ -254,7 +260,11 @@ export function createGuardedFetch(base: typeof fetch, allow: OutboundAllowList,
     }
     // A declared length within the cap is enforced by the HTTP client itself (a longer body is a protocol error).
     if (declared !== null && Number.isInteger(declared) && !res.headers.has("content-encoding")) return res;
-    return new Response(res.body.pipeThrough(byteCap(limits.maxResponseBytes)), { status: res.status, statusText: res.statusText, headers: res.headers });
+    return new Response(res.body.pipeThrough(byteCap(limits.maxResponseBytes)), {
+      status: res.status,
+      statusText: res.statusText,
+      headers: res.headers,
+    });
   };
   return guarded as typeof fetch;
 }

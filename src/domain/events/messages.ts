@@ -6,7 +6,14 @@ export interface BuildMessageContext {
   event: NotificationEvent;
   project: { id: string; name: string };
   pipeline: { id: string; name: string };
-  build: Record<string, unknown> & { id: string; build_number: number; branch: string; commit_sha: string; trigger_actor: string | null; status: string };
+  build: Record<string, unknown> & {
+    id: string;
+    build_number: number;
+    branch: string;
+    commit_sha: string;
+    trigger_actor: string | null;
+    status: string;
+  };
   url: string;
   /** "3 tests failed: A.a, B.b, C.c" when the build's test reports hold failures (docs/test-reports.md), else absent. */
   tests?: string | null;
@@ -46,7 +53,9 @@ function slackEscape(text: string): string {
 
 export function slackMessage(m: BuildMessageContext) {
   const text = `${summary(m)}: ${m.url}`;
-  const body = `*<${m.url}|${slackEscape(summary(m))}>*\n${facts(m).map(([k, v]) => `${k}: \`${slackEscape(v)}\``).join("  ")}`;
+  const body = `*<${m.url}|${slackEscape(summary(m))}>*\n${facts(m)
+    .map(([k, v]) => `${k}: \`${slackEscape(v)}\``)
+    .join("  ")}`;
   return { text: slackEscape(text), blocks: [{ type: "section", text: { type: "mrkdwn", text: body } }] };
 }
 
@@ -139,7 +148,11 @@ export interface SigningNoticeContext {
   url: string;
 }
 
-const ITEM_WORDS: Record<string, string> = { ios_certificate: "iOS certificate", ios_profile: "iOS provisioning profile", android_certificate: "Android signing certificate" };
+const ITEM_WORDS: Record<string, string> = {
+  ios_certificate: "iOS certificate",
+  ios_profile: "iOS provisioning profile",
+  android_certificate: "Android signing certificate",
+};
 
 function signingSummary(n: SigningNoticeContext, nowS: number): string {
   const what = `${n.project.name}: ${ITEM_WORDS[n.item.kind] ?? n.item.kind} "${n.item.name}"`;
@@ -154,9 +167,16 @@ export function signingNoticeMessage(kind: "slack" | "discord" | "teams" | "webh
   const text = signingSummary(n, nowS);
   switch (kind) {
     case "slack":
-      return { text: slackEscape(`${text}: ${n.url}`), blocks: [{ type: "section", text: { type: "mrkdwn", text: `*<${n.url}|${slackEscape(text)}>*` } }] };
+      return {
+        text: slackEscape(`${text}: ${n.url}`),
+        blocks: [{ type: "section", text: { type: "mrkdwn", text: `*<${n.url}|${slackEscape(text)}>*` } }],
+      };
     case "discord":
-      return { content: text, embeds: [{ title: text.slice(0, 256), url: n.url, color: n.type === "signing.expired" ? 0xef4444 : 0xf59e0b }], allowed_mentions: { parse: [] as string[] } };
+      return {
+        content: text,
+        embeds: [{ title: text.slice(0, 256), url: n.url, color: n.type === "signing.expired" ? 0xef4444 : 0xf59e0b }],
+        allowed_mentions: { parse: [] as string[] },
+      };
     case "teams":
       return {
         type: "message",

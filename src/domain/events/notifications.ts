@@ -21,7 +21,10 @@ export const createNotificationSchema = z.object({
   url: z
     .string()
     .max(2048)
-    .refine((u) => URL.canParse(u) && parseBaseUrl(new URL(u).origin) !== null && !new URL(u).username && !new URL(u).password, "must be an absolute http(s) URL without credentials"),
+    .refine(
+      (u) => URL.canParse(u) && parseBaseUrl(new URL(u).origin) !== null && !new URL(u).username && !new URL(u).password,
+      "must be an absolute http(s) URL without credentials",
+    ),
   on: z.array(z.enum(NOTIFICATION_EVENTS)).min(1).max(NOTIFICATION_EVENTS.length),
   branches: z.array(z.string().min(1).max(255)).max(100).optional(),
 });
@@ -66,7 +69,13 @@ export async function createNotification(
   };
   await deps.db.batch([
     deps.db.insert(notifications).values(row),
-    auditStatement(deps, { action: "notification.create", actor, targetType: "notification", targetId: row.id, details: { project_id: projectId, kind: row.kind } }),
+    auditStatement(deps, {
+      action: "notification.create",
+      actor,
+      targetType: "notification",
+      targetId: row.id,
+      details: { project_id: projectId, kind: row.kind },
+    }),
   ]);
   // The URL (it often is the credential: Slack, Discord, Teams) is never answered; the signing secret only now.
   return secret ? { ...toNotificationJson(row), secret } : toNotificationJson(row);
@@ -88,11 +97,22 @@ export async function getProjectNotification(deps: Pick<AppDeps, "db">, projectI
   return row;
 }
 
-export async function deleteNotification(deps: Pick<AppDeps, "db" | "clock">, actor: UserRow, projectId: string, notificationId: string): Promise<void> {
+export async function deleteNotification(
+  deps: Pick<AppDeps, "db" | "clock">,
+  actor: UserRow,
+  projectId: string,
+  notificationId: string,
+): Promise<void> {
   await getProjectNotification(deps, projectId, notificationId);
   await deps.db.batch([
     deps.db.delete(notifications).where(eq(notifications.id, notificationId)),
-    auditStatement(deps, { action: "notification.delete", actor, targetType: "notification", targetId: notificationId, details: { project_id: projectId } }),
+    auditStatement(deps, {
+      action: "notification.delete",
+      actor,
+      targetType: "notification",
+      targetId: notificationId,
+      details: { project_id: projectId },
+    }),
   ]);
 }
 

@@ -90,7 +90,10 @@ export async function expandBuildEvents(deps: Pick<AppDeps, "db" | "clock">, lim
   // waited behind it (docs/benchmarks.md).
   const closed = await deps.db.run(sql`UPDATE ${buildEvents} SET expanded = 1 WHERE ${buildEvents.seq} IN (
     SELECT e.seq FROM ${buildEvents} e WHERE e.expanded = 0 AND NOT EXISTS (
-      SELECT 1 FROM ${builds} b WHERE b.id = e.build_id AND e.event IN (${sql.join([...REPORTED_STATUSES].map((s) => sql`${s}`), sql`, `)}) AND (
+      SELECT 1 FROM ${builds} b WHERE b.id = e.build_id AND e.event IN (${sql.join(
+        [...REPORTED_STATUSES].map((s) => sql`${s}`),
+        sql`, `,
+      )}) AND (
         EXISTS (SELECT 1 FROM ${notifications} n WHERE n.project_id = b.project_id AND n.disabled_at IS NULL)
         OR EXISTS (SELECT 1 FROM ${webhooks} w JOIN ${projects} p ON p.id = w.project_id
           WHERE w.project_id = b.project_id AND w.report_status = 1 AND w.disabled_at IS NULL AND p.source_credentials_sealed IS NOT NULL)))
@@ -349,7 +352,10 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
     prepared = { skip: "failed", error: `cannot build the message: ${describeError(err).slice(0, 200)}` };
   }
   if ("skip" in prepared) {
-    await deps.db.update(outbox).set({ status: prepared.skip, lastError: prepared.error, leaseOwner: null, leaseUntilMs: null, updatedAt: now }).where(ours);
+    await deps.db
+      .update(outbox)
+      .set({ status: prepared.skip, lastError: prepared.error, leaseOwner: null, leaseUntilMs: null, updatedAt: now })
+      .where(ours);
     return;
   }
   const attempt = row.attempts + 1;
@@ -366,16 +372,34 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
   });
   const done = { leaseOwner: null, leaseUntilMs: null, attempts: attempt, updatedAt: deps.clock.now() };
   if (result.error === null) {
-    await deps.db.batch([deps.db.update(outbox).set({ ...done, status: "delivered", lastError: null }).where(ours), record]);
+    await deps.db.batch([
+      deps.db
+        .update(outbox)
+        .set({ ...done, status: "delivered", lastError: null })
+        .where(ours),
+      record,
+    ]);
   } else if (result.statusCode === 410) {
-    await deps.db.batch([deps.db.update(outbox).set({ ...done, status: "disabled", lastError: result.error }).where(ours), record, ...disableTarget(deps, row)]);
+    await deps.db.batch([
+      deps.db
+        .update(outbox)
+        .set({ ...done, status: "disabled", lastError: result.error })
+        .where(ours),
+      record,
+      ...disableTarget(deps, row),
+    ]);
   } else {
     // A refused destination is a setting to fix, not a passing fault: retrying it cannot succeed.
     const final = attempt >= OUTBOX_MAX_ATTEMPTS || result.error === "destination_not_allowed";
     await deps.db.batch([
       deps.db
         .update(outbox)
-        .set({ ...done, status: final ? "failed" : "pending", lastError: result.error, nextAttemptAtMs: nowMs() + retryDelayMs(deps.config.outboxRetryBaseMs, attempt) })
+        .set({
+          ...done,
+          status: final ? "failed" : "pending",
+          lastError: result.error,
+          nextAttemptAtMs: nowMs() + retryDelayMs(deps.config.outboxRetryBaseMs, attempt),
+        })
         .where(ours),
       record,
     ]);

@@ -104,7 +104,13 @@ export async function createWebhook(
   };
   await deps.db.batch([
     deps.db.insert(webhooks).values(row),
-    auditStatement(deps, { action: "webhook.create", actor, targetType: "webhook", targetId: row.id, details: { project_id: projectId, provider: row.provider } }),
+    auditStatement(deps, {
+      action: "webhook.create",
+      actor,
+      targetType: "webhook",
+      targetId: row.id,
+      details: { project_id: projectId, provider: row.provider },
+    }),
   ]);
   // The only answer that ever carries the secret.
   const { id, provider, url, report_status, created_at } = toWebhookJson(row);
@@ -118,7 +124,11 @@ export async function listWebhooks(deps: Pick<AppDeps, "db">, projectId: string)
 
 async function getProjectWebhook(deps: Pick<AppDeps, "db">, projectId: string, webhookId: string): Promise<WebhookRow> {
   await getProject(deps, projectId);
-  const row = await deps.db.select().from(webhooks).where(and(eq(webhooks.id, webhookId), eq(webhooks.projectId, projectId))).get();
+  const row = await deps.db
+    .select()
+    .from(webhooks)
+    .where(and(eq(webhooks.id, webhookId), eq(webhooks.projectId, projectId)))
+    .get();
   if (!row) throw new ApiError(404, "not_found", "no such webhook in this project");
   return row;
 }
@@ -207,9 +217,20 @@ async function answerDuplicate(
 ): Promise<HookAnswer | null> {
   const accepted = and(eq(webhookDeliveries.webhookId, hook.id), isNotNull(webhookDeliveries.dedupKey));
   const byId = seen.deliveryId
-    ? await deps.db.select().from(webhookDeliveries).where(and(accepted, eq(webhookDeliveries.deliveryId, seen.deliveryId))).orderBy(asc(webhookDeliveries.seq)).get()
+    ? await deps.db
+        .select()
+        .from(webhookDeliveries)
+        .where(and(accepted, eq(webhookDeliveries.deliveryId, seen.deliveryId)))
+        .orderBy(asc(webhookDeliveries.seq))
+        .get()
     : undefined;
-  const first = byId ?? (await deps.db.select().from(webhookDeliveries).where(and(accepted, eq(webhookDeliveries.dedupKey, seen.payloadKey))).get());
+  const first =
+    byId ??
+    (await deps.db
+      .select()
+      .from(webhookDeliveries)
+      .where(and(accepted, eq(webhookDeliveries.dedupKey, seen.payloadKey)))
+      .get());
   if (!first) return null;
   const ids = first.buildIds as string[];
   const reason = byId ? "delivery id seen before" : "payload seen before under another delivery id";
@@ -278,7 +299,10 @@ export async function receiveWebhook(
   const parsed = adapter.parse(event, parsePayload(body, headers.get("content-type")));
   const learn = parsed.kind !== "ping" && parsed.repo ? learnRepo(deps, hook.id, parsed.repo) : null;
   const record = (outcome: DeliveryOutcome, reason: string | null) =>
-    deps.db.batch([deliveryInsert(deps, { hook, deliveryId, dedupKey: payloadKey, event, outcome, reason, buildIds: [] }), ...(learn ? [learn] : [])]);
+    deps.db.batch([
+      deliveryInsert(deps, { hook, deliveryId, dedupKey: payloadKey, event, outcome, reason, buildIds: [] }),
+      ...(learn ? [learn] : []),
+    ]);
 
   let ignored: string | null = parsed.kind === "ping" ? "ping" : parsed.kind === "ignored" ? parsed.reason : null;
   const plans: Array<{ request: ForgeRequest; plan: BuildPlan; id: string }> = [];
@@ -352,10 +376,7 @@ export async function receiveWebhook(
 }
 
 function learnRepo(deps: Pick<AppDeps, "db" | "clock">, webhookId: string, repo: RepoInfo) {
-  return deps.db
-    .update(webhooks)
-    .set({ learnedApiBase: repo.apiBase, learnedRepo: repo.repo })
-    .where(eq(webhooks.id, webhookId));
+  return deps.db.update(webhooks).set({ learnedApiBase: repo.apiBase, learnedRepo: repo.repo }).where(eq(webhooks.id, webhookId));
 }
 
 /**

@@ -30,7 +30,9 @@ export class SecretMatcher {
   readonly empty: boolean;
 
   constructor(secrets: readonly Uint8Array[]) {
-    const usable = secrets.filter((s) => s.length >= MIN_SECRET_BYTES).map((s) => (s.length > MAX_SECRET_BYTES ? s.subarray(0, MAX_SECRET_BYTES) : s));
+    const usable = secrets
+      .filter((s) => s.length >= MIN_SECRET_BYTES)
+      .map((s) => (s.length > MAX_SECRET_BYTES ? s.subarray(0, MAX_SECRET_BYTES) : s));
     const capacity = usable.reduce((n, s) => n + s.length, 0) + 1;
     this.onlyByte = new Int16Array(capacity).fill(NONE);
     this.onlyChild = new Int32Array(capacity);

@@ -120,7 +120,10 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
  * unterminated line, or lines a crash kept appendLog from indexing), a few per pass.
  */
 export async function indexEndedLogs(deps: Pick<AppDeps, "db" | "clock" | "config">, limit = 20): Promise<number> {
-  const finals = sql.join(FINAL_BUILD_STATUSES.map((s) => sql`${s}`), sql`, `);
+  const finals = sql.join(
+    FINAL_BUILD_STATUSES.map((s) => sql`${s}`),
+    sql`, `,
+  );
   const rows = await deps.db.all<{ id: string }>(sql`SELECT b.id FROM builds b LEFT JOIN log_search_builds s ON s.build_id = b.id
     WHERE b.log_bytes > 0 AND b.status IN (${finals}) AND coalesce(s.complete, 0) = 0 ORDER BY b.finished_at LIMIT ${limit}`);
   for (const { id } of rows) await indexBuildLog(deps, id);
@@ -215,7 +218,10 @@ function isQueryError(err: unknown): boolean {
  * indexed, so the order is that of the builds' logs starting), lines of one build in order. `marked` holds the
  * line with each matched term between MARK_OPEN and MARK_CLOSE, for the page's highlighting.
  */
-export async function searchLogs(deps: Pick<AppDeps, "db">, query: z.infer<typeof searchLogsSchema>): Promise<{ matches: Array<LogMatch & { marked: string }> }> {
+export async function searchLogs(
+  deps: Pick<AppDeps, "db">,
+  query: z.infer<typeof searchLogsSchema>,
+): Promise<{ matches: Array<LogMatch & { marked: string }> }> {
   const filters = [sql`log_search MATCH ${toFtsQuery(query.q)}`];
   if (query.project_id) filters.push(sql`b.project_id = ${query.project_id}`);
   if (query.pipeline_id) filters.push(sql`b.pipeline_id = ${query.pipeline_id}`);

@@ -23,8 +23,6 @@ export interface LogWindow {
 
 const NEWLINE = 0x0a;
 
-
-
 /**
  * Newlines in the stored log before byte `offset`: the sum of the whole chunks' stored counts (a chunk stored
  * before the count existed is scanned inside the database: `replace` works on the bytes of the text), plus the

@@ -121,7 +121,13 @@ async function indexNewLines(deps: Pick<AppDeps, "db" | "clock" | "config"> & Pa
   try {
     await indexBuildLog(deps, buildId);
   } catch (err) {
-    deps.log?.({ time: new Date().toISOString(), level: "error", msg: "log search indexing failed", build_id: buildId, error: err instanceof Error ? err.message : String(err) });
+    deps.log?.({
+      time: new Date().toISOString(),
+      level: "error",
+      msg: "log search indexing failed",
+      build_id: buildId,
+      error: err instanceof Error ? err.message : String(err),
+    });
   }
 }
 
@@ -129,4 +135,3 @@ async function indexNewLines(deps: Pick<AppDeps, "db" | "clock" | "config"> & Pa
 function toBlob(bytes: Uint8Array): Uint8Array {
   return bytes.slice();
 }
-

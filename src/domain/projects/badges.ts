@@ -13,7 +13,13 @@ export type BadgeStatus = "passing" | "failing" | "unknown";
  * A new public badge URL for a pipeline (docs/pipelines.md): the token is shown once and only its hash is kept;
  * asking again replaces the earlier token (which then answers 404).
  */
-export async function createBadge(deps: Pick<AppDeps, "db" | "clock">, actor: UserRow, projectId: string, pipelineId: string, base: string): Promise<{ url: string }> {
+export async function createBadge(
+  deps: Pick<AppDeps, "db" | "clock">,
+  actor: UserRow,
+  projectId: string,
+  pipelineId: string,
+  base: string,
+): Promise<{ url: string }> {
   await getProject(deps, projectId);
   await getPipeline(deps, projectId, pipelineId);
   const token = randomToken();
@@ -24,7 +30,13 @@ export async function createBadge(deps: Pick<AppDeps, "db" | "clock">, actor: Us
       .insert(pipelineBadges)
       .values({ pipelineId, projectId, tokenHash, createdAt: now })
       .onConflictDoUpdate({ target: pipelineBadges.pipelineId, set: { tokenHash, createdAt: now } }),
-    auditStatement(deps, { action: "pipeline.badge.create", actor, targetType: "pipeline", targetId: pipelineId, details: { project_id: projectId } }),
+    auditStatement(deps, {
+      action: "pipeline.badge.create",
+      actor,
+      targetType: "pipeline",
+      targetId: pipelineId,
+      details: { project_id: projectId },
+    }),
   ]);
   return { url: `${base}/badge/${token}.svg` };
 }
@@ -34,7 +46,13 @@ export async function revokeBadge(deps: Pick<AppDeps, "db" | "clock">, actor: Us
   await getPipeline(deps, projectId, pipelineId, { includeDeleted: true });
   const [deleted] = await deps.db.batch([
     deps.db.delete(pipelineBadges).where(eq(pipelineBadges.pipelineId, pipelineId)),
-    auditStatement(deps, { action: "pipeline.badge.revoke", actor, targetType: "pipeline", targetId: pipelineId, details: { project_id: projectId } }),
+    auditStatement(deps, {
+      action: "pipeline.badge.revoke",
+      actor,
+      targetType: "pipeline",
+      targetId: pipelineId,
+      details: { project_id: projectId },
+    }),
   ]);
   if (deleted.rowsAffected !== 1) throw new ApiError(404, "not_found", "this pipeline has no badge");
 }
@@ -43,8 +61,16 @@ export async function revokeBadge(deps: Pick<AppDeps, "db" | "clock">, actor: Us
  * The badge's state for a branch (the project's default branch when none is given): the latest succeeded, failed
  * or timed-out build of that pipeline and branch; canceled and expired builds are skipped. 404 for an unknown token.
  */
-export async function badgeStatus(deps: Pick<AppDeps, "db">, token: string, branch: string | undefined): Promise<{ status: BadgeStatus; label: string }> {
-  const badge = await deps.db.select().from(pipelineBadges).where(eq(pipelineBadges.tokenHash, await sha256Hex(token))).get();
+export async function badgeStatus(
+  deps: Pick<AppDeps, "db">,
+  token: string,
+  branch: string | undefined,
+): Promise<{ status: BadgeStatus; label: string }> {
+  const badge = await deps.db
+    .select()
+    .from(pipelineBadges)
+    .where(eq(pipelineBadges.tokenHash, await sha256Hex(token)))
+    .get();
   if (!badge) throw new ApiError(404, "not_found", "no such badge");
   const project = await getProject(deps, badge.projectId).catch(() => null);
   const pipeline = await getPipeline(deps, badge.projectId, badge.pipelineId).catch(() => null);
@@ -52,7 +78,13 @@ export async function badgeStatus(deps: Pick<AppDeps, "db">, token: string, bran
   const latest = await deps.db
     .select({ status: builds.status })
     .from(builds)
-    .where(and(eq(builds.pipelineId, pipeline.id), eq(builds.branch, branch ?? project.defaultBranch), inArray(builds.status, ["succeeded", "failed", "timed_out"])))
+    .where(
+      and(
+        eq(builds.pipelineId, pipeline.id),
+        eq(builds.branch, branch ?? project.defaultBranch),
+        inArray(builds.status, ["succeeded", "failed", "timed_out"]),
+      ),
+    )
     .orderBy(desc(builds.buildNumber))
     .limit(1)
     .get();
@@ -73,9 +105,11 @@ export function badgeSvg(label: string, status: BadgeStatus): string {
   const right = 10 + status.length * 7;
   const width = left + right;
   const l = escapeXml(shown);
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="20" role="img" aria-label="${l}: ${status}">` +
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="20" role="img" aria-label="${l}: ${status}">` +
     `<title>${l}: ${status}</title>` +
     `<rect width="${left}" height="20" fill="#555"/><rect x="${left}" width="${right}" height="20" fill="${COLORS[status]}"/>` +
     `<g fill="#fff" text-anchor="middle" font-family="Verdana,DejaVu Sans,sans-serif" font-size="11">` +
-    `<text x="${left / 2}" y="14">${l}</text><text x="${left + right / 2}" y="14">${status}</text></g></svg>`;
+    `<text x="${left / 2}" y="14">${l}</text><text x="${left + right / 2}" y="14">${status}</text></g></svg>`
+  );
 }

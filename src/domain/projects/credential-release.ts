@@ -23,7 +23,11 @@ export function assertCredentialsReleasable(
   }
   const ref = buildRef(build);
   if (!refIsProtected(project, ref)) {
-    throw new ApiError(403, "secrets_withheld", `${ref.kind} ${JSON.stringify(ref.name)} is not protected: signing material and secrets are withheld`);
+    throw new ApiError(
+      403,
+      "secrets_withheld",
+      `${ref.kind} ${JSON.stringify(ref.name)} is not protected: signing material and secrets are withheld`,
+    );
   }
   if (build.trust !== "protected") {
     throw new ApiError(403, "secrets_withheld", "this build was queued as an open build: signing material and secrets are withheld");
@@ -39,7 +43,10 @@ export function assertCredentialsReleasable(
  * `fork` for a fork's pull request, `protected` when the project holds credentials and the ref matches its
  * protection (decided by the caller with the same globs), `open` otherwise (docs/runner-isolation.md).
  */
-export function queuedTrustSql(project: ProjectRow, build: { branch: string; triggerEvent: string | null; triggerRef: string | null; fork: boolean }): SQL {
+export function queuedTrustSql(
+  project: ProjectRow,
+  build: { branch: string; triggerEvent: string | null; triggerRef: string | null; fork: boolean },
+): SQL {
   if (build.fork) return sql`'fork'`;
   if (!refIsProtected(project, buildRef(build))) return sql`'open'`;
   return sql`CASE WHEN projects.android_signing_sealed IS NOT NULL OR projects.ios_signing_sealed IS NOT NULL

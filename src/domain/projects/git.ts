@@ -30,7 +30,11 @@ export async function assertRepoAllowed(deps: Pick<AppDeps, "db" | "clock" | "co
   if (classifyRepoUrl(repoUrl) !== "local" || deps.config.allowLocalRepos) return;
   const inst = await loadInstance(deps);
   if (inst.runtimeMode === "local") return;
-  throw new ApiError(422, "source_not_allowed", "local paths and file:// repositories are refused in remote mode; set HANGAR_ALLOW_LOCAL_REPOS=1 to allow them");
+  throw new ApiError(
+    422,
+    "source_not_allowed",
+    "local paths and file:// repositories are refused in remote mode; set HANGAR_ALLOW_LOCAL_REPOS=1 to allow them",
+  );
 }
 
 /**
@@ -63,19 +67,14 @@ export type ReadFileResult =
   | { ok: false; kind: "unreachable" | "failed" | "too_large" | "not_allowed"; reason: string };
 
 /** Branch names git accepts as `refs/heads/<name>`, minus anything that could read as an option. */
-const BRANCH_NAME = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._\/-]{1,200}(?<![./])$/;
+const BRANCH_NAME = /^(?!-)(?!.*\.\.)(?!.*\/\/)(?!.*@\{)[A-Za-z0-9._/-]{1,200}(?<![./])$/;
 
 export function isValidBranchName(name: string): boolean {
   return BRANCH_NAME.test(name) && !name.endsWith(".lock");
 }
 
 /** Resolves a branch to its current commit (docs/api.md §5): 422 branch_not_found or source_unreachable. */
-export async function resolveBranch(
-  deps: Pick<AppDeps, "git">,
-  repoUrl: string,
-  branch: string,
-  credentials?: GitCredentials,
-): Promise<string> {
+export async function resolveBranch(deps: Pick<AppDeps, "git">, repoUrl: string, branch: string, credentials?: GitCredentials): Promise<string> {
   const result = await deps.git.lsRemote(repoUrl, `refs/heads/${branch}`, credentials);
   if (!result.ok && result.notAllowed) throw new ApiError(422, "source_not_allowed", `the repository cannot be contacted: ${result.notAllowed}`);
   if (!result.ok) throw new ApiError(422, "source_unreachable", "the repository could not be reached");

@@ -50,7 +50,12 @@ export function parsePipelineFile(content: string): ParsedPipelineFile {
   try {
     data = doc.toJS({ maxAliasCount: 100 });
   } catch (err) {
-    return { ok: false, issues: [{ path: "", message: err instanceof Error ? err.message : "unreadable YAML", line: 1, column: 1 }], names: [], triggersOf: () => "unreadable" };
+    return {
+      ok: false,
+      issues: [{ path: "", message: err instanceof Error ? err.message : "unreadable YAML", line: 1, column: 1 }],
+      names: [],
+      triggersOf: () => "unreadable",
+    };
   }
   const names = pipelineNames(data);
   const result = pipelineFileSchema.safeParse(data);
@@ -58,7 +63,9 @@ export function parsePipelineFile(content: string): ParsedPipelineFile {
     const unknown = result.data.schedules?.filter((s) => !(s.pipeline in result.data.pipelines)) ?? [];
     if (unknown.length === 0) return { ok: true, file: result.data, names: Object.keys(result.data.pipelines) };
     const issues = (result.data.schedules ?? []).flatMap((s, i) =>
-      s.pipeline in result.data.pipelines ? [] : [locate(doc, ["schedules", i, "pipeline"], `no pipeline named "${s.pipeline}" in this file`, false, at)],
+      s.pipeline in result.data.pipelines
+        ? []
+        : [locate(doc, ["schedules", i, "pipeline"], `no pipeline named "${s.pipeline}" in this file`, false, at)],
     );
     return { ok: false, issues, names, triggersOf: (name) => triggersOf(data, name) };
   }

@@ -42,7 +42,13 @@ export async function readPipelineConfig(
     maxBytes: MAX_PIPELINE_FILE_BYTES,
   });
   if (!result.ok) {
-    return { kind: "unavailable", configPath, unreachable: result.kind === "unreachable", notAllowed: result.kind === "not_allowed", reason: result.reason };
+    return {
+      kind: "unavailable",
+      configPath,
+      unreachable: result.kind === "unreachable",
+      notAllowed: result.kind === "not_allowed",
+      reason: result.reason,
+    };
   }
   if (result.content === null) return { kind: "stored", configPath };
   const parsed = parsePipelineFile(new TextDecoder().decode(result.content));
@@ -52,7 +58,12 @@ export async function readPipelineConfig(
 /** A manual trigger's answer to an unusable file: 422 with the issues located in it, or why it could not be read. */
 export function manualTriggerError(read: Extract<ConfigRead, { kind: "invalid" | "unavailable" }>): ApiError {
   if (read.kind === "invalid") {
-    return new ApiError(422, "invalid_pipeline_config", `${read.configPath} at ${read.commitSha.slice(0, 12)} is not a valid pipeline file`, read.parsed.issues);
+    return new ApiError(
+      422,
+      "invalid_pipeline_config",
+      `${read.configPath} at ${read.commitSha.slice(0, 12)} is not a valid pipeline file`,
+      read.parsed.issues,
+    );
   }
   if (read.notAllowed) return new ApiError(422, "source_not_allowed", `the repository cannot be contacted: ${read.reason}`);
   return new ApiError(422, "config_unavailable", `${read.configPath} could not be read: ${read.reason}`);
@@ -112,7 +123,16 @@ export async function ensureFilePipelines(
   const rows = await deps.db
     .select()
     .from(pipelines)
-    .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt), inArray(sql`lower(${pipelines.name})`, names.map((n) => n.toLowerCase()))));
+    .where(
+      and(
+        eq(pipelines.projectId, projectId),
+        isNull(pipelines.deletedAt),
+        inArray(
+          sql`lower(${pipelines.name})`,
+          names.map((n) => n.toLowerCase()),
+        ),
+      ),
+    );
   const byLower = new Map(rows.map((r) => [r.name.toLowerCase(), r]));
   const out = new Map<string, PipelineRow>();
   for (const name of names) {

@@ -73,7 +73,10 @@ export function toProtectionJson(project: ProjectRow) {
 }
 
 /** The ref a build is of: a tag (a `tag` event, or a `refs/tags/` trigger ref) or a branch, and its short name. */
-export function buildRef(build: { branch: string; triggerEvent: string | null; triggerRef: string | null }): { kind: "tag" | "branch"; name: string } {
+export function buildRef(build: { branch: string; triggerEvent: string | null; triggerRef: string | null }): {
+  kind: "tag" | "branch";
+  name: string;
+} {
   if (build.triggerRef?.startsWith("refs/tags/")) return { kind: "tag", name: build.triggerRef.slice("refs/tags/".length) };
   if (build.triggerEvent === "tag") return { kind: "tag", name: build.branch };
   return { kind: "branch", name: build.branch };
@@ -132,12 +135,19 @@ export async function putSecret(
       .onConflictDoUpdate({ target: [projectSecrets.projectId, projectSecrets.name], set: { valueSealed: sealed, updatedAt: now } })
       .returning({ name: projectSecrets.name }),
     // The name is not secret; the value never goes anywhere but the sealed column.
-    auditStatementWhen(deps, { action: "project.secret.set", actor, targetType: "project", targetId: projectId, details: { name } }, sql`changes() = 1`),
+    auditStatementWhen(
+      deps,
+      { action: "project.secret.set", actor, targetType: "project", targetId: projectId, details: { name } },
+      sql`changes() = 1`,
+    ),
   ]);
   if (written.length === 0) {
-    throw new ApiError(400, "invalid_input", `a project holds at most ${MAX_SECRETS_PER_PROJECT} secret variables and ${MAX_SECRET_TOTAL_BYTES / 1024 / 1024} MiB of values in all`, [
-      { path: "value", message: `at most ${MAX_SECRETS_PER_PROJECT} secret variables and 1 MiB of values per project` },
-    ]);
+    throw new ApiError(
+      400,
+      "invalid_input",
+      `a project holds at most ${MAX_SECRETS_PER_PROJECT} secret variables and ${MAX_SECRET_TOTAL_BYTES / 1024 / 1024} MiB of values in all`,
+      [{ path: "value", message: `at most ${MAX_SECRETS_PER_PROJECT} secret variables and 1 MiB of values per project` }],
+    );
   }
   return { name, updated_at: now };
 }
@@ -160,8 +170,11 @@ export async function deleteSecret(deps: DbDeps, actor: UserRow, projectId: stri
       .where(and(eq(projectSecrets.projectId, projectId), eq(projectSecrets.name, name)))
       .returning({ name: projectSecrets.name }),
     // Only a delete that removed a row is recorded (the batch runs the two in order).
-    auditStatementWhen(deps, { action: "project.secret.delete", actor, targetType: "project", targetId: projectId, details: { name } }, sql`changes() = 1`),
+    auditStatementWhen(
+      deps,
+      { action: "project.secret.delete", actor, targetType: "project", targetId: projectId, details: { name } },
+      sql`changes() = 1`,
+    ),
   ]);
   if (deleted.length === 0) throw new ApiError(404, "not_found", "no such secret variable");
 }
-

@@ -115,7 +115,12 @@ export const pipelineScheduleSchema = z.lazy(() =>
   z.strictObject({ cron: cronSchema(), branch: branchSchema.optional(), timezone: timezoneSchema().optional() }),
 );
 export const fileScheduleSchema = z.lazy(() =>
-  z.strictObject({ pipeline: z.string().trim().min(1).max(100), cron: cronSchema(), branch: branchSchema.optional(), timezone: timezoneSchema().optional() }),
+  z.strictObject({
+    pipeline: z.string().trim().min(1).max(100),
+    cron: cronSchema(),
+    branch: branchSchema.optional(),
+    timezone: timezoneSchema().optional(),
+  }),
 );
 export type PipelineSchedule = z.infer<typeof pipelineScheduleSchema>;
 
@@ -151,7 +156,13 @@ export const pipelineConfigSchema = z.lazy(() =>
     steps: z
       .array(
         z.union([
-          z.strictObject({ name: z.string().min(1).max(200), run: z.string().min(1).max(64 * 1024) }),
+          z.strictObject({
+            name: z.string().min(1).max(200),
+            run: z
+              .string()
+              .min(1)
+              .max(64 * 1024),
+          }),
           z
             .string()
             .min(1)
@@ -162,10 +173,13 @@ export const pipelineConfigSchema = z.lazy(() =>
       .min(1)
       .max(100),
     artifacts: z.array(artifactItemSchema).max(100).optional(),
-    env: z
-      .record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024))
+    env: z.record(z.string().regex(ENV_NAME, "not a valid environment variable name"), z.string().max(64 * 1024)).optional(),
+    timeout_s: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 86_400)
       .optional(),
-    timeout_s: z.number().int().min(1).max(7 * 86_400).optional(),
     triggers: z.array(pipelineTriggerSchema).max(50).optional(),
     /** A new build of this pipeline and branch cancels its older queued or running ones (failure_reason superseded). */
     cancel_previous: z.boolean().optional(),
@@ -213,7 +227,11 @@ export const sourceCredentialsSchema = z.lazy(() =>
   }),
 );
 
-const base64 = () => z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
+const base64 = () =>
+  z
+    .string()
+    .min(1)
+    .regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
 
 export const androidSigningSchema = z.lazy(() =>
   z.object({
@@ -287,7 +305,10 @@ function pipelineNameTaken(projectId: string, name: string, exceptId: string | n
 
 /** A build of the project (or of one pipeline) that is not final yet keeps it from being deleted. */
 function hasActiveBuild(column: "project_id" | "pipeline_id", id: string) {
-  const statuses = sql.join(NON_FINAL_STATUSES.map((st) => sql`${st}`), sql`, `);
+  const statuses = sql.join(
+    NON_FINAL_STATUSES.map((st) => sql`${st}`),
+    sql`, `,
+  );
   return sql`EXISTS (SELECT 1 FROM ${builds} WHERE ${sql.identifier(column)} = ${id} AND status IN (${statuses}))`;
 }
 
@@ -306,7 +327,11 @@ export async function createProject(deps: DbDeps, actor: UserRow, input: z.infer
     deps.db.run(sql`INSERT INTO projects (id, name, repo_url, default_branch, config_path, last_build_number, created_by, created_at, updated_at)
       SELECT ${id}, ${input.name}, ${input.repo_url}, ${input.default_branch}, ${input.config_path}, 0, ${actor.id}, ${now}, ${now}
       WHERE NOT ${projectNameTaken(input.name, null)}`),
-    auditStatementWhen(deps, { action: "project.create", actor, targetType: "project", targetId: id, details: { name: input.name } }, sql`changes() = 1`),
+    auditStatementWhen(
+      deps,
+      { action: "project.create", actor, targetType: "project", targetId: id, details: { name: input.name } },
+      sql`changes() = 1`,
+    ),
   ]);
   if (inserted.rowsAffected !== 1) throw duplicate("project", input.name);
   return getProject(deps, id);
@@ -323,12 +348,7 @@ export async function getProject(deps: Pick<AppDeps, "db">, id: string, options:
   return row;
 }
 
-export async function updateProject(
-  deps: DbDeps,
-  actor: UserRow,
-  projectId: string,
-  input: z.infer<typeof patchProjectSchema>,
-): Promise<ProjectRow> {
+export async function updateProject(deps: DbDeps, actor: UserRow, projectId: string, input: z.infer<typeof patchProjectSchema>): Promise<ProjectRow> {
   const before = await getProject(deps, projectId);
   const name = input.name ?? before.name;
   const now = deps.clock.now();
@@ -344,7 +364,11 @@ export async function updateProject(
         updatedAt: now,
       })
       .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${projectNameTaken(name, projectId)}`)),
-    auditStatementWhen(deps, { action: "project.update", actor, targetType: "project", targetId: projectId, details: { fields: changed } }, sql`changes() = 1`),
+    auditStatementWhen(
+      deps,
+      { action: "project.update", actor, targetType: "project", targetId: projectId, details: { fields: changed } },
+      sql`changes() = 1`,
+    ),
   ]);
   if (updated.rowsAffected !== 1) {
     await getProject(deps, projectId); // 404 when it was deleted meanwhile
@@ -365,13 +389,23 @@ export async function deleteProject(deps: DbDeps, actor: UserRow, projectId: str
   const [deleted] = await deps.db.batch([
     deps.db
       .update(projects)
-      .set({ deletedAt: now, updatedAt: now, sourceCredentialsSealed: null, androidSigningSealed: null, iosSigningSealed: null, iosSigningInfo: null, androidSigningInfo: null })
+      .set({
+        deletedAt: now,
+        updatedAt: now,
+        sourceCredentialsSealed: null,
+        androidSigningSealed: null,
+        iosSigningSealed: null,
+        iosSigningInfo: null,
+        androidSigningInfo: null,
+      })
       .where(and(eq(projects.id, projectId), isNull(projects.deletedAt), sql`NOT ${hasActiveBuild("project_id", projectId)}`)),
     auditStatementWhen(deps, { action: "project.delete", actor, targetType: "project", targetId: projectId }, sql`changes() = 1`),
     deps.db
       .update(pipelines)
       .set({ deletedAt: now, updatedAt: now })
-      .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt), sql`(SELECT deleted_at FROM projects WHERE id = ${projectId}) = ${now}`)),
+      .where(
+        and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt), sql`(SELECT deleted_at FROM projects WHERE id = ${projectId}) = ${now}`),
+      ),
   ]);
   if (deleted.rowsAffected !== 1) {
     await getProject(deps, projectId);
@@ -494,7 +528,10 @@ export async function storeProjectSecret(
   const sealed = await deps.secrets.seal(JSON.stringify(value));
   const now = deps.clock.now();
   await deps.db.batch([
-    deps.db.update(projects).set({ [column]: sealed, updatedAt: now }).where(eq(projects.id, projectId)),
+    deps.db
+      .update(projects)
+      .set({ [column]: sealed, updatedAt: now })
+      .where(eq(projects.id, projectId)),
     auditStatement(deps, { action: `project.${column.replace("Sealed", "")}.set`, actor, targetType: "project", targetId: projectId }),
   ]);
   return getProject(deps, projectId);
@@ -525,7 +562,11 @@ export async function openIosSigning(deps: Pick<AppDeps, "secrets">, project: Pr
   const doc = await openSealed<IosSigning & { provisioning_profile_base64?: string }>(deps, project.iosSigningSealed);
   if (!doc) return null;
   const profiles = doc.provisioning_profiles_base64 ?? (doc.provisioning_profile_base64 ? [doc.provisioning_profile_base64] : []);
-  return { certificate_p12_base64: doc.certificate_p12_base64, certificate_password: doc.certificate_password, provisioning_profiles_base64: profiles };
+  return {
+    certificate_p12_base64: doc.certificate_p12_base64,
+    certificate_password: doc.certificate_password,
+    provisioning_profiles_base64: profiles,
+  };
 }
 
 /**
@@ -542,7 +583,13 @@ export async function projectLogSecretsFingerprint(deps: Pick<AppDeps, "db">, pr
     .from(projectSecrets)
     .where(eq(projectSecrets.projectId, project.id))
     .orderBy(asc(projectSecrets.name));
-  return [project.id, iv(project.sourceCredentialsSealed), iv(project.androidSigningSealed), iv(project.iosSigningSealed), ...rows.map((r) => `${r.name}=${r.iv}`)].join(" ");
+  return [
+    project.id,
+    iv(project.sourceCredentialsSealed),
+    iv(project.androidSigningSealed),
+    iv(project.iosSigningSealed),
+    ...rows.map((r) => `${r.name}=${r.iv}`),
+  ].join(" ");
 }
 
 /** Every secret of the project that must never appear in a stored log (docs/api.md §6), secret variables included. */

@@ -39,20 +39,42 @@ export async function listPublishes(deps: Pick<AppDeps, "db">, buildId: string) 
 export async function publishByHand(deps: Pick<AppDeps, "db" | "clock">, buildId: string, to: PublishEntry["to"]) {
   const build = await deps.db.select().from(builds).where(eq(builds.id, buildId)).get();
   if (!build) throw new ApiError(404, "not_found", "no such build");
-  if (build.trust !== "protected") throw new ApiError(403, "forbidden", `${build.trust === "open" ? "an" : "a"} ${build.trust} build never publishes: only protected builds reach the stores`);
+  if (build.trust !== "protected")
+    throw new ApiError(
+      403,
+      "forbidden",
+      `${build.trust === "open" ? "an" : "a"} ${build.trust} build never publishes: only protected builds reach the stores`,
+    );
   if (build.status !== "succeeded") throw new ApiError(409, "invalid_state", `only a succeeded build can be published (this one is ${build.status})`);
-  const entries = ((build.configSnapshot as { publish?: unknown[] }).publish ?? []).map((e) => publishEntrySchema.safeParse(e)).flatMap((r) => (r.success ? [r.data] : []));
+  const entries = ((build.configSnapshot as { publish?: unknown[] }).publish ?? [])
+    .map((e) => publishEntrySchema.safeParse(e))
+    .flatMap((r) => (r.success ? [r.data] : []));
   const entry: PublishEntry = entries.find((e) => e.to === to) ?? (to === "testflight" ? { to } : { to, track: "internal" });
   const now = deps.clock.now();
   await deps.db
     .insert(publishes)
-    .values({ id: crypto.randomUUID().replace(/-/g, ""), buildId, projectId: build.projectId, to, config: entry, state: "pending", attempts: 0, nextAttemptAtMs: Date.now(), createdAt: now, updatedAt: now })
+    .values({
+      id: crypto.randomUUID().replace(/-/g, ""),
+      buildId,
+      projectId: build.projectId,
+      to,
+      config: entry,
+      state: "pending",
+      attempts: 0,
+      nextAttemptAtMs: Date.now(),
+      createdAt: now,
+      updatedAt: now,
+    })
     .onConflictDoUpdate({
       target: [publishes.buildId, publishes.to],
       set: { state: "pending", detail: null, attempts: 0, nextAttemptAtMs: Date.now(), progress: null, processingSinceMs: null, updatedAt: now },
       setWhere: eq(publishes.state, "failed"),
     });
-  const row = await deps.db.select().from(publishes).where(and(eq(publishes.buildId, buildId), eq(publishes.to, to))).get();
+  const row = await deps.db
+    .select()
+    .from(publishes)
+    .where(and(eq(publishes.buildId, buildId), eq(publishes.to, to)))
+    .get();
   return toPublishJson(row!);
 }
 
@@ -75,10 +97,14 @@ export async function claimPublishes(deps: Pick<AppDeps, "db" | "config">, owner
 
 /** The build's artifact for this store: the newest complete `.ipa`, or `.aab` before `.apk`. */
 async function artifactFor(deps: PublisherDeps, row: PublishRow): Promise<ArtifactSource> {
-  const list = await deps.db.select().from(artifacts).where(and(eq(artifacts.buildId, row.buildId), eq(artifacts.status, "available")));
+  const list = await deps.db
+    .select()
+    .from(artifacts)
+    .where(and(eq(artifacts.buildId, row.buildId), eq(artifacts.status, "available")));
   const byExt = (ext: string) => list.filter((a) => a.filename.toLowerCase().endsWith(ext)).at(-1);
   const found = row.to === "testflight" ? byExt(".ipa") : (byExt(".aab") ?? byExt(".apk"));
-  if (!found) throw new StoreError(null, "no_artifact", row.to === "testflight" ? "the build has no .ipa artifact" : "the build has no .aab or .apk artifact");
+  if (!found)
+    throw new StoreError(null, "no_artifact", row.to === "testflight" ? "the build has no .ipa artifact" : "the build has no .aab or .apk artifact");
   const location = found.storageLocation as StorageLocation;
   const app = found.appMetadata as AppMetadata | null;
   return {
@@ -96,10 +122,15 @@ async function artifactFor(deps: PublisherDeps, row: PublishRow): Promise<Artifa
 async function publishNotifications(deps: Pick<AppDeps, "db" | "clock">, row: PublishRow, event: "published" | "publish_failed") {
   const build = await deps.db.select().from(builds).where(eq(builds.id, row.buildId)).get();
   if (!build) return [];
-  const targets = await deps.db.select().from(notifications).where(and(eq(notifications.projectId, row.projectId), isNull(notifications.disabledAt)));
+  const targets = await deps.db
+    .select()
+    .from(notifications)
+    .where(and(eq(notifications.projectId, row.projectId), isNull(notifications.disabledAt)));
   const now = deps.clock.now();
   return targets
-    .filter((t) => (t.on as string[]).includes(event) && (!(t.branches as string[] | null) || matchesAnyRefGlob(t.branches as string[], build.branch)))
+    .filter(
+      (t) => (t.on as string[]).includes(event) && (!(t.branches as string[] | null) || matchesAnyRefGlob(t.branches as string[], build.branch)),
+    )
     .map((t) =>
       deps.db.insert(outbox).values({
         buildId: row.buildId,
@@ -123,12 +154,19 @@ export async function workPublish(deps: PublisherDeps, row: PublishRow, owner: s
   let progress: Progress = (row.progress as Progress | null) ?? {};
   let state = row.state;
   const renew = setInterval(() => {
-    deps.db.update(publishes).set({ leaseUntilMs: Date.now() + deps.config.publishLeaseMs }).where(ours).catch(() => undefined);
+    deps.db
+      .update(publishes)
+      .set({ leaseUntilMs: Date.now() + deps.config.publishLeaseMs })
+      .where(ours)
+      .catch(() => undefined);
   }, deps.config.publishLeaseMs / 3);
   (renew as { unref?: () => void }).unref?.();
   const attempt = row.attempts + 1;
   const finish = async (set: Partial<typeof publishes.$inferInsert>, event?: "published" | "publish_failed") => {
-    const update = deps.db.update(publishes).set({ ...set, leaseOwner: null, leaseUntilMs: null, updatedAt: deps.clock.now() }).where(ours);
+    const update = deps.db
+      .update(publishes)
+      .set({ ...set, leaseOwner: null, leaseUntilMs: null, updatedAt: deps.clock.now() })
+      .where(ours);
     const notes = event ? await publishNotifications(deps, row, event) : [];
     await deps.db.batch([update, ...notes]);
   };
@@ -148,7 +186,13 @@ export async function workPublish(deps: PublisherDeps, row: PublishRow, owner: s
         if (processingSince !== undefined) row.processingSinceMs = processingSince;
         await deps.db
           .update(publishes)
-          .set({ progress: next, state, ...(detail ? { detail } : {}), ...(processingSince !== undefined ? { processingSinceMs: processingSince } : {}), updatedAt: deps.clock.now() })
+          .set({
+            progress: next,
+            state,
+            ...(detail ? { detail } : {}),
+            ...(processingSince !== undefined ? { processingSinceMs: processingSince } : {}),
+            updatedAt: deps.clock.now(),
+          })
           .where(ours);
       },
     };
@@ -174,12 +218,24 @@ export async function workPublish(deps: PublisherDeps, row: PublishRow, owner: s
       }
       return;
     }
-    const storeError =
-      err instanceof StoreError ? err : new StoreError(null, "internal_error", describeError(err).slice(0, 300));
+    const storeError = err instanceof StoreError ? err : new StoreError(null, "internal_error", describeError(err).slice(0, 300));
     const final = !storeError.retryable || attempt >= OUTBOX_MAX_ATTEMPTS;
-    deps.log({ time: new Date().toISOString(), level: final ? "error" : "warn", msg: "publish attempt failed", publish_id: row.id, to: row.to, error: storeError.detail });
+    deps.log({
+      time: new Date().toISOString(),
+      level: final ? "error" : "warn",
+      msg: "publish attempt failed",
+      publish_id: row.id,
+      to: row.to,
+      error: storeError.detail,
+    });
     if (final) await finish({ state: "failed", detail: storeError.detail, attempts: attempt }, "publish_failed");
-    else await finish({ state, detail: `${storeError.detail} (retrying)`, attempts: attempt, nextAttemptAtMs: Date.now() + retryDelayMs(deps.config.outboxRetryBaseMs, attempt) });
+    else
+      await finish({
+        state,
+        detail: `${storeError.detail} (retrying)`,
+        attempts: attempt,
+        nextAttemptAtMs: Date.now() + retryDelayMs(deps.config.outboxRetryBaseMs, attempt),
+      });
   } finally {
     clearInterval(renew);
   }
@@ -190,7 +246,9 @@ export async function runPublishesOnce(deps: PublisherDeps, owner: string, limit
   const claimed = await claimPublishes(deps, owner, limit);
   await Promise.all(
     claimed.map((row) =>
-      workPublish(deps, row, owner).catch((err) => deps.log({ time: new Date().toISOString(), level: "error", msg: "publish failed", error: describeError(err) })),
+      workPublish(deps, row, owner).catch((err) =>
+        deps.log({ time: new Date().toISOString(), level: "error", msg: "publish failed", error: describeError(err) }),
+      ),
     ),
   );
   return claimed.length;

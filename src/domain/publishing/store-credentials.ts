@@ -14,7 +14,10 @@ const MAX_KEY_CHARS = 16 * 1024;
 
 export const appStoreConnectKeySchema = z.strictObject({
   issuer_id: z.string().trim().min(1).max(100),
-  key_id: z.string().trim().regex(/^[A-Za-z0-9]{1,64}$/, "a key id is letters and digits"),
+  key_id: z
+    .string()
+    .trim()
+    .regex(/^[A-Za-z0-9]{1,64}$/, "a key id is letters and digits"),
   private_key_p8: z.string().min(1).max(MAX_KEY_CHARS),
 });
 
@@ -57,7 +60,10 @@ const serviceAccountFile = z.object({
   project_id: z.string().min(1).max(200),
   private_key: z.string().min(1),
   private_key_id: z.string().max(200).optional(),
-  token_uri: z.string().url().refine((u) => /^https?:\/\//.test(u), "token_uri is an http(s) URL"),
+  token_uri: z
+    .string()
+    .url()
+    .refine((u) => /^https?:\/\//.test(u), "token_uri is an http(s) URL"),
 });
 
 /** A Google service account key file (JSON) with an RSA private key that signs RS256. */
@@ -115,7 +121,13 @@ export async function putAppStoreConnectKey(deps: StoreDeps, actor: UserRow, pro
   const now = deps.clock.now();
   await deps.db.batch([
     deps.db.update(projects).set({ appStoreConnectSealed: sealed, storeCredentialsInfo: info, updatedAt: now }).where(eq(projects.id, projectId)),
-    auditStatement(deps, { action: "project.store.set", actor, targetType: "project", targetId: projectId, details: { store: "app_store_connect", key_id: key.key_id } }),
+    auditStatement(deps, {
+      action: "project.store.set",
+      actor,
+      targetType: "project",
+      targetId: projectId,
+      details: { store: "app_store_connect", key_id: key.key_id },
+    }),
   ]);
   return getStores(deps, projectId);
 }
@@ -123,20 +135,35 @@ export async function putAppStoreConnectKey(deps: StoreDeps, actor: UserRow, pro
 export async function putGooglePlayKey(deps: StoreDeps, actor: UserRow, projectId: string, input: z.infer<typeof googlePlayKeySchema>) {
   const project = await getProject(deps, projectId);
   const key = await checkGooglePlayKey(input);
-  const info: StoreCredentialsInfo = { ...(project.storeCredentialsInfo ?? {}), google_play: { client_email: key.client_email, project_id: key.project_id } };
+  const info: StoreCredentialsInfo = {
+    ...(project.storeCredentialsInfo ?? {}),
+    google_play: { client_email: key.client_email, project_id: key.project_id },
+  };
   const sealed = await deps.secrets.seal(JSON.stringify(key));
   const now = deps.clock.now();
   await deps.db.batch([
     deps.db.update(projects).set({ googlePlaySealed: sealed, storeCredentialsInfo: info, updatedAt: now }).where(eq(projects.id, projectId)),
-    auditStatement(deps, { action: "project.store.set", actor, targetType: "project", targetId: projectId, details: { store: "google_play", client_email: key.client_email } }),
+    auditStatement(deps, {
+      action: "project.store.set",
+      actor,
+      targetType: "project",
+      targetId: projectId,
+      details: { store: "google_play", client_email: key.client_email },
+    }),
   ]);
   return getStores(deps, projectId);
 }
 
-export async function openAppStoreConnectKey(deps: Pick<AppDeps, "secrets">, project: Pick<ProjectRow, "appStoreConnectSealed">): Promise<AppStoreConnectKey | null> {
+export async function openAppStoreConnectKey(
+  deps: Pick<AppDeps, "secrets">,
+  project: Pick<ProjectRow, "appStoreConnectSealed">,
+): Promise<AppStoreConnectKey | null> {
   return project.appStoreConnectSealed === null ? null : (JSON.parse(await deps.secrets.open(project.appStoreConnectSealed)) as AppStoreConnectKey);
 }
 
-export async function openGooglePlayKey(deps: Pick<AppDeps, "secrets">, project: Pick<ProjectRow, "googlePlaySealed">): Promise<GooglePlayKey | null> {
+export async function openGooglePlayKey(
+  deps: Pick<AppDeps, "secrets">,
+  project: Pick<ProjectRow, "googlePlaySealed">,
+): Promise<GooglePlayKey | null> {
   return project.googlePlaySealed === null ? null : (JSON.parse(await deps.secrets.open(project.googlePlaySealed)) as GooglePlayKey);
 }

@@ -26,7 +26,11 @@ export class StoreError extends Error {
 /** The store's own code and message from an error body: App Store Connect `{errors: [...]}`, Google `{error: {...}}`. */
 function storeErrorOf(status: number, text: string): StoreError {
   try {
-    const body = JSON.parse(text) as { errors?: Array<{ code?: string; title?: string; detail?: string }>; error?: unknown; error_description?: string };
+    const body = JSON.parse(text) as {
+      errors?: Array<{ code?: string; title?: string; detail?: string }>;
+      error?: unknown;
+      error_description?: string;
+    };
     const asc = body.errors?.[0];
     if (asc) return new StoreError(status, asc.code ?? "ERROR", [asc.title, asc.detail].filter(Boolean).join(": ") || "no message");
     if (body.error && typeof body.error === "object") {
@@ -68,12 +72,24 @@ export async function storeCall(deps: Pick<AppDeps, "fetch" | "uploadFetch">, re
     const send = request.timeoutMs !== undefined && deps.uploadFetch ? deps.uploadFetch : deps.fetch;
     res = await send(request.url, init);
   } catch (err) {
-    if (findDestinationNotAllowed(err)) return Promise.reject(new StoreError(null, "destination_not_allowed", `${new URL(request.url).host} is refused by the outbound guard: add it to HANGAR_OUTBOUND_ALLOW`));
+    if (findDestinationNotAllowed(err))
+      return Promise.reject(
+        new StoreError(
+          null,
+          "destination_not_allowed",
+          `${new URL(request.url).host} is refused by the outbound guard: add it to HANGAR_OUTBOUND_ALLOW`,
+        ),
+      );
     const timeout = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError");
-    throw new StoreError(null, timeout ? "timeout" : "network_error", timeout ? `no answer from ${new URL(request.url).host}` : describeError(err).slice(0, 300));
+    throw new StoreError(
+      null,
+      timeout ? "timeout" : "network_error",
+      timeout ? `no answer from ${new URL(request.url).host}` : describeError(err).slice(0, 300),
+    );
   }
   const text = await res.text();
-  if (res.status >= 300 && res.status < 400) throw new StoreError(res.status, "redirect_refused", `the store answered a redirect to ${res.headers.get("location") ?? "nowhere"}`);
+  if (res.status >= 300 && res.status < 400)
+    throw new StoreError(res.status, "redirect_refused", `the store answered a redirect to ${res.headers.get("location") ?? "nowhere"}`);
   if (res.status >= 400) throw storeErrorOf(res.status, text);
   if (text === "") return null;
   try {

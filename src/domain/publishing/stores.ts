@@ -49,7 +49,9 @@ export async function appStoreConnectToken(key: AppStoreConnectKey, nowS = Math.
 }
 
 interface AscData {
-  data?: { id?: string; attributes?: Record<string, unknown>; relationships?: Record<string, { data?: { id?: string } | null }> } | Array<{ id?: string; attributes?: Record<string, unknown> }>;
+  data?:
+    | { id?: string; attributes?: Record<string, unknown>; relationships?: Record<string, { data?: { id?: string } | null }> }
+    | Array<{ id?: string; attributes?: Record<string, unknown> }>;
 }
 
 interface UploadOperation {
@@ -76,11 +78,22 @@ async function sendRange(deps: StoreDeps, source: ArtifactSource, op: UploadOper
 }
 
 /** TestFlight: create the build upload, send the file in the given ranges, commit its checksum, wait, distribute. */
-export async function publishToTestflight(deps: StoreDeps, key: AppStoreConnectKey, entry: TestflightPublish, source: ArtifactSource, ctx: StepContext): Promise<string> {
+export async function publishToTestflight(
+  deps: StoreDeps,
+  key: AppStoreConnectKey,
+  entry: TestflightPublish,
+  source: ArtifactSource,
+  ctx: StepContext,
+): Promise<string> {
   const base = deps.config.ascApiUrl;
   const auth = async () => ({ authorization: `Bearer ${await appStoreConnectToken(key)}`, "content-type": "application/json" });
   const api = async (method: string, path: string, body?: unknown) =>
-    (await storeCall(deps, { method, url: `${base}${path}`, headers: await auth(), body: body === undefined ? null : JSON.stringify(body) })) as AscData;
+    (await storeCall(deps, {
+      method,
+      url: `${base}${path}`,
+      headers: await auth(),
+      body: body === undefined ? null : JSON.stringify(body),
+    })) as AscData;
   const p = { ...ctx.progress };
   if (!source.bundleIdentifier || !source.version || !source.build) {
     throw new StoreError(null, "missing_app_metadata", `${source.filename} has no bundle identifier, version or build number Hangar could read`);
@@ -115,15 +128,21 @@ export async function publishToTestflight(deps: StoreDeps, key: AppStoreConnectK
     if (!fileData?.id || ops.length === 0) throw new StoreError(502, "bad_answer", "App Store Connect answered no upload operations");
     let expected = 0;
     for (const op of ops) {
-      if (op.offset !== expected || op.length <= 0) throw new StoreError(502, "bad_answer", "App Store Connect's upload ranges do not cover the file in order");
+      if (op.offset !== expected || op.length <= 0)
+        throw new StoreError(502, "bad_answer", "App Store Connect's upload ranges do not cover the file in order");
       expected += op.length;
     }
-    if (expected !== source.sizeBytes) throw new StoreError(502, "bad_answer", `App Store Connect asked for ${expected} bytes of a ${source.sizeBytes}-byte file`);
+    if (expected !== source.sizeBytes)
+      throw new StoreError(502, "bad_answer", `App Store Connect asked for ${expected} bytes of a ${source.sizeBytes}-byte file`);
     await ctx.save({ ...p, upload_id: uploadId }, "uploading", `uploading ${source.filename} (${ops.length} parts)`);
     const hash = md5.create();
     for (const op of ops) await sendRange(deps, source, op, hash);
     await api("PATCH", `/v1/buildUploadFiles/${fileData.id}`, {
-      data: { type: "buildUploadFiles", id: fileData.id, attributes: { sourceFileChecksums: { file: { hash: bytesToHex(hash.digest()), algorithm: "MD5" } }, uploaded: true } },
+      data: {
+        type: "buildUploadFiles",
+        id: fileData.id,
+        attributes: { sourceFileChecksums: { file: { hash: bytesToHex(hash.digest()), algorithm: "MD5" } }, uploaded: true },
+      },
     });
     p.upload_id = uploadId;
     p.committed = true;
@@ -138,7 +157,8 @@ export async function publishToTestflight(deps: StoreDeps, key: AppStoreConnectK
       throw new StoreError(409, first?.code ?? "PROCESSING_FAILED", first?.description ?? "App Store Connect could not process the build");
     }
     const buildId = data?.relationships?.build?.data?.id;
-    if (state?.state !== "COMPLETE" || !buildId) throw new StillProcessing(`App Store Connect is processing the build (${state?.state ?? "unknown"})`);
+    if (state?.state !== "COMPLETE" || !buildId)
+      throw new StillProcessing(`App Store Connect is processing the build (${state?.state ?? "unknown"})`);
     p.build_id = buildId;
     await ctx.save(p, "processing", "processed; distributing to testers");
   }
@@ -156,7 +176,11 @@ export async function publishToTestflight(deps: StoreDeps, key: AppStoreConnectK
   }
   if (entry.what_to_test && !p.notes_set) {
     await api("POST", "/v1/betaBuildLocalizations", {
-      data: { type: "betaBuildLocalizations", attributes: { locale: "en-US", whatsNew: entry.what_to_test }, relationships: { build: { data: { type: "builds", id: p.build_id } } } },
+      data: {
+        type: "betaBuildLocalizations",
+        attributes: { locale: "en-US", whatsNew: entry.what_to_test },
+        relationships: { build: { data: { type: "builds", id: p.build_id } } },
+      },
     });
     p.notes_set = true;
     await ctx.save(p, "processing");
@@ -182,15 +206,31 @@ export async function googleAssertion(key: GooglePlayKey, nowS = Math.floor(Date
 
 async function googleAccessToken(deps: StoreDeps, key: GooglePlayKey): Promise<string> {
   const body = new URLSearchParams({ grant_type: "urn:ietf:params:oauth:grant-type:jwt-bearer", assertion: await googleAssertion(key) });
-  const answer = (await storeCall(deps, { method: "POST", url: key.token_uri, headers: { "content-type": "application/x-www-form-urlencoded" }, body: body.toString() })) as { access_token?: string };
+  const answer = (await storeCall(deps, {
+    method: "POST",
+    url: key.token_uri,
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: body.toString(),
+  })) as { access_token?: string };
   if (!answer?.access_token) throw new StoreError(502, "bad_answer", "Google's token endpoint answered no access_token");
   return answer.access_token;
 }
 
 /** Google Play: insert an edit, upload the bundle or APK, set the track's release, commit the edit. */
-export async function publishToGooglePlay(deps: StoreDeps, key: GooglePlayKey, entry: GooglePlayPublish, source: ArtifactSource, ctx: StepContext): Promise<string> {
+export async function publishToGooglePlay(
+  deps: StoreDeps,
+  key: GooglePlayKey,
+  entry: GooglePlayPublish,
+  source: ArtifactSource,
+  ctx: StepContext,
+): Promise<string> {
   const packageName = entry.package_name ?? source.bundleIdentifier;
-  if (!packageName) throw new StoreError(null, "missing_package_name", `${source.filename}: set package_name in the publish entry (Hangar cannot read it from an .aab)`);
+  if (!packageName)
+    throw new StoreError(
+      null,
+      "missing_package_name",
+      `${source.filename}: set package_name in the publish entry (Hangar cannot read it from an .aab)`,
+    );
   const kind = source.filename.toLowerCase().endsWith(".aab") ? "bundles" : "apks";
   const token = await googleAccessToken(deps, key);
   const base = deps.config.googleApiUrl;
@@ -222,7 +262,10 @@ export async function publishToGooglePlay(deps: StoreDeps, key: GooglePlayKey, e
     ...(staged ? { userFraction: entry.user_fraction } : {}),
   };
   await ctx.save({ ...ctx.progress, edit_id: editId }, "processing", `uploaded version code ${uploaded.versionCode}; setting track ${entry.track}`);
-  await api("PUT", `${app}/edits/${encodeURIComponent(editId)}/tracks/${encodeURIComponent(entry.track)}`, { track: entry.track, releases: [release] });
+  await api("PUT", `${app}/edits/${encodeURIComponent(editId)}/tracks/${encodeURIComponent(entry.track)}`, {
+    track: entry.track,
+    releases: [release],
+  });
   await api("POST", `${app}/edits/${encodeURIComponent(editId)}:commit`);
   return `version code ${uploaded.versionCode} on track ${entry.track} (${String(release.status)}${staged ? `, ${entry.user_fraction! * 100}% of users` : ""})`;
 }

@@ -50,7 +50,9 @@ export async function diskUsage(deps: Pick<AppDeps, "db" | "config" | "diskSpace
   };
   for (const r of artifactRows) entry(r.project_id).artifacts_bytes = Number(r.bytes);
   for (const r of logRows) entry(r.project_id).logs_bytes = Number(r.bytes);
-  const projects = [...byProject.values()].sort((a, b) => b.artifacts_bytes + b.logs_bytes - (a.artifacts_bytes + a.logs_bytes) || a.project_id.localeCompare(b.project_id));
+  const projects = [...byProject.values()].sort(
+    (a, b) => b.artifacts_bytes + b.logs_bytes - (a.artifacts_bytes + a.logs_bytes) || a.project_id.localeCompare(b.project_id),
+  );
   return {
     data_dir: await dataDirSpace(deps),
     database_bytes: Number(database?.bytes ?? 0),

@@ -89,14 +89,19 @@ async function computePlan(deps: Pick<AppDeps, "db" | "config">, now: number): P
   const keepLasts = all.map((p) => p.artifacts.keep_last).filter((n): n is number => n !== null);
   const artifactCutoffs = all.map((p) => cutoffOf(p.artifacts.max_age_days, now)).filter((n): n is number => n !== null);
   // A log still open for late chunks (HANGAR_LOG_GRACE_S after the end) is never taken.
-  const logCutoffs = all.map((p) => cutoffOf(p.logs.max_age_days, now)).filter((n): n is number => n !== null).map((c) => Math.min(c, now - deps.config.logGraceS));
+  const logCutoffs = all
+    .map((p) => cutoffOf(p.logs.max_age_days, now))
+    .filter((n): n is number => n !== null)
+    .map((c) => Math.min(c, now - deps.config.logGraceS));
 
   const plan: Plan = { artifacts: [], logs: [] };
   if (keepLasts.length > 0 || artifactCutoffs.length > 0) {
     const minKeep = keepLasts.length > 0 ? Math.min(...keepLasts) : null;
     const maxCutoff = artifactCutoffs.length > 0 ? Math.max(...artifactCutoffs) : null;
     const loosest = sql.join(
-      [minKeep !== null ? sql`h.rank > ${minKeep}` : null, maxCutoff !== null ? sql`h.finished <= ${maxCutoff}` : null].filter((s): s is SQL => s !== null),
+      [minKeep !== null ? sql`h.rank > ${minKeep}` : null, maxCutoff !== null ? sql`h.finished <= ${maxCutoff}` : null].filter(
+        (s): s is SQL => s !== null,
+      ),
       sql` OR `,
     );
     // keep_last ranks, per pipeline and branch, the final builds that hold available artifacts, pinned ones included.
@@ -120,19 +125,32 @@ async function computePlan(deps: Pick<AppDeps, "db" | "config">, now: number): P
       const p = policyOf(r.project_id).artifacts;
       const cutoff = cutoffOf(p.max_age_days, now);
       const reason: RetentionReason | null =
-        p.keep_last !== null && Number(r.rank) > p.keep_last ? "artifacts.keep_last" : cutoff !== null && Number(r.finished) <= cutoff ? "artifacts.max_age_days" : null;
+        p.keep_last !== null && Number(r.rank) > p.keep_last
+          ? "artifacts.keep_last"
+          : cutoff !== null && Number(r.finished) <= cutoff
+            ? "artifacts.max_age_days"
+            : null;
       if (reason) selected.push({ build_id: r.build_id, reason });
     }
     for (const group of chunks(selected, 500)) {
       const rows = await deps.db
         .select({ id: artifacts.id, buildId: artifacts.buildId, sizeBytes: artifacts.sizeBytes })
         .from(artifacts)
-        .where(and(inArray(artifacts.buildId, group.map((g) => g.build_id)), eq(artifacts.status, "available")))
+        .where(
+          and(
+            inArray(
+              artifacts.buildId,
+              group.map((g) => g.build_id),
+            ),
+            eq(artifacts.status, "available"),
+          ),
+        )
         .orderBy(artifacts.createdAt, artifacts.id);
       const byBuild = new Map<string, typeof rows>();
       for (const row of rows) byBuild.set(row.buildId, [...(byBuild.get(row.buildId) ?? []), row]);
       for (const g of group) {
-        for (const row of byBuild.get(g.build_id) ?? []) plan.artifacts.push({ build_id: g.build_id, artifact_id: row.id, bytes: Number(row.sizeBytes), reason: g.reason });
+        for (const row of byBuild.get(g.build_id) ?? [])
+          plan.artifacts.push({ build_id: g.build_id, artifact_id: row.id, bytes: Number(row.sizeBytes), reason: g.reason });
       }
       await turn();
     }
@@ -182,7 +200,12 @@ export type PassTrigger = "scheduled" | "manual";
  * daemon checking every few seconds takes no write lock. The insert's own condition makes two daemons claiming
  * together start one pass. Answers the pass id, or null (another daemon holds it, or none is due).
  */
-export async function claimPass(deps: Pick<AppDeps, "db" | "clock" | "config">, owner: string, trigger: PassTrigger, actor: UserRow | null): Promise<string | null> {
+export async function claimPass(
+  deps: Pick<AppDeps, "db" | "clock" | "config">,
+  owner: string,
+  trigger: PassTrigger,
+  actor: UserRow | null,
+): Promise<string | null> {
   const now = deps.clock.now();
   const leaseUntil = now + deps.config.retentionLeaseS;
   const unfinished = await deps.db.select().from(retentionPasses).where(isNull(retentionPasses.finishedAt)).get();
@@ -191,13 +214,24 @@ export async function claimPass(deps: Pick<AppDeps, "db" | "clock" | "config">, 
     const resumed = await deps.db
       .update(retentionPasses)
       .set({ leaseOwner: owner, leaseExpiresAt: leaseUntil })
-      .where(and(eq(retentionPasses.id, unfinished.id), isNull(retentionPasses.finishedAt), or(lte(retentionPasses.leaseExpiresAt, now), eq(retentionPasses.leaseOwner, owner))))
+      .where(
+        and(
+          eq(retentionPasses.id, unfinished.id),
+          isNull(retentionPasses.finishedAt),
+          or(lte(retentionPasses.leaseExpiresAt, now), eq(retentionPasses.leaseOwner, owner)),
+        ),
+      )
       .returning({ id: retentionPasses.id })
       .get();
     return resumed?.id ?? null;
   }
   if (trigger === "scheduled") {
-    const last = await deps.db.select({ startedAt: retentionPasses.startedAt }).from(retentionPasses).orderBy(desc(retentionPasses.startedAt)).limit(1).get();
+    const last = await deps.db
+      .select({ startedAt: retentionPasses.startedAt })
+      .from(retentionPasses)
+      .orderBy(desc(retentionPasses.startedAt))
+      .limit(1)
+      .get();
     if (last && last.startedAt > now - PASS_INTERVAL_S) return null;
   }
   const id = crypto.randomUUID();
@@ -241,7 +275,13 @@ async function removeOwedBytes(deps: Deps, ids?: string[]): Promise<number> {
       .select({ id: artifacts.id, storageLocation: artifacts.storageLocation })
       .from(artifacts)
       // Given ids: by primary key ("+status" keeps SQLite off the status index, which would visit every expired one).
-      .where(and(ids ? sql`+${artifacts.status} = 'expired'` : eq(artifacts.status, "expired"), isNull(artifacts.storageRemovedAt), ids ? inArray(artifacts.id, ids) : undefined))
+      .where(
+        and(
+          ids ? sql`+${artifacts.status} = 'expired'` : eq(artifacts.status, "expired"),
+          isNull(artifacts.storageRemovedAt),
+          ids ? inArray(artifacts.id, ids) : undefined,
+        ),
+      )
       .orderBy(artifacts.id)
       .limit(BATCH_SIZE)
       .offset(failed);
@@ -258,19 +298,27 @@ async function removeOwedBytes(deps: Deps, ids?: string[]): Promise<number> {
           removed.push(row.id);
         } catch (err) {
           failed++;
-          deps.log({ time: new Date().toISOString(), level: "warn", msg: "retention: the store refused a delete; the next pass retries it", artifact_id: row.id, error: describeError(err) });
+          deps.log({
+            time: new Date().toISOString(),
+            level: "warn",
+            msg: "retention: the store refused a delete; the next pass retries it",
+            artifact_id: row.id,
+            error: describeError(err),
+          });
         }
       }
     };
     await Promise.all(Array.from({ length: REMOVALS_IN_FLIGHT }, worker));
     if (removed.length > 0) {
-      await deps.db.update(artifacts).set({ storageRemovedAt: deps.clock.now() }).where(and(inArray(artifacts.id, removed), isNotNull(artifacts.expiredAt)));
+      await deps.db
+        .update(artifacts)
+        .set({ storageRemovedAt: deps.clock.now() })
+        .where(and(inArray(artifacts.id, removed), isNotNull(artifacts.expiredAt)));
     }
     if (ids) return failed;
     await turn();
   }
 }
-
 
 /**
  * Runs a claimed pass to its end: owed removals first, then the plan, one batch at a time. Each batch re-checks, in
@@ -395,7 +443,13 @@ export async function runScheduledRetention(deps: Deps, owner: string, shouldSto
 /** The last finished pass, for the settings page. */
 export async function lastPass(deps: Pick<AppDeps, "db">) {
   return (
-    (await deps.db.select().from(retentionPasses).where(isNotNull(retentionPasses.finishedAt)).orderBy(desc(retentionPasses.startedAt)).limit(1).get()) ?? null
+    (await deps.db
+      .select()
+      .from(retentionPasses)
+      .where(isNotNull(retentionPasses.finishedAt))
+      .orderBy(desc(retentionPasses.startedAt))
+      .limit(1)
+      .get()) ?? null
   );
 }
 
@@ -404,7 +458,10 @@ export async function describeListedBuilds(deps: Pick<AppDeps, "db">, buildIds: 
   const ids = [...new Set(buildIds)];
   const out = new Map<string, { number: number; projectId: string; branch: string }>();
   for (const batch of chunks(ids, 500)) {
-    const rows = await deps.db.select({ id: builds.id, number: builds.buildNumber, projectId: builds.projectId, branch: builds.branch }).from(builds).where(inArray(builds.id, batch));
+    const rows = await deps.db
+      .select({ id: builds.id, number: builds.buildNumber, projectId: builds.projectId, branch: builds.branch })
+      .from(builds)
+      .where(inArray(builds.id, batch));
     for (const r of rows) out.set(r.id, { number: r.number, projectId: r.projectId, branch: r.branch });
   }
   return out;

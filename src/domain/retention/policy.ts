@@ -67,11 +67,21 @@ export async function readInstancePolicy(deps: Pick<AppDeps, "db">): Promise<Eff
   return spelledOut(stored ? parseStored(stored.value) : { artifacts: {}, logs: {} });
 }
 
-export async function updateInstancePolicy(deps: Pick<AppDeps, "db" | "clock">, actor: UserRow, input: RetentionPolicyInput): Promise<EffectivePolicy> {
+export async function updateInstancePolicy(
+  deps: Pick<AppDeps, "db" | "clock">,
+  actor: UserRow,
+  input: RetentionPolicyInput,
+): Promise<EffectivePolicy> {
   const policy = spelledOut(input);
   await deps.db.batch([
     writeSettingStatement(deps, RETENTION_SETTING, policy),
-    auditStatement(deps, { action: "settings.retention_updated", actor, targetType: "instance_settings", targetId: RETENTION_SETTING, details: { ...policy } }),
+    auditStatement(deps, {
+      action: "settings.retention_updated",
+      actor,
+      targetType: "instance_settings",
+      targetId: RETENTION_SETTING,
+      details: { ...policy },
+    }),
   ]);
   return policy;
 }

@@ -9,7 +9,11 @@ import { sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 export type RunnerRow = typeof runners.$inferSelect;
 
 function prepareRunnerLookup(db: Db) {
-  return db.select().from(runners).where(eq(runners.tokenHash, sql.placeholder("tokenHash"))).prepare();
+  return db
+    .select()
+    .from(runners)
+    .where(eq(runners.tokenHash, sql.placeholder("tokenHash")))
+    .prepare();
 }
 
 // Every runner call (claims above all) runs this lookup: built once per database handle, as the session lookup.

@@ -220,7 +220,14 @@ export async function removeRunner(deps: DbDeps & Pick<AppDeps, "jobSignal">, ac
       .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "assigned"))),
     deps.db
       .update(builds)
-      .set({ status: "failed", failureReason: "runner_removed", exitCode: null, finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
+      .set({
+        status: "failed",
+        failureReason: "runner_removed",
+        exitCode: null,
+        finishedAt: now,
+        updatedAt: now,
+        stepResults: endStepResultsSql(now),
+      })
       .where(and(eq(builds.runnerId, runnerId), eq(builds.status, "running"))),
     deps.db.delete(runners).where(eq(runners.id, runnerId)),
     auditStatement(deps, {

@@ -37,12 +37,20 @@ export async function projectRunnersView(deps: Pick<AppDeps, "db">, projectId: s
       .where(eq(projects.id, projectId))
       .get(),
     deps.db.select({ name: projectSecrets.name }).from(projectSecrets).where(eq(projectSecrets.projectId, projectId)).limit(1).get(),
-    deps.db.select({ id: runners.id, name: runners.name, status: runners.status, trust: runners.trust }).from(runners).orderBy(asc(runners.createdAt), asc(runners.id)),
+    deps.db
+      .select({ id: runners.id, name: runners.name, status: runners.status, trust: runners.trust })
+      .from(runners)
+      .orderBy(asc(runners.createdAt), asc(runners.id)),
     deps.db.select({ id: webhooks.id }).from(webhooks).where(eq(webhooks.projectId, projectId)).limit(1).get(),
-    deps.db.select({ config: pipelines.config }).from(pipelines).where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt))),
+    deps.db
+      .select({ config: pipelines.config })
+      .from(pipelines)
+      .where(and(eq(pipelines.projectId, projectId), isNull(pipelines.deletedAt))),
   ]);
   const defaultBranch = project?.defaultBranch ?? "main";
-  const buildsPulls = projectPipelines.some((p) => effectiveTriggers(p.config as PipelineConfig, defaultBranch).some((t) => t.event === "pull_request"));
+  const buildsPulls = projectPipelines.some((p) =>
+    effectiveTriggers(p.config as PipelineConfig, defaultBranch).some((t) => t.event === "pull_request"),
+  );
   const pick = (trust: RunnerTrust) => all.filter((r) => r.trust === trust).map(({ id, name, status }) => ({ id, name, status }));
   return {
     holdsCredentials: project !== undefined && (project.android !== null || project.ios !== null || secret !== undefined),

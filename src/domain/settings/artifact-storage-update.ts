@@ -1,11 +1,7 @@
 import type { StorageProvider } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import {
-  ARTIFACT_STORAGE_SETTING,
-  defaultLocalBaseDir,
-  type StoredArtifactStorageSettings,
-} from "./artifact-storage-settings.ts";
+import { ARTIFACT_STORAGE_SETTING, defaultLocalBaseDir, type StoredArtifactStorageSettings } from "./artifact-storage-settings.ts";
 import { auditStatement } from "../common/audit.ts";
 import { readSetting, writeSettingStatement } from "../setup/instance.ts";
 import { checkDestinationNow, DestinationNotAllowedError } from "../common/outbound.ts";
@@ -93,7 +89,9 @@ function normalizePrefix(prefix: string | null): string | null {
   const trimmed = prefix.replace(/^\/+/, "");
   // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
   if (/[\x00-\x1f\x7f]/.test(trimmed) || trimmed.split("/").some((part) => part === "..")) {
-    throw new ApiError(400, "invalid_input", "s3.prefix must not contain control characters or '..' segments", [{ path: "s3.prefix", message: "invalid prefix" }]);
+    throw new ApiError(400, "invalid_input", "s3.prefix must not contain control characters or '..' segments", [
+      { path: "s3.prefix", message: "invalid prefix" },
+    ]);
   }
   return trimmed === "" ? null : trimmed;
 }
@@ -142,7 +140,11 @@ export async function updateArtifactStorageSettings(deps: Deps, actor: Pick<User
     if (!(await deps.checkWritableDir(dir))) throw new ApiError(400, "invalid_local_base_dir", "local.base_dir is not a writable directory");
   } else {
     if (!doc.s3.bucket || !isValidBucketName(doc.s3.bucket)) {
-      throw new ApiError(400, "invalid_s3_bucket", "s3.bucket must follow the S3 bucket naming rules (3-63 lower-case letters, digits, dots, hyphens)");
+      throw new ApiError(
+        400,
+        "invalid_s3_bucket",
+        "s3.bucket must follow the S3 bucket naming rules (3-63 lower-case letters, digits, dots, hyphens)",
+      );
     }
     const endpoint = doc.s3.endpoint ? parseS3Endpoint(doc.s3.endpoint) : null;
     const httpsOnly = "s3.endpoint must be an absolute https URL (plain http only for a destination in HANGAR_OUTBOUND_ALLOW)";
@@ -154,7 +156,9 @@ export async function updateArtifactStorageSettings(deps: Deps, actor: Pick<User
       if (isHttp && !listed) throw new ApiError(400, "invalid_s3_endpoint", httpsOnly);
     } catch (err) {
       if (err instanceof DestinationNotAllowedError) {
-        throw isHttp ? new ApiError(400, "invalid_s3_endpoint", httpsOnly) : new ApiError(400, "destination_not_allowed", `s3.endpoint: ${err.message}`);
+        throw isHttp
+          ? new ApiError(400, "invalid_s3_endpoint", httpsOnly)
+          : new ApiError(400, "destination_not_allowed", `s3.endpoint: ${err.message}`);
       }
       throw err;
     }

@@ -5,7 +5,10 @@
 
 /** Lower case, without IPv6 brackets or a trailing root dot. */
 function normalise(hostname: string): string {
-  return hostname.toLowerCase().replace(/^\[|\]$/g, "").replace(/\.$/, "");
+  return hostname
+    .toLowerCase()
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "");
 }
 
 /** Loopback names and addresses: localhost, *.localhost, 127.0.0.0/8, ::1 and IPv4-mapped 127.x. */

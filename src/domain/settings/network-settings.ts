@@ -62,11 +62,17 @@ export interface NetworkSettingsInput {
  */
 export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetworkSettings {
   const publicUrl = parseBaseUrl(input.public_url.trim());
-  if (!publicUrl) throw new ApiError(400, "invalid_input", "public_url must be an absolute http(s) URL without query or fragment", [{ path: "public_url", message: "invalid URL" }]);
+  if (!publicUrl)
+    throw new ApiError(400, "invalid_input", "public_url must be an absolute http(s) URL without query or fragment", [
+      { path: "public_url", message: "invalid URL" },
+    ]);
   const origins: string[] = [];
   input.allowed_origins.forEach((text, index) => {
     const origin = parseOrigin(text);
-    if (!origin) throw new ApiError(400, "invalid_input", `allowed_origins[${index}] is not an origin such as https://ci.example.com`, [{ path: `allowed_origins.${index}`, message: "invalid origin" }]);
+    if (!origin)
+      throw new ApiError(400, "invalid_input", `allowed_origins[${index}] is not an origin such as https://ci.example.com`, [
+        { path: `allowed_origins.${index}`, message: "invalid origin" },
+      ]);
     if (!origins.includes(origin)) origins.push(origin);
   });
   if (publicUrl.protocol !== "https:") throw new ApiError(400, "external_access_https_required", "public_url must use https");
@@ -77,10 +83,16 @@ export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetw
   const deliveryText = input.artifact_delivery_url?.trim();
   if (deliveryText) {
     const deliveryUrl = parseBaseUrl(deliveryText);
-    if (!deliveryUrl) throw new ApiError(400, "artifact_delivery_url_invalid", "artifact_delivery_url must be an absolute URL without query or fragment");
+    if (!deliveryUrl)
+      throw new ApiError(400, "artifact_delivery_url_invalid", "artifact_delivery_url must be an absolute URL without query or fragment");
     if (deliveryUrl.protocol !== "https:") throw new ApiError(400, "artifact_delivery_https_required", "artifact_delivery_url must use https");
     // Devices download from it: a loopback address would point each device at itself.
-    if (isThisMachineOnlyHostname(deliveryUrl.hostname)) throw new ApiError(400, "artifact_delivery_public_url_required", "artifact_delivery_url must be reachable from devices, not a loopback address");
+    if (isThisMachineOnlyHostname(deliveryUrl.hostname))
+      throw new ApiError(
+        400,
+        "artifact_delivery_public_url_required",
+        "artifact_delivery_url must be reachable from devices, not a loopback address",
+      );
     delivery = canonicalBaseUrl(deliveryUrl);
   }
   return { public_url: canonicalBaseUrl(publicUrl), artifact_delivery_url: delivery, allowed_origins: origins };
@@ -107,7 +119,13 @@ export async function updateNetworkSettings(
   const doc = validateNetworkSettings(input);
   await deps.db.batch([
     writeSettingStatement(deps, NETWORK_SETTING, doc),
-    auditStatement(deps, { action: "settings.network_updated", actor, targetType: "instance_settings", targetId: NETWORK_SETTING, details: { ...doc } }),
+    auditStatement(deps, {
+      action: "settings.network_updated",
+      actor,
+      targetType: "instance_settings",
+      targetId: NETWORK_SETTING,
+      details: { ...doc },
+    }),
   ]);
   return { ...doc, source: "database", updated_at: deps.clock.now() };
 }

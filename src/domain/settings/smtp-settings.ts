@@ -10,7 +10,8 @@ import { readSetting, writeSetting } from "../setup/instance.ts";
 
 export const SMTP_SETTING = "smtp";
 
-const HOST = /^(?=.{1,253}$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$|^\[[0-9A-Fa-f:.]+\]$/;
+const HOST =
+  /^(?=.{1,253}$)(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$|^\[[0-9A-Fa-f:.]+\]$/;
 
 export const smtpSettingsSchema = z.object({
   host: z.string().regex(HOST, "a host name or IP address"),
@@ -19,7 +20,12 @@ export const smtpSettingsSchema = z.object({
   username: z.string().min(1).max(320).nullable().optional(),
   /** Omitted: the stored password stays; null: removed. */
   password: z.string().min(1).max(1024).nullable().optional(),
-  from: z.string().trim().min(3).max(320).refine((v) => /^[^\r\n]*<?[^\s<>@]+@[^\s<>@]+>?$/.test(v), "an address such as Hangar <ci@example.com>"),
+  from: z
+    .string()
+    .trim()
+    .min(3)
+    .max(320)
+    .refine((v) => /^[^\r\n]*<?[^\s<>@]+@[^\s<>@]+>?$/.test(v), "an address such as Hangar <ci@example.com>"),
 });
 
 interface StoredSmtp {
@@ -35,7 +41,15 @@ export async function readSmtpSettings(deps: Pick<AppDeps, "db">) {
   const stored = await readSetting<StoredSmtp>(deps, SMTP_SETTING);
   if (!stored) return { host: null, port: null, secure: false, username: null, from: null, has_password: false, updated_at: null };
   const v = stored.value;
-  return { host: v.host, port: v.port, secure: v.secure, username: v.username, from: v.from, has_password: v.password_sealed !== null, updated_at: stored.updatedAt };
+  return {
+    host: v.host,
+    port: v.port,
+    secure: v.secure,
+    username: v.username,
+    from: v.from,
+    has_password: v.password_sealed !== null,
+    updated_at: stored.updatedAt,
+  };
 }
 
 export async function updateSmtpSettings(
@@ -48,8 +62,21 @@ export async function updateSmtpSettings(
   const before = await readSetting<StoredSmtp>(deps, SMTP_SETTING);
   const passwordSealed =
     input.password === undefined ? (before?.value.password_sealed ?? null) : input.password === null ? null : await deps.secrets.seal(input.password);
-  const value: StoredSmtp = { host: input.host, port: input.port, secure: input.secure, username: input.username ?? null, password_sealed: passwordSealed, from: input.from };
+  const value: StoredSmtp = {
+    host: input.host,
+    port: input.port,
+    secure: input.secure,
+    username: input.username ?? null,
+    password_sealed: passwordSealed,
+    from: input.from,
+  };
   await writeSetting(deps, SMTP_SETTING, value);
-  await auditStatement(deps, { action: "settings.smtp_update", actor, targetType: "settings", targetId: SMTP_SETTING, details: { host: input.host, port: input.port } });
+  await auditStatement(deps, {
+    action: "settings.smtp_update",
+    actor,
+    targetType: "settings",
+    targetId: SMTP_SETTING,
+    details: { host: input.host, port: input.port },
+  });
   return readSmtpSettings(deps);
 }

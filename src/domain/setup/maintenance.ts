@@ -14,7 +14,16 @@ import { indexEndedLogs } from "../logs/log-search.ts";
  * on one database can both run it (docs/api.md §8). Tests call it directly with a ManualClock.
  */
 export async function runMaintenance(deps: AppDeps, options: { jobTimeoutMs?: number } = {}): Promise<void> {
-  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [sweep, deleteExpiredSessions, deleteExpiredOidcRequests, deleteOrphanArtifacts, deleteExpiredUrlTokens, signingHealthPassIfDue, runSchedules, indexEndedLogs];
+  const jobs: Array<(deps: AppDeps) => Promise<unknown>> = [
+    sweep,
+    deleteExpiredSessions,
+    deleteExpiredOidcRequests,
+    deleteOrphanArtifacts,
+    deleteExpiredUrlTokens,
+    signingHealthPassIfDue,
+    runSchedules,
+    indexEndedLogs,
+  ];
   const timeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
   for (const job of jobs) {
     let timer: ReturnType<typeof setTimeout> | undefined;

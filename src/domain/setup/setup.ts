@@ -75,14 +75,18 @@ export async function verifyBootstrapToken(deps: DbDeps, token: string): Promise
     const counted = await deps.db
       .update(bootstrapTokens)
       .set({ failedAttempts: sql`${bootstrapTokens.failedAttempts} + 1` })
-      .where(and(eq(bootstrapTokens.id, 1), eq(bootstrapTokens.tokenHash, stored.tokenHash), lt(bootstrapTokens.failedAttempts, MAX_BOOTSTRAP_FAILURES)))
+      .where(
+        and(eq(bootstrapTokens.id, 1), eq(bootstrapTokens.tokenHash, stored.tokenHash), lt(bootstrapTokens.failedAttempts, MAX_BOOTSTRAP_FAILURES)),
+      )
       .returning({ failedAttempts: bootstrapTokens.failedAttempts })
       .get();
     if (!counted || counted.failedAttempts >= MAX_BOOTSTRAP_FAILURES) throw tooManyAttempts();
     throw new ApiError(401, "invalid_token", "the bootstrap token does not match");
   }
-  if (stored.consumedAt !== null) throw new ApiError(410, "token_consumed", "the bootstrap token was already used; run `npx hangar setup-token` for a new one");
-  if (stored.expiresAt <= now) throw new ApiError(410, "token_expired", "the bootstrap token has expired; run `npx hangar setup-token` for a new one");
+  if (stored.consumedAt !== null)
+    throw new ApiError(410, "token_consumed", "the bootstrap token was already used; run `npx hangar setup-token` for a new one");
+  if (stored.expiresAt <= now)
+    throw new ApiError(410, "token_expired", "the bootstrap token has expired; run `npx hangar setup-token` for a new one");
   // Consume with every condition repeated, so exactly one of several racing verifications wins.
   const consumed = await deps.db
     .update(bootstrapTokens)
@@ -152,7 +156,13 @@ export async function createOwner(
       ),
       auditStatementWhen(
         deps,
-        { action: "setup.owner_created", actor: { id: owner.id, email: owner.email }, targetType: "user", targetId: owner.id, details: { method: operation } },
+        {
+          action: "setup.owner_created",
+          actor: { id: owner.id, email: owner.email },
+          targetType: "user",
+          targetId: owner.id,
+          details: { method: operation },
+        },
         sql`exists (select 1 from ${users} where ${users.id} = ${owner.id})`,
       ),
     ]);

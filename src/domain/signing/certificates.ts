@@ -106,7 +106,10 @@ export function describeCertificateDer(der: Uint8Array): CertificateInfo {
   const validity = children(tbs[at + 3]);
   const subject = nameText(tbs[at + 4]);
   if (!serialBytes || validity.length !== 2) throw new SigningMaterialError("not an X.509 certificate");
-  const serial = forge.util.bytesToHex(serialBytes).replace(/^(00)+(?=.)/, "").toUpperCase();
+  const serial = forge.util
+    .bytesToHex(serialBytes)
+    .replace(/^(00)+(?=.)/, "")
+    .toUpperCase();
   return { subject: subject.text, serial, expires_at: timeOf(validity[1]), team_id: subject.values.get("OU") ?? null, der };
 }
 
@@ -129,7 +132,9 @@ function openPkcs12(bytes: Uint8Array, password: string): OpenedPkcs12 {
   } catch (err) {
     const message = err instanceof Error ? err.message : "";
     throw new SigningMaterialError(
-      /password|MAC|decrypt/i.test(message) ? "the password does not open this PKCS#12 file" : "not a PKCS#12 file (or one in a form that cannot be read)",
+      /password|MAC|decrypt/i.test(message)
+        ? "the password does not open this PKCS#12 file"
+        : "not a PKCS#12 file (or one in a form that cannot be read)",
     );
   }
   const bagsOf = (type: string) => p12.getBags({ bagType: type })[type] ?? [];
@@ -288,7 +293,8 @@ function checkJksKeyPassword(encryptedPrivateKeyInfo: Uint8Array, keyPassword: s
 export function openAndroidKeystore(bytes: Uint8Array, storePassword: string, alias: string, keyPassword: string): CertificateInfo {
   const magic = bytes.length >= 4 ? ((bytes[0]! << 24) >>> 0) + (bytes[1]! << 16) + (bytes[2]! << 8) + bytes[3]! : 0;
   if (magic === JKS_MAGIC) return openJks(bytes, storePassword, alias, keyPassword);
-  if (magic === JCEKS_MAGIC) throw new SigningMaterialError("JCEKS keystores are not supported: convert it with keytool -importkeystore -deststoretype PKCS12");
+  if (magic === JCEKS_MAGIC)
+    throw new SigningMaterialError("JCEKS keystores are not supported: convert it with keytool -importkeystore -deststoretype PKCS12");
   let opened: OpenedPkcs12;
   try {
     opened = openPkcs12(bytes, storePassword);

@@ -39,11 +39,25 @@ export function projectHealthItems(project: Pick<ProjectRow, "id" | "iosSigningI
   const ios = project.iosSigningInfo;
   if (ios) {
     const c = ios.certificate;
-    items.push({ project_id: project.id, kind: "ios_certificate", serial: c.serial, name: commonName(c.subject), expires_at: c.expires_at, state: healthState(c.expires_at, now) });
+    items.push({
+      project_id: project.id,
+      kind: "ios_certificate",
+      serial: c.serial,
+      name: commonName(c.subject),
+      expires_at: c.expires_at,
+      state: healthState(c.expires_at, now),
+    });
     for (const p of ios.profiles) {
       // A profile without an expiry date never expires as far as anyone can tell; it has no health to show.
       if (p.expires_at === null) continue;
-      items.push({ project_id: project.id, kind: "ios_profile", uuid: p.uuid, name: p.name, expires_at: p.expires_at, state: healthState(p.expires_at, now) });
+      items.push({
+        project_id: project.id,
+        kind: "ios_profile",
+        uuid: p.uuid,
+        name: p.name,
+        expires_at: p.expires_at,
+        state: healthState(p.expires_at, now),
+      });
     }
   }
   const android = project.androidSigningInfo;
@@ -85,7 +99,10 @@ export function healthItemKey(item: SigningHealthItem): string {
  * expiring or expired item that is due one. The notice row and the outbox rows are one batch whose outbox insert
  * runs only when the notice row changed (`changes()`), so daemons sharing a database announce an item once.
  */
-export async function runSigningHealthPass(deps: Pick<AppDeps, "db" | "clock" | "secrets" | "log">, options: { projectId?: string } = {}): Promise<number> {
+export async function runSigningHealthPass(
+  deps: Pick<AppDeps, "db" | "clock" | "secrets" | "log">,
+  options: { projectId?: string } = {},
+): Promise<number> {
   let queued = 0;
   const now = deps.clock.now();
   for (const row of await liveProjectsWithSigning(deps, options.projectId)) {
@@ -93,7 +110,13 @@ export async function runSigningHealthPass(deps: Pick<AppDeps, "db" | "clock" | 
     try {
       project = await describeStoredSigning(deps, row);
     } catch (err) {
-      deps.log({ time: new Date().toISOString(), level: "error", msg: "signing material cannot be described", project_id: row.id, error: describeError(err) });
+      deps.log({
+        time: new Date().toISOString(),
+        level: "error",
+        msg: "signing material cannot be described",
+        project_id: row.id,
+        error: describeError(err),
+      });
     }
     for (const item of projectHealthItems(project, now)) {
       if (item.state === "ok") continue;
@@ -120,7 +143,11 @@ async function queueNotice(deps: Pick<AppDeps, "db">, project: ProjectRow, item:
     deps.db
       .insert(signingNotices)
       .values({ projectId: project.id, itemKey: key, state: item.state as "expiring" | "expired", notifiedAt: now })
-      .onConflictDoUpdate({ target: [signingNotices.projectId, signingNotices.itemKey], set: { state: item.state as "expiring" | "expired", notifiedAt: now }, setWhere: due }),
+      .onConflictDoUpdate({
+        target: [signingNotices.projectId, signingNotices.itemKey],
+        set: { state: item.state as "expiring" | "expired", notifiedAt: now },
+        setWhere: due,
+      }),
     deps.db.run(sql`INSERT INTO outbox (event_seq, build_id, target_kind, target_id, event, message_id, status, attempts, next_attempt_at_ms, payload, created_at, updated_at)
       SELECT NULL, NULL, 'notification', n.id, ${event}, 'msg_' || lower(hex(randomblob(16))), 'pending', 0, ${nowMs}, ${payload}, ${now}, ${now}
       FROM notifications n WHERE changes() = 1 AND ${wants}`),

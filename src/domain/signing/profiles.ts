@@ -42,8 +42,11 @@ export async function readSigningProfile(bytes: Uint8Array): Promise<ReadProfile
   // The UUID becomes a file name on the runner: only the canonical form is accepted.
   if (!UUID.test(uuid)) throw new SigningMaterialError("the profile has no valid UUID");
   const appId = entitlements["application-identifier"];
-  if (typeof appId !== "string" || !/^[A-Za-z0-9]+\.[A-Za-z0-9.*-]+$/.test(appId)) throw new SigningMaterialError("the profile has no application identifier");
-  const certificates = Array.isArray(plist.DeveloperCertificates) ? plist.DeveloperCertificates.filter((c): c is Uint8Array => c instanceof Uint8Array) : [];
+  if (typeof appId !== "string" || !/^[A-Za-z0-9]+\.[A-Za-z0-9.*-]+$/.test(appId))
+    throw new SigningMaterialError("the profile has no application identifier");
+  const certificates = Array.isArray(plist.DeveloperCertificates)
+    ? plist.DeveloperCertificates.filter((c): c is Uint8Array => c instanceof Uint8Array)
+    : [];
   const teams = Array.isArray(plist.TeamIdentifier) ? plist.TeamIdentifier.filter((t): t is string => typeof t === "string") : [];
   const devices = Array.isArray(plist.ProvisionedDevices) ? plist.ProvisionedDevices : null;
   const kind: SigningKind =

@@ -11,7 +11,11 @@ import { getProject, openAndroidSigning, openIosSigning, toProjectJson, type Pro
 import { openAndroidKeystore, openSigningIdentity, SigningMaterialError } from "./certificates.ts";
 import { profileListsCertificate, readSigningProfile, type ReadProfile } from "./profiles.ts";
 
-const base64 = () => z.string().min(1).regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
+const base64 = () =>
+  z
+    .string()
+    .min(1)
+    .regex(/^[A-Za-z0-9+/]+={0,2}$/, "must be base64");
 /** One profile per app and extension; more than this is a sign of a wrong upload, not a bigger app. */
 export const MAX_PROFILES = 20;
 
@@ -41,7 +45,11 @@ function encodeBase64(bytes: Uint8Array): string {
   return btoa(binary);
 }
 
-function materialError(code: "invalid_certificate" | "invalid_profile" | "certificate_not_in_profile" | "invalid_keystore", err: unknown, issue?: ValidationIssue): never {
+function materialError(
+  code: "invalid_certificate" | "invalid_profile" | "certificate_not_in_profile" | "invalid_keystore",
+  err: unknown,
+  issue?: ValidationIssue,
+): never {
   if (!(err instanceof SigningMaterialError)) throw err;
   throw new ApiError(400, code, err.message, issue ? [issue] : undefined);
 }
@@ -106,7 +114,10 @@ export type AndroidSigningUpload = z.infer<typeof androidSigningUploadSchema>;
 export function checkAndroidSigning(input: AndroidSigningUpload): AndroidSigningInfo {
   try {
     const certificate = openAndroidKeystore(decodeBase64(input.keystore_base64), input.keystore_password, input.key_alias, input.key_password);
-    return { key_alias: input.key_alias, certificate: { subject: certificate.subject, serial: certificate.serial, expires_at: certificate.expires_at } };
+    return {
+      key_alias: input.key_alias,
+      certificate: { subject: certificate.subject, serial: certificate.serial, expires_at: certificate.expires_at },
+    };
   } catch (err) {
     materialError("invalid_keystore", err, { path: "keystore_base64", message: err instanceof Error ? err.message : "cannot be opened" });
   }
@@ -118,7 +129,9 @@ export function toSigningJson(project: ProjectRow) {
   const android = project.androidSigningInfo;
   return {
     ios: ios ? { certificate: { ...ios.certificate }, profiles: ios.profiles.map((p) => ({ ...p })) } : null,
-    android: android ? { key_alias: android.key_alias, certificate: { subject: android.certificate.subject, expires_at: android.certificate.expires_at } } : null,
+    android: android
+      ? { key_alias: android.key_alias, certificate: { subject: android.certificate.subject, expires_at: android.certificate.expires_at } }
+      : null,
   };
 }
 
@@ -159,7 +172,13 @@ export async function storeAndroidSigning(deps: StoreDeps, actor: UserRow, proje
   const now = deps.clock.now();
   await deps.db.batch([
     deps.db.update(projects).set({ androidSigningSealed: sealed, androidSigningInfo: info, updatedAt: now }).where(eq(projects.id, projectId)),
-    auditStatement(deps, { action: "project.androidSigning.set", actor, targetType: "project", targetId: projectId, details: { key_alias: info.key_alias } }),
+    auditStatement(deps, {
+      action: "project.androidSigning.set",
+      actor,
+      targetType: "project",
+      targetId: projectId,
+      details: { key_alias: info.key_alias },
+    }),
   ]);
   return getProject(deps, projectId);
 }
@@ -178,7 +197,10 @@ export async function describeStoredSigning(deps: StoreDeps, project: ProjectRow
         certificate_password: doc.certificate_password,
         provisioning_profiles_base64: doc.provisioning_profiles_base64,
       };
-      set.iosSigningInfo = await checkIosSigning(input).then((c) => c.info, () => null);
+      set.iosSigningInfo = await checkIosSigning(input).then(
+        (c) => c.info,
+        () => null,
+      );
     }
   }
   if (project.androidSigningSealed && !project.androidSigningInfo) {

@@ -19,9 +19,7 @@ export interface ParsedTestCase {
   output: string | null;
 }
 
-export type JunitParse =
-  | { ok: true; cases: ParsedTestCase[]; truncated: boolean }
-  | { ok: false; message: string };
+export type JunitParse = { ok: true; cases: ParsedTestCase[]; truncated: boolean } | { ok: false; message: string };
 
 /** `output` is cut to this many UTF-8 bytes. */
 export const MAX_OUTPUT_BYTES = 64 * 1024;
@@ -247,7 +245,7 @@ class DoctypeRefused extends Error {}
 function finish(c: OpenCase): ParsedTestCase {
   const status: TestCaseStatus = c.kind === "failure" ? "failed" : c.kind === "error" ? "errored" : c.kind === "skipped" ? "skipped" : "passed";
   const detail = c.detail.trim();
-  let message = c.kind === null ? null : c.message ?? (detail.split("\n", 1)[0] || null);
+  let message = c.kind === null ? null : (c.message ?? (detail.split("\n", 1)[0] || null));
   if (message !== null) message = message.slice(0, MAX_MESSAGE_CHARS);
   const parts: string[] = [];
   if ((c.kind === "failure" || c.kind === "error") && detail) parts.push(detail);

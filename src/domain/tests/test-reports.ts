@@ -125,7 +125,9 @@ export async function ingestJunitReport(
   // thousands of bound parameters each.
   const inserts = [];
   for (let i = 0; i < cases.length; i += INSERT_ROWS) {
-    const chunk = JSON.stringify(cases.slice(i, i + INSERT_ROWS).map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]));
+    const chunk = JSON.stringify(
+      cases.slice(i, i + INSERT_ROWS).map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]),
+    );
     inserts.push(
       deps.db.run(sql`INSERT INTO test_cases (build_id, artifact_id, project_id, pipeline_id, build_number, branch, commit_sha, suite, classname, name, status, duration_ms, message, output, created_at)
         SELECT ${build.id}, ${artifact.id}, ${build.projectId}, ${build.pipelineId}, ${build.buildNumber}, ${build.branch}, ${build.commitSha},
@@ -323,7 +325,15 @@ export async function flakyTests(deps: Pick<AppDeps, "db">, projectId: string): 
     .offset(FLAKY_WINDOW_CASES)
     .get();
   const minId = floor?.id ?? 0;
-  const rows = await deps.db.all<{ classname: string; name: string; build_id: string; build_number: number; commit_sha: string; branch: string; status: TestCaseStatus }>(sql`
+  const rows = await deps.db.all<{
+    classname: string;
+    name: string;
+    build_id: string;
+    build_number: number;
+    commit_sha: string;
+    branch: string;
+    status: TestCaseStatus;
+  }>(sql`
     SELECT c.classname, c.name, c.build_id, c.build_number, c.commit_sha, c.branch, c.status FROM test_cases c
     WHERE c.project_id = ${projectId} AND c.id > ${minId} AND c.status != 'skipped'
       AND EXISTS (SELECT 1 FROM test_cases f WHERE f.project_id = c.project_id AND f.name = c.name AND f.classname = c.classname

@@ -22,17 +22,24 @@ export function bearerToken(c: Context, invalidCode: "invalid_session" | "invali
  * before any credential is looked at (the setup sessions are gone by then).
  */
 export function requireSetupSession(deps: AppDeps) {
-  return documented({ schemes: ["setupSession"], unauthorizedCodes: ["missing_auth", "invalid_session", "session_expired"], extraErrors: { 409: ["already_configured"] } }, createMiddleware<AppEnv>(async (c, next) => {
-    await assertSetupOpen(deps);
-    const session = await touchSetupSession(deps, bearerToken(c)).catch(async (err: unknown) => {
-      // A completion racing this request deletes every setup session: answer for the state, not the token.
+  return documented(
+    {
+      schemes: ["setupSession"],
+      unauthorizedCodes: ["missing_auth", "invalid_session", "session_expired"],
+      extraErrors: { 409: ["already_configured"] },
+    },
+    createMiddleware<AppEnv>(async (c, next) => {
       await assertSetupOpen(deps);
-      throw err;
-    });
-    c.set("setupSessionId", session.id);
-    c.set("setupSessionExpiresAt", session.expiresAt);
-    await next();
-  }));
+      const session = await touchSetupSession(deps, bearerToken(c)).catch(async (err: unknown) => {
+        // A completion racing this request deletes every setup session: answer for the state, not the token.
+        await assertSetupOpen(deps);
+        throw err;
+      });
+      c.set("setupSessionId", session.id);
+      c.set("setupSessionExpiresAt", session.expiresAt);
+      await next();
+    }),
+  );
 }
 
 async function assertSetupOpen(deps: AppDeps): Promise<void> {
@@ -58,15 +65,18 @@ export function requireUser(
 ) {
   const doc: AuthDoc = { schemes: ["userSession"], unauthorizedCodes: ["missing_auth", "invalid_session"] };
   if (options.roles) Object.assign(doc, { roles: options.roles, forbiddenCodes: [options.code ?? "forbidden"] });
-  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
-    const { sessionId, user } = await validateUserSession(deps, bearerToken(c));
-    c.set("user", user);
-    c.set("userSessionId", sessionId);
-    if (options.roles && !options.roles.includes(user.role)) {
-      throw new ApiError(403, options.code ?? "forbidden", "your role does not allow this action");
-    }
-    await next();
-  }));
+  return documented(
+    doc,
+    createMiddleware<AppEnv>(async (c, next) => {
+      const { sessionId, user } = await validateUserSession(deps, bearerToken(c));
+      c.set("user", user);
+      c.set("userSessionId", sessionId);
+      if (options.roles && !options.roles.includes(user.role)) {
+        throw new ApiError(403, options.code ?? "forbidden", "your role does not allow this action");
+      }
+      await next();
+    }),
+  );
 }
 
 /** Role groups of docs/api.md §3's matrix. */
@@ -85,16 +95,19 @@ export const ROLES = {
 /** Runner endpoints: the token must belong to the runner named in the path (403 runner_mismatch otherwise). */
 export function requireRunner(deps: AppDeps) {
   const doc: AuthDoc = { schemes: ["runnerToken"], unauthorizedCodes: ["missing_auth", "invalid_runner_token"], forbiddenCodes: ["runner_mismatch"] };
-  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
-    const token = bearerToken(c, "invalid_runner_token");
-    const runnerId = await authenticateRunnerId(deps, token);
-    const pathRunnerId = c.req.param("runner_id");
-    if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
-      throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
-    }
-    c.set("runnerId", runnerId);
-    await next();
-  }));
+  return documented(
+    doc,
+    createMiddleware<AppEnv>(async (c, next) => {
+      const token = bearerToken(c, "invalid_runner_token");
+      const runnerId = await authenticateRunnerId(deps, token);
+      const pathRunnerId = c.req.param("runner_id");
+      if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
+        throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+      }
+      c.set("runnerId", runnerId);
+      await next();
+    }),
+  );
 }
 
 /**
@@ -107,21 +120,24 @@ export function requireJobCaller(deps: AppDeps) {
     unauthorizedCodes: ["missing_auth", "invalid_runner_token", "invalid_job_token"],
     forbiddenCodes: ["runner_mismatch"],
   };
-  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
-    const token = bearerToken(c, "invalid_runner_token");
-    const pathRunnerId = c.req.param("runner_id");
-    let runnerId: string;
-    if (isJobToken(token)) {
-      runnerId = await authenticateJobToken(deps, token, { runnerId: pathRunnerId, jobId: c.req.param("job_id") });
-    } else {
-      runnerId = await authenticateRunnerId(deps, token);
-      if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
-        throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+  return documented(
+    doc,
+    createMiddleware<AppEnv>(async (c, next) => {
+      const token = bearerToken(c, "invalid_runner_token");
+      const pathRunnerId = c.req.param("runner_id");
+      let runnerId: string;
+      if (isJobToken(token)) {
+        runnerId = await authenticateJobToken(deps, token, { runnerId: pathRunnerId, jobId: c.req.param("job_id") });
+      } else {
+        runnerId = await authenticateRunnerId(deps, token);
+        if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
+          throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+        }
       }
-    }
-    c.set("runnerId", runnerId);
-    await next();
-  }));
+      c.set("runnerId", runnerId);
+      await next();
+    }),
+  );
 }
 
 /**
@@ -135,29 +151,32 @@ export function requireRunnerOrUser(deps: AppDeps, options: { roles: readonly Us
     unauthorizedCodes: ["missing_auth", "invalid_runner_token"],
     forbiddenCodes: ["forbidden", "runner_mismatch"],
   };
-  return documented(doc, createMiddleware<AppEnv>(async (c, next) => {
-    const token = bearerToken(c);
-    const runner = await findRunnerByToken(deps, token);
-    if (runner) {
-      const pathRunnerId = c.req.param("runner_id");
-      if (pathRunnerId !== undefined && pathRunnerId !== runner.id) {
-        throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+  return documented(
+    doc,
+    createMiddleware<AppEnv>(async (c, next) => {
+      const token = bearerToken(c);
+      const runner = await findRunnerByToken(deps, token);
+      if (runner) {
+        const pathRunnerId = c.req.param("runner_id");
+        if (pathRunnerId !== undefined && pathRunnerId !== runner.id) {
+          throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+        }
+        c.set("runnerId", runner.id);
+        return next();
       }
-      c.set("runnerId", runner.id);
-      return next();
-    }
-    const { sessionId, user } = await validateUserSession(deps, token).catch((err: unknown) => {
-      // Neither kind matched: on a runner route the runner's answer is the one its client understands.
-      if (err instanceof ApiError && err.code === "invalid_session") {
-        throw new ApiError(401, "invalid_runner_token", "neither a valid runner token nor a valid session");
-      }
-      throw err;
-    });
-    c.set("user", user);
-    c.set("userSessionId", sessionId);
-    if (!options.roles.includes(user.role)) throw new ApiError(403, "forbidden", "your role does not allow this action");
-    await next();
-  }));
+      const { sessionId, user } = await validateUserSession(deps, token).catch((err: unknown) => {
+        // Neither kind matched: on a runner route the runner's answer is the one its client understands.
+        if (err instanceof ApiError && err.code === "invalid_session") {
+          throw new ApiError(401, "invalid_runner_token", "neither a valid runner token nor a valid session");
+        }
+        throw err;
+      });
+      c.set("user", user);
+      c.set("userSessionId", sessionId);
+      if (!options.roles.includes(user.role)) throw new ApiError(403, "forbidden", "your role does not allow this action");
+      await next();
+    }),
+  );
 }
 
 /** Registers what a credential middleware demands, for the OpenAPI document and the /api page. */

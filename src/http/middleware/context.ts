@@ -27,7 +27,10 @@ export function redactPath(path: string): string {
 /** Paths whose URL carries a token: never leak it through a Referer header. */
 function carriesToken(path: string): boolean {
   return (
-    path.startsWith("/install/") || path.startsWith("/apps/") || path.startsWith("/v1/artifacts/download/") || path.startsWith("/v1/artifacts/local-upload/") ||
+    path.startsWith("/install/") ||
+    path.startsWith("/apps/") ||
+    path.startsWith("/v1/artifacts/download/") ||
+    path.startsWith("/v1/artifacts/local-upload/") ||
     path.startsWith("/login/local/")
   );
 }

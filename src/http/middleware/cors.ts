@@ -50,7 +50,11 @@ export function corsFromSettings(deps: AppDeps) {
     const allowed = inst.runtimeMode === "remote" && (await readNetworkSettings(deps)).allowed_origins.includes(origin);
     const isPreflight = c.req.method === "OPTIONS" && c.req.header("access-control-request-method") !== undefined;
     if (!allowed) {
-      throw new ApiError(403, "forbidden", inst.runtimeMode === "remote" ? "this origin is not in allowed_origins" : "cross-origin requests are refused in local mode");
+      throw new ApiError(
+        403,
+        "forbidden",
+        inst.runtimeMode === "remote" ? "this origin is not in allowed_origins" : "cross-origin requests are refused in local mode",
+      );
     }
     if (isPreflight) {
       return c.body(null, 204, {

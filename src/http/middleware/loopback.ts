@@ -4,7 +4,14 @@ import type { AppDeps, AppEnv } from "../../deps.ts";
 
 /** Headers a proxy adds (docs/api.md §3): their presence, with any value, means the socket peer is a proxy, not the user. */
 const PROXY_HEADERS = new Set([
-  "forwarded", "via", "x-real-ip", "x-client-ip", "x-cluster-client-ip", "cf-connecting-ip", "true-client-ip", "fastly-client-ip",
+  "forwarded",
+  "via",
+  "x-real-ip",
+  "x-client-ip",
+  "x-cluster-client-ip",
+  "cf-connecting-ip",
+  "true-client-ip",
+  "fastly-client-ip",
 ]);
 const PROXY_HEADER_PREFIXES = ["x-forwarded-", "x-original-forwarded-"];
 

@@ -34,13 +34,22 @@ const storageSchema = z.lazy(() =>
 export function artifactStorageRoutes(deps: AppDeps) {
   const settingsUser = requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" });
   return new Hono<AppEnv>()
-    .get("/v1/settings/artifact-storage", apiDoc({ summary: "Read where artifacts are stored", responses: { 200: json.ArtifactStorageJson } }), settingsUser, async (c) => c.json(await readArtifactStorageSettings(deps)))
-    .put("/v1/settings/artifact-storage", apiDoc({
-      summary: "Change where new artifacts are stored (local directory, S3 or R2)",
-      responses: { 200: json.ArtifactStorageJson },
-      errors: { 400: ["invalid_input", "invalid_local_base_dir", "destination_not_allowed"] },
-      example: { body: { provider: "local", local: { base_dir: null } } },
-    }), settingsUser, jsonBody(storageSchema), async (c) =>
-      c.json(await updateArtifactStorageSettings(deps, c.get("user"), c.req.valid("json"))),
+    .get(
+      "/v1/settings/artifact-storage",
+      apiDoc({ summary: "Read where artifacts are stored", responses: { 200: json.ArtifactStorageJson } }),
+      settingsUser,
+      async (c) => c.json(await readArtifactStorageSettings(deps)),
+    )
+    .put(
+      "/v1/settings/artifact-storage",
+      apiDoc({
+        summary: "Change where new artifacts are stored (local directory, S3 or R2)",
+        responses: { 200: json.ArtifactStorageJson },
+        errors: { 400: ["invalid_input", "invalid_local_base_dir", "destination_not_allowed"] },
+        example: { body: { provider: "local", local: { base_dir: null } } },
+      }),
+      settingsUser,
+      jsonBody(storageSchema),
+      async (c) => c.json(await updateArtifactStorageSettings(deps, c.get("user"), c.req.valid("json"))),
     );
 }

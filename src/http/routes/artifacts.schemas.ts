@@ -26,7 +26,10 @@ export const createArtifactSchema = z.lazy(() =>
     content_type: z
       .string()
       .max(255)
-      .regex(/^[\w.+-]+\/[\w.+-]+(?:\s*;\s*[\w.+-]+=(?:[\w.+-]+|"[\x20\x21\x23-\x5b\x5d-\x7e]*"))*$/, "must be a media type such as application/octet-stream"),
+      .regex(
+        /^[\w.+-]+\/[\w.+-]+(?:\s*;\s*[\w.+-]+=(?:[\w.+-]+|"[\x20\x21\x23-\x5b\x5d-\x7e]*"))*$/,
+        "must be a media type such as application/octet-stream",
+      ),
     sha256: z
       .string()
       .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex characters")

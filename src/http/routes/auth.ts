@@ -16,13 +16,16 @@ const localLoginSchema = z.object({ email: emailSchema.optional() });
 export function authRoutes(deps: AppDeps) {
   // Before `ready`, /v1/auth/* answers 409 setup_incomplete: authPathsRequireReady, mounted in createApp.
   return new Hono<AppEnv>()
-    .post("/v1/auth/local/login", apiDoc({
+    .post(
+      "/v1/auth/local/login",
+      apiDoc({
         summary: "Sign in as a local user (loopback clients of a local-mode instance)",
         responses: { 200: json.SignedInJson },
         errors: { 403: ["local_login_disabled", "mode_restricted", "local_login_loopback_required", "user_not_found"], 409: ["setup_incomplete"] },
         example: { body: { email: "owner@example.com" } },
-      }), jsonBody(localLoginSchema), async (c) =>
-      c.json(await localLogin(deps, { email: c.req.valid("json").email, isLoopback: await isLocalUserRequest(deps, c) })),
+      }),
+      jsonBody(localLoginSchema),
+      async (c) => c.json(await localLogin(deps, { email: c.req.valid("json").email, isLoopback: await isLocalUserRequest(deps, c) })),
     )
     .post("/v1/auth/logout", apiDoc({ summary: "Revoke the calling session", responses: { 200: json.OkJson } }), requireUser(deps), async (c) => {
       await revokeSessionStatement(deps, c.get("userSessionId"));

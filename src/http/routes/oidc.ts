@@ -37,53 +37,85 @@ export function oidcRoutes(deps: AppDeps) {
   const session = requireSetupSession(deps);
   const ready = requireReady(deps);
   return new Hono<AppEnv>()
-    .post("/v1/setup/oidc/configure", apiDoc({
+    .post(
+      "/v1/setup/oidc/configure",
+      apiDoc({
         summary: "Setup: configure the OIDC identity provider (discovered now)",
         responses: { 200: json.OidcConfiguredJson },
         errors: { 400: ["invalid_input", "oidc_discovery_failed", "destination_not_allowed"], 409: ["invalid_state"], 502: ["oidc_discovery_error"] },
         example: { body: { issuer_url: "https://id.example.com", client_id: "hangar", client_secret: "client-secret" } },
-      }), session, jsonBody(configureSchema), async (c) => {
-      const result = await configureSetupOidc(deps, c.req.valid("json"));
-      return c.json({ ...result, session_expires_at: c.get("setupSessionExpiresAt") });
-    })
-    .post("/v1/setup/owner/start-oidc", apiDoc({
+      }),
+      session,
+      jsonBody(configureSchema),
+      async (c) => {
+        const result = await configureSetupOidc(deps, c.req.valid("json"));
+        return c.json({ ...result, session_expires_at: c.get("setupSessionExpiresAt") });
+      },
+    )
+    .post(
+      "/v1/setup/owner/start-oidc",
+      apiDoc({
         summary: "Setup: start the owner's OIDC sign-in",
         responses: { 200: json.AuthorizationJson },
         errors: { 400: ["invalid_input", "invalid_redirect_uri"], 409: ["invalid_state"] },
         example: { body: { redirect_uri: "http://127.0.0.1:8080/setup/oidc/callback" } },
-      }), session, jsonBody(startSchema), async (c) =>
-      c.json(await startSetupOwnerOidc(deps, c.req.valid("json"))),
+      }),
+      session,
+      jsonBody(startSchema),
+      async (c) => c.json(await startSetupOwnerOidc(deps, c.req.valid("json"))),
     )
-    .post("/v1/setup/owner/verify-oidc", apiDoc({
+    .post(
+      "/v1/setup/owner/verify-oidc",
+      apiDoc({
         summary: "Setup: finish the owner's OIDC sign-in; the signed-in identity becomes the owner",
         responses: { 200: json.OidcOwnerVerifiedJson },
-        errors: { 400: ["invalid_input", "auth_expired", "token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"], 409: ["invalid_state"] },
+        errors: {
+          400: ["invalid_input", "auth_expired", "token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"],
+          409: ["invalid_state"],
+        },
         example: { body: { code: "authorization-code-from-the-idp", state: "state-from-start-oidc" } },
-      }), session, jsonBody(callbackSchema), async (c) => {
-      const result = await verifySetupOwnerOidc(deps, c.req.valid("json"));
-      return c.json({ ...result, session_expires_at: c.get("setupSessionExpiresAt") });
-    })
-    .get("/v1/auth/oidc/start", apiDoc({
+      }),
+      session,
+      jsonBody(callbackSchema),
+      async (c) => {
+        const result = await verifySetupOwnerOidc(deps, c.req.valid("json"));
+        return c.json({ ...result, session_expires_at: c.get("setupSessionExpiresAt") });
+      },
+    )
+    .get(
+      "/v1/auth/oidc/start",
+      apiDoc({
         summary: "Start an OIDC sign-in",
         responses: { 200: json.AuthorizationJson },
         errors: { 400: ["invalid_input", "invalid_redirect_uri"], 409: ["setup_incomplete", "oidc_not_configured"], 429: ["too_many_pending"] },
         example: { query: { redirect_uri: "http://127.0.0.1:8080/login/oidc/callback" } },
-      }), ready, queryParams(startQuerySchema), async (c) =>
-      c.json(
-        await startOidcSignIn(deps, {
-          redirect_uri: c.req.valid("query").redirect_uri,
-          requestOrigin: new URL(c.req.url).origin,
-          client: await oidcClientOf(deps, c),
-        }),
-      ),
+      }),
+      ready,
+      queryParams(startQuerySchema),
+      async (c) =>
+        c.json(
+          await startOidcSignIn(deps, {
+            redirect_uri: c.req.valid("query").redirect_uri,
+            requestOrigin: new URL(c.req.url).origin,
+            client: await oidcClientOf(deps, c),
+          }),
+        ),
     )
-    .post("/v1/auth/oidc/callback", apiDoc({
+    .post(
+      "/v1/auth/oidc/callback",
+      apiDoc({
         summary: "Finish an OIDC sign-in and get a session",
         responses: { 200: json.SignedInJson },
-        errors: { 400: ["invalid_input", "auth_expired", "token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"], 403: ["user_not_found"], 409: ["setup_incomplete", "oidc_not_configured"] },
+        errors: {
+          400: ["invalid_input", "auth_expired", "token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"],
+          403: ["user_not_found"],
+          409: ["setup_incomplete", "oidc_not_configured"],
+        },
         example: { body: { code: "authorization-code-from-the-idp", state: "state-from-start" } },
-      }), ready, jsonBody(callbackSchema), async (c) =>
-      c.json(await completeOidcSignIn(deps, { ...c.req.valid("json"), client: await oidcClientOf(deps, c) })),
+      }),
+      ready,
+      jsonBody(callbackSchema),
+      async (c) => c.json(await completeOidcSignIn(deps, { ...c.req.valid("json"), client: await oidcClientOf(deps, c) })),
     )
     .put(
       "/v1/settings/external-access/oidc",

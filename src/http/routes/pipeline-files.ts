@@ -28,28 +28,63 @@ export function pipelineFilesRoutes(deps: AppDeps) {
   const readers = requireUser(deps, { roles: ROLES.everyone });
   const builders = requireUser(deps, { roles: ROLES.builders });
   return new Hono<AppEnv>()
-    .post("/v1/projects/:project_id/pipeline-config/validate", apiDoc({
-      summary: "Check a pipeline file's text (answers 200 with the issues also when it is invalid)",
-      responses: { 200: ValidateJson },
-      example: { body: { content: "pipelines:\n  build:\n    platform: any\n    steps:\n      - ./gradlew test\n" } },
-    }), readers, jsonBody(validatePipelineConfigSchema), async (c) =>
-      c.json(await validatePipelineContent(deps, c.req.param("project_id"), c.req.valid("json").content)),
+    .post(
+      "/v1/projects/:project_id/pipeline-config/validate",
+      apiDoc({
+        summary: "Check a pipeline file's text (answers 200 with the issues also when it is invalid)",
+        responses: { 200: ValidateJson },
+        example: { body: { content: "pipelines:\n  build:\n    platform: any\n    steps:\n      - ./gradlew test\n" } },
+      }),
+      readers,
+      jsonBody(validatePipelineConfigSchema),
+      async (c) => c.json(await validatePipelineContent(deps, c.req.param("project_id"), c.req.valid("json").content)),
     )
-    .get("/v1/projects/:project_id/schedules", apiDoc({ summary: "A project's schedules with their next run", responses: { 200: z.array(ScheduleJson) } }), readers, async (c) => {
-      await getProject(deps, c.req.param("project_id"));
-      const list = await schedulesWithNextRun(deps, c.req.param("project_id"));
-      return c.json(list.map((s) => ({ pipeline_id: s.pipelineId, origin: s.origin, cron: s.cron, timezone: s.timezone, branch: s.branch, next_run_at: s.nextRunAt })));
-    })
-    .post("/v1/projects/:project_id/pipelines/:pipeline_id/badge", apiDoc({
-      summary: "Make (or replace) the pipeline's public badge URL",
-      responses: { 200: z.object({ url: z.string() }) },
-    }), builders, async (c) =>
-      c.json(await createBadge(deps, c.get("user"), c.req.param("project_id"), c.req.param("pipeline_id"), await publicBase(deps, new URL(c.req.url).origin))),
+    .get(
+      "/v1/projects/:project_id/schedules",
+      apiDoc({ summary: "A project's schedules with their next run", responses: { 200: z.array(ScheduleJson) } }),
+      readers,
+      async (c) => {
+        await getProject(deps, c.req.param("project_id"));
+        const list = await schedulesWithNextRun(deps, c.req.param("project_id"));
+        return c.json(
+          list.map((s) => ({
+            pipeline_id: s.pipelineId,
+            origin: s.origin,
+            cron: s.cron,
+            timezone: s.timezone,
+            branch: s.branch,
+            next_run_at: s.nextRunAt,
+          })),
+        );
+      },
     )
-    .delete("/v1/projects/:project_id/pipelines/:pipeline_id/badge", apiDoc({ summary: "Revoke the pipeline's badge URL", responses: { 204: { noBody: "Revoked" } } }), builders, async (c) => {
-      await revokeBadge(deps, c.get("user"), c.req.param("project_id"), c.req.param("pipeline_id"));
-      return c.body(null, 204);
-    })
+    .post(
+      "/v1/projects/:project_id/pipelines/:pipeline_id/badge",
+      apiDoc({
+        summary: "Make (or replace) the pipeline's public badge URL",
+        responses: { 200: z.object({ url: z.string() }) },
+      }),
+      builders,
+      async (c) =>
+        c.json(
+          await createBadge(
+            deps,
+            c.get("user"),
+            c.req.param("project_id"),
+            c.req.param("pipeline_id"),
+            await publicBase(deps, new URL(c.req.url).origin),
+          ),
+        ),
+    )
+    .delete(
+      "/v1/projects/:project_id/pipelines/:pipeline_id/badge",
+      apiDoc({ summary: "Revoke the pipeline's badge URL", responses: { 204: { noBody: "Revoked" } } }),
+      builders,
+      async (c) => {
+        await revokeBadge(deps, c.get("user"), c.req.param("project_id"), c.req.param("pipeline_id"));
+        return c.body(null, 204);
+      },
+    )
     .get("/badge/:file", async (c) => {
       const token = BADGE_FILE.exec(c.req.param("file"))?.[1];
       if (!token) throw new ApiError(404, "not_found", "no such badge");

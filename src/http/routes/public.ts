@@ -15,5 +15,9 @@ export function publicRoutes(deps: AppDeps) {
         return c.json({ ok: false }, 503);
       }
     })
-    .get("/v1/public/setup-status", apiDoc({ summary: "Whether the instance is set up (public)", responses: { 200: json.SetupStatusJson } }), async (c) => c.json(await setupStatus(deps)));
+    .get(
+      "/v1/public/setup-status",
+      apiDoc({ summary: "Whether the instance is set up (public)", responses: { 200: json.SetupStatusJson } }),
+      async (c) => c.json(await setupStatus(deps)),
+    );
 }

@@ -38,32 +38,58 @@ export function publishingRoutes(deps: AppDeps) {
   const readers = requireUser(deps, { roles: ROLES.everyone });
   const builders = requireUser(deps, { roles: ROLES.builders });
   return new Hono<AppEnv>()
-    .get("/v1/builds/:build_id/publishes", apiDoc({ summary: "A build's publishes to the stores", responses: { 200: z.array(PublishJson) } }), readers, async (c) => {
-      const build = await getBuild(deps, c.req.param("build_id"));
-      return c.json(await listPublishes(deps, build.id));
-    })
-    .post("/v1/builds/:build_id/publish", apiDoc({
-      summary: "Publish a succeeded protected build to a store by hand",
-      responses: { 200: PublishJson },
-      example: { body: { to: "testflight" } },
-    }), builders, jsonBody(z.strictObject({ to: z.enum(PUBLISH_TARGETS) })), async (c) =>
-      c.json(await publishByHand(deps, c.req.param("build_id"), c.req.valid("json").to)),
+    .get(
+      "/v1/builds/:build_id/publishes",
+      apiDoc({ summary: "A build's publishes to the stores", responses: { 200: z.array(PublishJson) } }),
+      readers,
+      async (c) => {
+        const build = await getBuild(deps, c.req.param("build_id"));
+        return c.json(await listPublishes(deps, build.id));
+      },
     )
-    .get("/v1/projects/:project_id/stores", apiDoc({ summary: "The project's store keys (never their secret parts)", responses: { 200: StoresJson } }), builders, async (c) =>
-      c.json(await getStores(deps, c.req.param("project_id"))),
+    .post(
+      "/v1/builds/:build_id/publish",
+      apiDoc({
+        summary: "Publish a succeeded protected build to a store by hand",
+        responses: { 200: PublishJson },
+        example: { body: { to: "testflight" } },
+      }),
+      builders,
+      jsonBody(z.strictObject({ to: z.enum(PUBLISH_TARGETS) })),
+      async (c) => c.json(await publishByHand(deps, c.req.param("build_id"), c.req.valid("json").to)),
     )
-    .put("/v1/projects/:project_id/stores/app-store-connect", apiDoc({
-      summary: "Set the App Store Connect API key used to publish to TestFlight (checked, then sealed)",
-      responses: { 200: StoresJson },
-      example: { body: { issuer_id: "57246542-96fe-1a63-e053-0824d011072a", key_id: "2X9R4HXF34", private_key_p8: "-----BEGIN PRIVATE KEY-----\n…\n-----END PRIVATE KEY-----" } },
-    }), builders, jsonBody(appStoreConnectKeySchema), async (c) =>
-      c.json(await putAppStoreConnectKey(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"))),
+    .get(
+      "/v1/projects/:project_id/stores",
+      apiDoc({ summary: "The project's store keys (never their secret parts)", responses: { 200: StoresJson } }),
+      builders,
+      async (c) => c.json(await getStores(deps, c.req.param("project_id"))),
     )
-    .put("/v1/projects/:project_id/stores/google-play", apiDoc({
-      summary: "Set the Google Play service account key used to publish (checked, then sealed)",
-      responses: { 200: StoresJson },
-      example: { body: { service_account_json: "{\"type\": \"service_account\", …}" } },
-    }), builders, jsonBody(googlePlayKeySchema), async (c) =>
-      c.json(await putGooglePlayKey(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"))),
+    .put(
+      "/v1/projects/:project_id/stores/app-store-connect",
+      apiDoc({
+        summary: "Set the App Store Connect API key used to publish to TestFlight (checked, then sealed)",
+        responses: { 200: StoresJson },
+        example: {
+          body: {
+            issuer_id: "57246542-96fe-1a63-e053-0824d011072a",
+            key_id: "2X9R4HXF34",
+            private_key_p8: "-----BEGIN PRIVATE KEY-----\n…\n-----END PRIVATE KEY-----",
+          },
+        },
+      }),
+      builders,
+      jsonBody(appStoreConnectKeySchema),
+      async (c) => c.json(await putAppStoreConnectKey(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"))),
+    )
+    .put(
+      "/v1/projects/:project_id/stores/google-play",
+      apiDoc({
+        summary: "Set the Google Play service account key used to publish (checked, then sealed)",
+        responses: { 200: StoresJson },
+        example: { body: { service_account_json: '{"type": "service_account", …}' } },
+      }),
+      builders,
+      jsonBody(googlePlayKeySchema),
+      async (c) => c.json(await putGooglePlayKey(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"))),
     );
 }

@@ -29,7 +29,14 @@ const tally = z.object({ count: z.number().int(), bytes: z.number().int() });
 const RetentionRunJson = z.object({
   artifacts: tally,
   logs: tally,
-  items: z.array(z.object({ build_id: z.string(), artifact_id: z.string().optional(), bytes: z.number().int(), reason: z.enum(["artifacts.keep_last", "artifacts.max_age_days", "logs.max_age_days"]) })),
+  items: z.array(
+    z.object({
+      build_id: z.string(),
+      artifact_id: z.string().optional(),
+      bytes: z.number().int(),
+      reason: z.enum(["artifacts.keep_last", "artifacts.max_age_days", "logs.max_age_days"]),
+    }),
+  ),
 });
 const DiskJson = z.object({
   data_dir: z.object({ free_bytes: z.number().int(), total_bytes: z.number().int() }).nullable(),
@@ -51,37 +58,63 @@ export function retentionRoutes(deps: AppDeps) {
   // This process's name as the holder of a pass it runs on demand (the daemon's daily loop has its own).
   const owner = `api-${crypto.randomUUID()}`;
   return new Hono<AppEnv>()
-    .get("/v1/settings/retention", apiDoc({ summary: "Read the instance retention policy (null: keep)", responses: { 200: EffectivePolicyJson } }), settingsUser, async (c) =>
-      c.json(await readInstancePolicy(deps)),
+    .get(
+      "/v1/settings/retention",
+      apiDoc({ summary: "Read the instance retention policy (null: keep)", responses: { 200: EffectivePolicyJson } }),
+      settingsUser,
+      async (c) => c.json(await readInstancePolicy(deps)),
     )
-    .put("/v1/settings/retention", apiDoc({
-      summary: "Set the instance retention policy (projects may override it key by key)",
-      responses: { 200: EffectivePolicyJson },
-      example: { body: policyExample },
-    }), settingsUser, jsonBody(retentionPolicySchema), async (c) => c.json(await updateInstancePolicy(deps, c.get("user"), c.req.valid("json"))))
-    .post("/v1/settings/retention/run", apiDoc({
-      summary: "Run a retention pass now, or list what it would delete (dry_run)",
-      responses: { 200: RetentionRunJson },
-      errors: { 409: ["retention_pass_running"] },
-      example: { body: { dry_run: true } },
-    }), settingsUser, jsonBody(runSchema), async (c) =>
-      c.json(c.req.valid("json").dry_run ? await dryRunRetention(deps) : await runRetentionNow(deps, c.get("user"), owner)),
+    .put(
+      "/v1/settings/retention",
+      apiDoc({
+        summary: "Set the instance retention policy (projects may override it key by key)",
+        responses: { 200: EffectivePolicyJson },
+        example: { body: policyExample },
+      }),
+      settingsUser,
+      jsonBody(retentionPolicySchema),
+      async (c) => c.json(await updateInstancePolicy(deps, c.get("user"), c.req.valid("json"))),
     )
-    .get("/v1/settings/disk", apiDoc({ summary: "Free space of the data directory and what Hangar stores, per project", responses: { 200: DiskJson } }), settingsUser, async (c) =>
-      c.json(await diskUsage(deps)),
+    .post(
+      "/v1/settings/retention/run",
+      apiDoc({
+        summary: "Run a retention pass now, or list what it would delete (dry_run)",
+        responses: { 200: RetentionRunJson },
+        errors: { 409: ["retention_pass_running"] },
+        example: { body: { dry_run: true } },
+      }),
+      settingsUser,
+      jsonBody(runSchema),
+      async (c) => c.json(c.req.valid("json").dry_run ? await dryRunRetention(deps) : await runRetentionNow(deps, c.get("user"), owner)),
     )
-    .get("/v1/projects/:project_id/retention", apiDoc({ summary: "Read a project's retention override and the rules in effect", responses: { 200: ProjectPolicyJson } }), projectManagers, async (c) =>
-      c.json(await readProjectPolicy(deps, c.req.param("project_id"))),
+    .get(
+      "/v1/settings/disk",
+      apiDoc({ summary: "Free space of the data directory and what Hangar stores, per project", responses: { 200: DiskJson } }),
+      settingsUser,
+      async (c) => c.json(await diskUsage(deps)),
     )
-    .put("/v1/projects/:project_id/retention", apiDoc({
-      summary: "Override the instance retention policy for a project (a missing key inherits, null keeps)",
-      responses: { 200: ProjectPolicyJson },
-      example: { body: { artifacts: { keep_last: 5 }, logs: {} } },
-    }), projectManagers, jsonBody(retentionPolicySchema), async (c) =>
-      c.json(await updateProjectPolicy(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"))),
+    .get(
+      "/v1/projects/:project_id/retention",
+      apiDoc({ summary: "Read a project's retention override and the rules in effect", responses: { 200: ProjectPolicyJson } }),
+      projectManagers,
+      async (c) => c.json(await readProjectPolicy(deps, c.req.param("project_id"))),
     )
-    .post("/v1/builds/:build_id/pin", apiDoc({ summary: "Pin a build: retention never deletes its artifacts or log", responses: { 200: json.BuildJson } }), builders, async (c) =>
-      c.json(toBuildJson(await setBuildPinned(deps, c.get("user"), c.req.param("build_id"), true))),
+    .put(
+      "/v1/projects/:project_id/retention",
+      apiDoc({
+        summary: "Override the instance retention policy for a project (a missing key inherits, null keeps)",
+        responses: { 200: ProjectPolicyJson },
+        example: { body: { artifacts: { keep_last: 5 }, logs: {} } },
+      }),
+      projectManagers,
+      jsonBody(retentionPolicySchema),
+      async (c) => c.json(await updateProjectPolicy(deps, c.get("user"), c.req.param("project_id"), c.req.valid("json"))),
+    )
+    .post(
+      "/v1/builds/:build_id/pin",
+      apiDoc({ summary: "Pin a build: retention never deletes its artifacts or log", responses: { 200: json.BuildJson } }),
+      builders,
+      async (c) => c.json(toBuildJson(await setBuildPinned(deps, c.get("user"), c.req.param("build_id"), true))),
     )
     .delete("/v1/builds/:build_id/pin", apiDoc({ summary: "Unpin a build", responses: { 200: json.BuildJson } }), builders, async (c) =>
       c.json(toBuildJson(await setBuildPinned(deps, c.get("user"), c.req.param("build_id"), false))),

@@ -13,11 +13,19 @@ export const RUNNER_BUNDLE_PATH = "/runner/hangar-runner.mjs";
 export function runnerBundleRoutes(deps: AppDeps) {
   return new Hono<AppEnv>().get(RUNNER_BUNDLE_PATH, async (c) => {
     if (!deps.runnerBundle) {
-      throw new ApiError(503, "runner_bundle_missing", "this deployment does not serve the standalone runner: download it from a Node installation of Hangar, or run `npx hangar runner` from a clone");
+      throw new ApiError(
+        503,
+        "runner_bundle_missing",
+        "this deployment does not serve the standalone runner: download it from a Node installation of Hangar, or run `npx hangar runner` from a clone",
+      );
     }
     const bundle = await deps.runnerBundle();
     if (!bundle) {
-      throw new ApiError(503, "runner_bundle_missing", "the standalone runner is not built on this server: run `npm install` (or `npm run build`) in the Hangar installation, then download it again");
+      throw new ApiError(
+        503,
+        "runner_bundle_missing",
+        "the standalone runner is not built on this server: run `npm install` (or `npm run build`) in the Hangar installation, then download it again",
+      );
     }
     const headers = {
       "content-type": "text/javascript; charset=utf-8",

@@ -20,15 +20,24 @@ const SmtpSettingsJson = z.object({
 export function smtpSettingsRoutes(deps: AppDeps) {
   const managers = requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" });
   return new Hono<AppEnv>()
-    .get("/v1/settings/smtp", apiDoc({ summary: "The SMTP server for tester mail (without its password)", responses: { 200: SmtpSettingsJson } }), managers, async (c) =>
-      c.json(await readSmtpSettings(deps)),
+    .get(
+      "/v1/settings/smtp",
+      apiDoc({ summary: "The SMTP server for tester mail (without its password)", responses: { 200: SmtpSettingsJson } }),
+      managers,
+      async (c) => c.json(await readSmtpSettings(deps)),
     )
-    .put("/v1/settings/smtp", apiDoc({
+    .put(
+      "/v1/settings/smtp",
+      apiDoc({
         summary: "Set the SMTP server for tester mail; the password is write-only",
         responses: { 200: SmtpSettingsJson },
         errors: { 400: ["invalid_input", "destination_not_allowed"] },
-        example: { body: { host: "127.0.0.1", port: 2525, secure: false, username: "ci", password: "app-password", from: "Hangar <ci@example.com>" } },
-      }), managers, jsonBody(smtpSettingsSchema), async (c) =>
-      c.json(await updateSmtpSettings(deps, c.get("user"), c.req.valid("json"))),
+        example: {
+          body: { host: "127.0.0.1", port: 2525, secure: false, username: "ci", password: "app-password", from: "Hangar <ci@example.com>" },
+        },
+      }),
+      managers,
+      jsonBody(smtpSettingsSchema),
+      async (c) => c.json(await updateSmtpSettings(deps, c.get("user"), c.req.valid("json"))),
     );
 }

@@ -11,7 +11,14 @@ import { apiDoc } from "../route-docs.ts";
 // Answer schemas for the OpenAPI document, built on first use (the start-up rule of docs/benchmarks.md).
 const status = () => z.enum(TEST_CASE_STATUSES);
 const SummaryJson = z.lazy(() =>
-  z.object({ total: z.number().int(), passed: z.number().int(), failed: z.number().int(), skipped: z.number().int(), errored: z.number().int(), duration_ms: z.number().int() }),
+  z.object({
+    total: z.number().int(),
+    passed: z.number().int(),
+    failed: z.number().int(),
+    skipped: z.number().int(),
+    errored: z.number().int(),
+    duration_ms: z.number().int(),
+  }),
 );
 const BuildTestsJson = z.lazy(() =>
   z.object({
@@ -58,14 +65,18 @@ const FlakyJson = z.lazy(() =>
         classname: z.string(),
         name: z.string(),
         reasons: z.array(z.enum(["same_commit", "flips"])),
-        evidence: z.array(z.object({ build_id: z.string(), build_number: z.number().int(), commit_sha: z.string(), branch: z.string(), status: status() })),
+        evidence: z.array(
+          z.object({ build_id: z.string(), build_number: z.number().int(), commit_sha: z.string(), branch: z.string(), status: status() }),
+        ),
       }),
     ),
   }),
 );
 const SearchJson = z.lazy(() =>
   z.object({
-    matches: z.array(z.object({ build_id: z.string(), build_number: z.number().int(), project_id: z.string(), line_number: z.number().int(), line: z.string() })),
+    matches: z.array(
+      z.object({ build_id: z.string(), build_number: z.number().int(), project_id: z.string(), line_number: z.number().int(), line: z.string() }),
+    ),
   }),
 );
 
@@ -75,20 +86,31 @@ export function testsRoutes(deps: AppDeps) {
   return new Hono<AppEnv>()
     .get(
       "/v1/builds/:build_id/tests",
-      apiDoc({ summary: "A build's test results: summary, cases (one page), and each report's fate", responses: { 200: BuildTestsJson }, example: { query: { status: "failed" } } }),
+      apiDoc({
+        summary: "A build's test results: summary, cases (one page), and each report's fate",
+        responses: { 200: BuildTestsJson },
+        example: { query: { status: "failed" } },
+      }),
       readers,
       queryParams(listTestsSchema),
       async (c) => c.json(await listBuildTests(deps, c.req.param("build_id"), c.req.valid("query"))),
     )
     .get(
       "/v1/projects/:project_id/tests/flaky",
-      apiDoc({ summary: "Tests that passed and failed on one commit, or flipped at least 3 times in their last 20 runs on a branch", responses: { 200: FlakyJson } }),
+      apiDoc({
+        summary: "Tests that passed and failed on one commit, or flipped at least 3 times in their last 20 runs on a branch",
+        responses: { 200: FlakyJson },
+      }),
       readers,
       async (c) => c.json(await flakyTests(deps, c.req.param("project_id"))),
     )
     .get(
       "/v1/projects/:project_id/tests",
-      apiDoc({ summary: "The last 50 outcomes of one test", responses: { 200: HistoryJson }, example: { query: { name: "testLogin", classname: "AppTests.LoginTests" } } }),
+      apiDoc({
+        summary: "The last 50 outcomes of one test",
+        responses: { 200: HistoryJson },
+        example: { query: { name: "testLogin", classname: "AppTests.LoginTests" } },
+      }),
       readers,
       queryParams(testHistorySchema),
       async (c) => c.json(await testHistory(deps, c.req.param("project_id"), c.req.valid("query"))),
@@ -96,10 +118,10 @@ export function testsRoutes(deps: AppDeps) {
     .get(
       "/v1/search",
       apiDoc({
-        summary: "Search every build log: terms, \"phrases\", prefix*; newest builds first",
+        summary: 'Search every build log: terms, "phrases", prefix*; newest builds first',
         responses: { 200: SearchJson },
         errors: { 400: ["invalid_input"] },
-        example: { query: { q: "\"build failed\" Signing*" } },
+        example: { query: { q: '"build failed" Signing*' } },
       }),
       readers,
       queryParams(searchLogsSchema),

@@ -29,32 +29,69 @@ const configureSchema = z.object({
 export function trustedProxyRoutes(deps: AppDeps) {
   const session = requireSetupSession(deps);
   return new Hono<AppEnv>()
-    .post("/v1/setup/trusted-proxy/configure", apiDoc({
-      summary: "Setup: configure sign-in through a trusted reverse proxy",
-      responses: { 200: json.TrustedProxyConfiguredJson },
-      errors: { 409: ["invalid_state"] },
-      example: {
-        body: { setup_owner_email: "owner@example.com", user_email_header: "X-Forwarded-Email", trusted_proxy_cidrs: ["127.0.0.1/32"], shared_secret: "a-long-shared-secret-0123456789" },
+    .post(
+      "/v1/setup/trusted-proxy/configure",
+      apiDoc({
+        summary: "Setup: configure sign-in through a trusted reverse proxy",
+        responses: { 200: json.TrustedProxyConfiguredJson },
+        errors: { 409: ["invalid_state"] },
+        example: {
+          body: {
+            setup_owner_email: "owner@example.com",
+            user_email_header: "X-Forwarded-Email",
+            trusted_proxy_cidrs: ["127.0.0.1/32"],
+            shared_secret: "a-long-shared-secret-0123456789",
+          },
+        },
+      }),
+      session,
+      jsonBody(configureSchema),
+      async (c) => {
+        const configured = await configureTrustedProxy(deps, c.req.valid("json"));
+        return c.json({ ...configured, session_expires_at: c.get("setupSessionExpiresAt") });
       },
-    }), session, jsonBody(configureSchema), async (c) => {
-      const configured = await configureTrustedProxy(deps, c.req.valid("json"));
-      return c.json({ ...configured, session_expires_at: c.get("setupSessionExpiresAt") });
-    })
-    .post("/v1/setup/owner/claim-trusted-proxy", apiDoc({
-      summary: "Setup: the owner claims the instance through the trusted proxy",
-      responses: { 200: json.OwnerCreatedJson },
-      errors: { 403: ["trusted_proxy_peer_not_allowed", "trusted_proxy_shared_secret_missing", "trusted_proxy_shared_secret_invalid", "trusted_proxy_owner_email_mismatch"], 409: ["invalid_state"] },
-      example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
-    }), session, async (c) => {
-      const claimed = await claimTrustedProxyOwner(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers });
-      return c.json({ ...claimed, session_expires_at: c.get("setupSessionExpiresAt") });
-    })
-    .post("/v1/auth/trusted-proxy/login", apiDoc({
-      summary: "Sign in through the trusted proxy (its headers name the user)",
-      responses: { 200: json.SignedInJson },
-      errors: { 403: ["trusted_proxy_peer_not_allowed", "trusted_proxy_shared_secret_missing", "trusted_proxy_shared_secret_invalid", "trusted_proxy_identity_missing", "trusted_proxy_identity_invalid", "user_not_found"], 409: ["setup_incomplete", "trusted_proxy_not_configured"] },
-      example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
-    }), requireReady(deps), async (c) =>
-      c.json(await trustedProxyLogin(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers })),
+    )
+    .post(
+      "/v1/setup/owner/claim-trusted-proxy",
+      apiDoc({
+        summary: "Setup: the owner claims the instance through the trusted proxy",
+        responses: { 200: json.OwnerCreatedJson },
+        errors: {
+          403: [
+            "trusted_proxy_peer_not_allowed",
+            "trusted_proxy_shared_secret_missing",
+            "trusted_proxy_shared_secret_invalid",
+            "trusted_proxy_owner_email_mismatch",
+          ],
+          409: ["invalid_state"],
+        },
+        example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
+      }),
+      session,
+      async (c) => {
+        const claimed = await claimTrustedProxyOwner(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers });
+        return c.json({ ...claimed, session_expires_at: c.get("setupSessionExpiresAt") });
+      },
+    )
+    .post(
+      "/v1/auth/trusted-proxy/login",
+      apiDoc({
+        summary: "Sign in through the trusted proxy (its headers name the user)",
+        responses: { 200: json.SignedInJson },
+        errors: {
+          403: [
+            "trusted_proxy_peer_not_allowed",
+            "trusted_proxy_shared_secret_missing",
+            "trusted_proxy_shared_secret_invalid",
+            "trusted_proxy_identity_missing",
+            "trusted_proxy_identity_invalid",
+            "user_not_found",
+          ],
+          409: ["setup_incomplete", "trusted_proxy_not_configured"],
+        },
+        example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
+      }),
+      requireReady(deps),
+      async (c) => c.json(await trustedProxyLogin(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers })),
     );
 }

@@ -63,7 +63,9 @@ function shape(schema: Json, required = false, depth = 0): string {
 function access(op: Json): string {
   const schemes = ((op.security ?? []) as Json[]).flatMap((s) => Object.keys(s));
   if (schemes.length === 0) return "public";
-  const who = schemes.map((s) => ({ userSession: "user session", setupSession: "setup session", runnerToken: "runner token", jobToken: "job token" })[s] ?? s).join(" or ");
+  const who = schemes
+    .map((s) => ({ userSession: "user session", setupSession: "setup session", runnerToken: "runner token", jobToken: "job token" })[s] ?? s)
+    .join(" or ");
   const roles = op["x-roles"] as string[] | undefined;
   return roles ? `${who}: ${roles.join(", ")}` : who;
 }
@@ -125,8 +127,8 @@ function ApiPage(props: { ctx: PageCtx; doc: Json }) {
         machine-readable document: <a href="/v1/openapi.json">/v1/openapi.json</a> (OpenAPI 3.1, with an example request for every operation).
       </p>
       <p class="muted">
-        Send credentials as <code>Authorization: Bearer &lt;token&gt;</code>. Every error body is <code>{"{code, message[, issues]}"}</code>.
-        Fields marked <code>*</code> are required; times are Unix seconds.
+        Send credentials as <code>Authorization: Bearer &lt;token&gt;</code>. Every error body is <code>{"{code, message[, issues]}"}</code>. Fields
+        marked <code>*</code> are required; times are Unix seconds.
       </p>
       <nav aria-label="Areas">
         <p>

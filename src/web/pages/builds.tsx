@@ -92,12 +92,30 @@ function RelTime(props: { at: number | null; now: number }) {
 
 function FiltersForm(props: { names: NameDirectory; query: z.infer<typeof listQuery> }) {
   const projects = [...props.names.projects.values()].filter((p) => !p.deleted);
-  const pipelines = [...props.names.pipelines.values()].filter((p) => !p.deleted && (!props.query.project_id || p.projectId === props.query.project_id));
-  const statusOptions = [{ value: "", label: "Any status" }, ...BUILD_STATUSES.filter((s) => s !== "scheduled").map((s) => ({ value: s, label: s.replace(/_/g, " ") }))];
+  const pipelines = [...props.names.pipelines.values()].filter(
+    (p) => !p.deleted && (!props.query.project_id || p.projectId === props.query.project_id),
+  );
+  const statusOptions = [
+    { value: "", label: "Any status" },
+    ...BUILD_STATUSES.filter((s) => s !== "scheduled").map((s) => ({ value: s, label: s.replace(/_/g, " ") })),
+  ];
   return (
     <form method="get" action="/builds" class="filters card" aria-label="Filter builds">
-      <Select label="Project" name="project_id" value={props.query.project_id ?? ""} options={[{ value: "", label: "All projects" }, ...projects.map((p) => ({ value: p.id, label: p.name }))]} />
-      <Select label="Pipeline" name="pipeline_id" value={props.query.pipeline_id ?? ""} options={[{ value: "", label: "All pipelines" }, ...pipelines.map((p) => ({ value: p.id, label: `${props.names.projects.get(p.projectId)?.name ?? "?"} / ${p.name}` }))]} />
+      <Select
+        label="Project"
+        name="project_id"
+        value={props.query.project_id ?? ""}
+        options={[{ value: "", label: "All projects" }, ...projects.map((p) => ({ value: p.id, label: p.name }))]}
+      />
+      <Select
+        label="Pipeline"
+        name="pipeline_id"
+        value={props.query.pipeline_id ?? ""}
+        options={[
+          { value: "", label: "All pipelines" },
+          ...pipelines.map((p) => ({ value: p.id, label: `${props.names.projects.get(p.projectId)?.name ?? "?"} / ${p.name}` })),
+        ]}
+      />
       <Field label="Branch" name="branch" value={props.query.branch ?? ""} placeholder="main" />
       <Select label="Status" name="status" value={props.query.status ?? ""} options={statusOptions} />
       <div class="actions">
@@ -144,7 +162,9 @@ interface SearchState {
 function SearchForm(props: { query: z.infer<typeof listQuery> }) {
   return (
     <form method="get" action="/builds" class="card search-form" role="search" aria-label="Search build logs">
-      {(["project_id", "pipeline_id", "branch"] as const).map((k) => (props.query[k] ? <input type="hidden" name={k} value={props.query[k]} /> : null))}
+      {(["project_id", "pipeline_id", "branch"] as const).map((k) =>
+        props.query[k] ? <input type="hidden" name={k} value={props.query[k]} /> : null,
+      )}
       <Field label="Search logs" name="q" type="search" value={props.query.q ?? ""} placeholder={'error "build failed" Signing*'} />
       <div class="actions">
         <Button>Search</Button>
@@ -153,7 +173,15 @@ function SearchForm(props: { query: z.infer<typeof listQuery> }) {
   );
 }
 
-function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRow[]; nextHref: string | null; query: z.infer<typeof listQuery>; search: SearchState | null; signing: SigningHealthItem[] }) {
+function BuildsPage(props: {
+  ctx: PageCtx;
+  names: NameDirectory;
+  builds: BuildRow[];
+  nextHref: string | null;
+  query: z.infer<typeof listQuery>;
+  search: SearchState | null;
+  signing: SigningHealthItem[];
+}) {
   const now = props.ctx.now;
   return (
     <Layout ctx={props.ctx} title="Builds" head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
@@ -161,7 +189,12 @@ function BuildsPage(props: { ctx: PageCtx; names: NameDirectory; builds: BuildRo
       <SigningSummary items={props.signing} names={props.names} />
       <SearchForm query={props.query} />
       {props.search ? (
-        <SearchResults q={props.search.q} matches={props.search.matches} error={props.search.error} projectName={(id) => props.names.projects.get(id)?.name} />
+        <SearchResults
+          q={props.search.q}
+          matches={props.search.matches}
+          error={props.search.error}
+          projectName={(id) => props.names.projects.get(id)?.name}
+        />
       ) : null}
       <FiltersForm names={props.names} query={props.query} />
       {props.builds.length === 0 ? (
@@ -242,8 +275,8 @@ function QueueNote(props: { platform: string; queue: Awaited<ReturnType<typeof q
       </p>
       <p class="muted">
         Platform <code>{props.platform}</code>
-        {q.position !== null ? ` · position ${q.position} in the queue` : ""} · runners offering it: {m.online} online, {m.busy} busy, {m.draining} draining,{" "}
-        {m.offline} offline.
+        {q.position !== null ? ` · position ${q.position} in the queue` : ""} · runners offering it: {m.online} online, {m.busy} busy, {m.draining}{" "}
+        draining, {m.offline} offline.
       </p>
     </div>
   );
@@ -274,7 +307,8 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
   return (
     <Layout ctx={ctx} title={`Build #${b.buildNumber}`} head={<link rel="stylesheet" href={logStylesheetUrl()} />}>
       <h1>
-        Build #{b.buildNumber} · <Name value={project?.name} fallback="(deleted project)" /> / <Name value={pipeline?.name} fallback="(deleted pipeline)" />{" "}
+        Build #{b.buildNumber} · <Name value={project?.name} fallback="(deleted project)" /> /{" "}
+        <Name value={pipeline?.name} fallback="(deleted pipeline)" />{" "}
         <span id="build-status" class={`badge badge-${update.tone}`}>
           {b.status.replace(/_/g, " ")}
         </span>
@@ -379,7 +413,8 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           {update.steps.length === 0 ? <li class="muted">No step has started yet.</li> : null}
           {update.steps.map((s) => (
             <li>
-              <span class={`badge badge-${s.tone}`}>{s.status}</span> <span class="step-name">{neutralName(s.name)}</span> <span class="muted">{s.duration}</span>
+              <span class={`badge badge-${s.tone}`}>{s.status}</span> <span class="step-name">{neutralName(s.name)}</span>{" "}
+              <span class="muted">{s.duration}</span>
             </li>
           ))}
         </ol>
@@ -392,18 +427,26 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           </p>
         ) : (
           <>
-        <div class="log-toolbar">
-          <span id="log-state" class="muted" aria-live="polite"></span>
-          <a href={`/builds/${b.id}/log`}>Raw log</a>
-          <button type="button" class="btn btn-secondary" id="log-follow" hidden>
-            Follow the end
-          </button>
-        </div>
-        <div id="log" class="log" tabindex={0} role="log" aria-label="Build log" data-log-url={`/builds/${b.id}/log`} data-events-url={`/builds/${b.id}/events`}>
-          <noscript>
-            JavaScript is off: read the <a href={`/builds/${b.id}/log`}>raw log</a>.
-          </noscript>
-        </div>
+            <div class="log-toolbar">
+              <span id="log-state" class="muted" aria-live="polite"></span>
+              <a href={`/builds/${b.id}/log`}>Raw log</a>
+              <button type="button" class="btn btn-secondary" id="log-follow" hidden>
+                Follow the end
+              </button>
+            </div>
+            <div
+              id="log"
+              class="log"
+              tabindex={0}
+              role="log"
+              aria-label="Build log"
+              data-log-url={`/builds/${b.id}/log`}
+              data-events-url={`/builds/${b.id}/events`}
+            >
+              <noscript>
+                JavaScript is off: read the <a href={`/builds/${b.id}/log`}>raw log</a>.
+              </noscript>
+            </div>
           </>
         )}
       </Section>
@@ -500,9 +543,19 @@ function logBody(c: Context, bytes: Uint8Array, headers: Record<string, string>)
 
 const logQuery = z.lazy(() =>
   z.object({
-    tail: z.coerce.number().int().min(1).max(16 * 1024 * 1024).optional(),
+    tail: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(16 * 1024 * 1024)
+      .optional(),
     before: z.coerce.number().int().min(0).optional(),
-    limit: z.coerce.number().int().min(1).max(16 * 1024 * 1024).default(1024 * 1024),
+    limit: z.coerce
+      .number()
+      .int()
+      .min(1)
+      .max(16 * 1024 * 1024)
+      .default(1024 * 1024),
     offset: z.coerce.number().int().min(0).optional(),
   }),
 );
@@ -542,7 +595,9 @@ export function buildPages(deps: AppDeps) {
       if (q) {
         search = { q, matches: null, error: null };
         try {
-          search.matches = (await searchLogs(deps, { q, project_id: clean.project_id, pipeline_id: clean.pipeline_id, branch: clean.branch, limit: 50 })).matches;
+          search.matches = (
+            await searchLogs(deps, { q, project_id: clean.project_id, pipeline_id: clean.pipeline_id, branch: clean.branch, limit: 50 })
+          ).matches;
         } catch (err) {
           if (!(err instanceof ApiError)) throw err;
           search.error = err.message;
@@ -551,7 +606,15 @@ export function buildPages(deps: AppDeps) {
       const [names, health] = await Promise.all([nameDirectory(deps), signingHealth(deps)]);
       return renderPage(
         c,
-        <BuildsPage ctx={pageContext(c, deps)} names={names} builds={page.builds} nextHref={nextHref} query={clean} search={search} signing={health.items} />,
+        <BuildsPage
+          ctx={pageContext(c, deps)}
+          names={names}
+          builds={page.builds}
+          nextHref={nextHref}
+          query={clean}
+          search={search}
+          signing={health.items}
+        />,
       );
     })
     .get("/builds/:build_id", readers, async (c) => {
@@ -573,12 +636,27 @@ export function buildPages(deps: AppDeps) {
         : [];
       return renderPage(
         c,
-        <BuildPage ctx={pageContext(c, deps)} build={build} names={names} artifacts={artifacts} queue={queue} runnerName={runnerName} canAct={canAct(c)} tests={tests} failures={failures} publishes={publishList} />,
+        <BuildPage
+          ctx={pageContext(c, deps)}
+          build={build}
+          names={names}
+          artifacts={artifacts}
+          queue={queue}
+          runnerName={runnerName}
+          canAct={canAct(c)}
+          tests={tests}
+          failures={failures}
+          publishes={publishList}
+        />,
       );
     })
     .post("/builds/:build_id/cancel", builders, async (c) => {
       const build = await cancelBuild(deps, c.get("user"), c.req.param("build_id"));
-      setFlash(c, build.status === "canceled" ? "ok" : "info", build.status === "canceled" ? "The build was canceled." : `The build had already ${build.status.replace(/_/g, " ")}.`);
+      setFlash(
+        c,
+        build.status === "canceled" ? "ok" : "info",
+        build.status === "canceled" ? "The build was canceled." : `The build had already ${build.status.replace(/_/g, " ")}.`,
+      );
       return c.redirect(`/builds/${build.id}`, 303);
     })
     .post("/builds/:build_id/pin", builders, async (c) => {
@@ -653,7 +731,10 @@ export function buildPages(deps: AppDeps) {
       const sessionId = c.get("userSessionId");
       const open = openStreams.get(sessionId) ?? 0;
       if (open >= MAX_STREAMS_PER_SESSION) {
-        return c.json({ code: "too_many_streams", message: `at most ${MAX_STREAMS_PER_SESSION} live logs may be open at once per session; close some tabs` }, 429);
+        return c.json(
+          { code: "too_many_streams", message: `at most ${MAX_STREAMS_PER_SESSION} live logs may be open at once per session; close some tabs` },
+          429,
+        );
       }
       openStreams.set(sessionId, open + 1);
       let released = false;
@@ -700,7 +781,11 @@ export function buildPages(deps: AppDeps) {
               if (cut > 0) {
                 const from = offset;
                 offset += cut;
-                await stream.writeSSE({ event: "log", id: String(offset), data: JSON.stringify({ from, text: decoder.decode(log.bytes.subarray(0, cut)) }) });
+                await stream.writeSSE({
+                  event: "log",
+                  id: String(offset),
+                  data: JSON.stringify({ from, text: decoder.decode(log.bytes.subarray(0, cut)) }),
+                });
                 lastWrite = Date.now();
               }
               if (log.complete && cut === log.bytes.length) {

@@ -35,7 +35,11 @@ function ChannelsSection(props: { ctx: PageCtx; project: ProjectRow; pipelines: 
   const { project, pipelines, channels } = props;
   const names = new Map(pipelines.map((p) => [p.id, p.name]));
   return (
-    <Section title="Tester channels" id="channels" description="Builds of a pipeline on chosen branches, for testers without an account: each tester gets a personal link.">
+    <Section
+      title="Tester channels"
+      id="channels"
+      description="Builds of a pipeline on chosen branches, for testers without an account: each tester gets a personal link."
+    >
       {channels.length === 0 ? <p class="muted">No channel yet.</p> : null}
       <ul id="channel-list">
         {channels.map((ch) => (
@@ -56,7 +60,12 @@ function ChannelsSection(props: { ctx: PageCtx; project: ProjectRow; pipelines: 
           <PostForm action={`/projects/${project.id}/channels`}>
             <Field label="Name" name="name" id="channel-name" required placeholder="beta" />
             <Select label="Pipeline" name="pipeline_id" id="channel-pipeline" options={pipelines.map((p) => ({ value: p.id, label: p.name }))} />
-            <Field label="Branches (globs, comma-separated; empty for every branch)" name="branches" id="channel-branches" placeholder="main, release/*" />
+            <Field
+              label="Branches (globs, comma-separated; empty for every branch)"
+              name="branches"
+              id="channel-branches"
+              placeholder="main, release/*"
+            />
             <Checkbox label="iOS" name="platforms" value="ios" checked />
             <Checkbox label="Android" name="platforms" value="android" checked />
             <Button>Create channel</Button>
@@ -75,7 +84,14 @@ export async function projectChannelsSlot(deps: Pick<AppDeps, "db">, ctx: PageCt
 type Releases = Awaited<ReturnType<typeof channelReleases>>;
 type Testers = Awaited<ReturnType<typeof listTesters>>;
 
-function ChannelPage(props: { ctx: PageCtx; project: ProjectRow; channel: ChannelRow; releases: Releases; testers: Testers; newLink?: { email: string; url: string } }) {
+function ChannelPage(props: {
+  ctx: PageCtx;
+  project: ProjectRow;
+  channel: ChannelRow;
+  releases: Releases;
+  testers: Testers;
+  newLink?: { email: string; url: string };
+}) {
   const { ctx, project, channel } = props;
   const builder = isBuilder(ctx);
   const base = `/projects/${project.id}/channels/${channel.id}`;
@@ -90,7 +106,11 @@ function ChannelPage(props: { ctx: PageCtx; project: ProjectRow; channel: Channe
         </a>
       </p>
       {props.newLink ? (
-        <Section title="Tester link" id="tester-link" description="Shown this once. Send it to the tester: it always opens the latest build of this channel.">
+        <Section
+          title="Tester link"
+          id="tester-link"
+          description="Shown this once. Send it to the tester: it always opens the latest build of this channel."
+        >
           <CopyField id="tester-page-url" label={`Link for ${props.newLink.email}`} value={props.newLink.url} />
         </Section>
       ) : null}
@@ -171,14 +191,20 @@ export function channelPages(deps: AppDeps) {
     const project = await getProject(deps, c.req.param("project_id")!);
     const channel = await getChannel(deps, project.id, c.req.param("channel_id")!);
     const [releases, testers] = await Promise.all([channelReleases(deps, channel), listTesters(deps, project.id, channel.id)]);
-    return renderPage(c, <ChannelPage ctx={pageContext(c, deps)} project={project} channel={channel} releases={releases} testers={testers} newLink={newLink} />);
+    return renderPage(
+      c,
+      <ChannelPage ctx={pageContext(c, deps)} project={project} channel={channel} releases={releases} testers={testers} newLink={newLink} />,
+    );
   };
   return new Hono<AppEnv>()
     .get("/projects/:project_id/channels/:channel_id", readers, (c) => show(c))
     .post("/projects/:project_id/channels", builders, async (c) => {
       const form = await c.req.parseBody({ all: true });
       const platforms = ([] as unknown[]).concat(form.platforms ?? []).filter((p): p is string => typeof p === "string");
-      const branches = str(form, "branches").split(",").map((b) => b.trim()).filter(Boolean);
+      const branches = str(form, "branches")
+        .split(",")
+        .map((b) => b.trim())
+        .filter(Boolean);
       const parsed = createChannelSchema.safeParse({
         name: str(form, "name"),
         pipeline_id: str(form, "pipeline_id"),
@@ -195,7 +221,14 @@ export function channelPages(deps: AppDeps) {
       const form = await c.req.parseBody();
       const parsed = createTesterSchema.safeParse({ email: str(form, "email"), ...(str(form, "name").trim() ? { name: str(form, "name") } : {}) });
       if (!parsed.success) throw invalid(parsed.error.issues);
-      const added = await addTester(deps, c.get("user"), c.req.param("project_id"), c.req.param("channel_id"), parsed.data, new URL(c.req.url).origin);
+      const added = await addTester(
+        deps,
+        c.get("user"),
+        c.req.param("project_id"),
+        c.req.param("channel_id"),
+        parsed.data,
+        new URL(c.req.url).origin,
+      );
       // The link exists only in this answer: shown here to copy, never stored.
       c.header("Referrer-Policy", "no-referrer");
       return show(c, { email: added.tester.email, url: added.page_url });

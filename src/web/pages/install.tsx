@@ -92,8 +92,15 @@ export function signingHints(signing: AppSigning | null, device: Device, now: nu
     hints.push(
       <li id="hint-udid">
         This is {signing.kind === "ad_hoc" ? "an ad-hoc" : "a development"} build for the {count} device{count === 1 ? "" : "s"} registered in its
-        provisioning profile{signing.profile_name ? <> “<Name value={signing.profile_name} />”</> : null}. Your {device === "ios" ? "iPhone's" : "device's"} UDID
-        must be one of them, or the install ends with “Unable to install”: ask the developer to add your device and build again.
+        provisioning profile
+        {signing.profile_name ? (
+          <>
+            {" "}
+            “<Name value={signing.profile_name} />”
+          </>
+        ) : null}
+        . Your {device === "ios" ? "iPhone's" : "device's"} UDID must be one of them, or the install ends with “Unable to install”: ask the developer
+        to add your device and build again.
       </li>,
     );
   }
@@ -149,7 +156,11 @@ function InstallPage(props: { ctx: PageCtx; data: InstallPageData; token: string
       </li>,
     );
   }
-  hints.push(<li id="hint-expiry">This link {expiresIn(data.expires_at, ctx.now)} (at {isoTime(data.expires_at).slice(11, 16)} UTC). After that, ask for a new one.</li>);
+  hints.push(
+    <li id="hint-expiry">
+      This link {expiresIn(data.expires_at, ctx.now)} (at {isoTime(data.expires_at).slice(11, 16)} UTC). After that, ask for a new one.
+    </li>,
+  );
   const qrCaption = `Scan with your ${forIos ? "iPhone's" : "phone's"} camera to open this page there.`;
   return (
     <Layout ctx={ctx} title={`Install ${neutralise(data.title)}`} narrow head={<Head ctx={ctx} />}>
@@ -269,7 +280,12 @@ export function ArtifactInstall(props: { artifact: Pick<ArtifactJson, "id" | "fi
 }
 
 /** The answer to "Install link": the page URL to send, its QR code, and when it expires. */
-function InstallLinkPage(props: { ctx: PageCtx; artifact: ArtifactJson; link: { page_url: string; expires_at: number; platform: string }; buildId: string }) {
+function InstallLinkPage(props: {
+  ctx: PageCtx;
+  artifact: ArtifactJson;
+  link: { page_url: string; expires_at: number; platform: string };
+  buildId: string;
+}) {
   const { ctx, artifact, link } = props;
   const name = artifact.app?.name ?? artifact.install_metadata?.title ?? artifact.filename;
   return (
@@ -299,35 +315,44 @@ function InstallLinkPage(props: { ctx: PageCtx; artifact: ArtifactJson; link: { 
 }
 
 export function installPages(deps: AppDeps) {
-  return new Hono<AppEnv>()
-    // The icon for signed-in pages (the /v1/ twin takes a Bearer token, never the cookie).
-    .get("/artifacts/:artifact_id/icon", requireBrowserUser(deps, { roles: ROLES.everyone }), async (c) => {
-      const png = await artifactIcon(deps, c.req.param("artifact_id"));
-      return new Response(png, { headers: { "content-type": "image/png", "content-length": String(png.length), "cache-control": "private, max-age=300", "x-content-type-options": "nosniff" } });
-    })
-    .post("/artifacts/:artifact_id/install-link", requireBrowserUser(deps, { roles: ROLES.everyone }), async (c) => {
-      const artifactId = c.req.param("artifact_id");
-      const artifact = await getArtifact(deps, artifactId);
-      // 412/422 (no delivery URL, App Store signing, an expired profile) render as a page in words (web onError).
-      const link = await createInstallLink(deps, { artifactId });
-      return renderPage(c, <InstallLinkPage ctx={pageContext(c, deps)} artifact={artifact} link={link} buildId={artifact.build_id} />);
-    })
-    .get("/install/:token", async (c) => {
-      const token = c.req.param("token");
-      const ctx = pageContext(c, deps);
-      let data: InstallPageData;
-      try {
-        data = await installPage(deps, { token });
-      } catch (err) {
-        // A tester gets a page in words, never a JSON error.
-        if (err instanceof ApiError && (err.status === 410 || err.status === 404)) {
-          return renderPage(c, <ExpiredPage ctx={ctx} expired={err.status === 410} />, err.status);
+  return (
+    new Hono<AppEnv>()
+      // The icon for signed-in pages (the /v1/ twin takes a Bearer token, never the cookie).
+      .get("/artifacts/:artifact_id/icon", requireBrowserUser(deps, { roles: ROLES.everyone }), async (c) => {
+        const png = await artifactIcon(deps, c.req.param("artifact_id"));
+        return new Response(png, {
+          headers: {
+            "content-type": "image/png",
+            "content-length": String(png.length),
+            "cache-control": "private, max-age=300",
+            "x-content-type-options": "nosniff",
+          },
+        });
+      })
+      .post("/artifacts/:artifact_id/install-link", requireBrowserUser(deps, { roles: ROLES.everyone }), async (c) => {
+        const artifactId = c.req.param("artifact_id");
+        const artifact = await getArtifact(deps, artifactId);
+        // 412/422 (no delivery URL, App Store signing, an expired profile) render as a page in words (web onError).
+        const link = await createInstallLink(deps, { artifactId });
+        return renderPage(c, <InstallLinkPage ctx={pageContext(c, deps)} artifact={artifact} link={link} buildId={artifact.build_id} />);
+      })
+      .get("/install/:token", async (c) => {
+        const token = c.req.param("token");
+        const ctx = pageContext(c, deps);
+        let data: InstallPageData;
+        try {
+          data = await installPage(deps, { token });
+        } catch (err) {
+          // A tester gets a page in words, never a JSON error.
+          if (err instanceof ApiError && (err.status === 410 || err.status === 404)) {
+            return renderPage(c, <ExpiredPage ctx={ctx} expired={err.status === 410} />, err.status);
+          }
+          throw err;
         }
-        throw err;
-      }
-      const { device, inAppOrOtherBrowser } = deviceOf(c.req.header("user-agent") ?? "");
-      // The page differs by device: a shared cache must not hand an iPhone's page to a desktop.
-      c.header("vary", "User-Agent");
-      return renderPage(c, <InstallPage ctx={ctx} data={data} token={token} device={device} otherBrowser={inAppOrOtherBrowser} />);
-    });
+        const { device, inAppOrOtherBrowser } = deviceOf(c.req.header("user-agent") ?? "");
+        // The page differs by device: a shared cache must not hand an iPhone's page to a desktop.
+        c.header("vary", "User-Agent");
+        return renderPage(c, <InstallPage ctx={ctx} data={data} token={token} device={device} otherBrowser={inAppOrOtherBrowser} />);
+      })
+  );
 }

@@ -102,7 +102,14 @@ function LoginPage(props: { ctx: PageCtx; choices: LoginChoices; next: string | 
           ) : null}
           {choices.local ? (
             <PostForm action={`/login/local${nextQuery}`} id="local-login">
-              <Field label="Email" name="email" type="email" value={props.email} autocomplete="email" hint="Leave empty when you are the only user." />
+              <Field
+                label="Email"
+                name="email"
+                type="email"
+                value={props.email}
+                autocomplete="email"
+                hint="Leave empty when you are the only user."
+              />
               <Button variant={choices.oidcProvider ? "secondary" : "primary"}>Sign in on this machine</Button>
             </PostForm>
           ) : null}
@@ -117,9 +124,19 @@ function LoginPage(props: { ctx: PageCtx; choices: LoginChoices; next: string | 
   );
 }
 
-async function renderLogin(deps: AppDeps, c: Context<AppEnv>, error: string | null, status: 200 | 400 | 403 | 409 | 410 | 500 | 502 = 200, email?: string) {
+async function renderLogin(
+  deps: AppDeps,
+  c: Context<AppEnv>,
+  error: string | null,
+  status: 200 | 400 | 403 | 409 | 410 | 500 | 502 = 200,
+  email?: string,
+) {
   const choices = await loginChoices(deps, c.get("isLoopback"), await isLocalUserRequest(deps, c));
-  return renderPage(c, <LoginPage ctx={pageContext(c, deps)} choices={choices} next={safeNext(c.req.query("next"))} email={email} error={error} />, status);
+  return renderPage(
+    c,
+    <LoginPage ctx={pageContext(c, deps)} choices={choices} next={safeNext(c.req.query("next"))} email={email} error={error} />,
+    status,
+  );
 }
 
 function errorStatus(err: ApiError): 400 | 403 | 409 | 410 | 500 | 502 {
@@ -134,120 +151,135 @@ function signedIn(deps: AppDeps, c: Context<AppEnv>, result: { session_token: st
 
 /** `/` (where to go), `/login` with its choices, each way of signing in, the OIDC callback, and sign-out. */
 export function loginPages(deps: AppDeps) {
-  return new Hono<AppEnv>()
-    .get("/", async (c) => {
-      const inst = await loadInstance(deps);
-      if (inst.state !== "ready") return c.redirect("/setup", 303);
-      return c.redirect((await browserSession(deps, c)) ? HOME : "/login", 303);
-    })
-    .get("/login", async (c) => {
-      const inst = await loadInstance(deps);
-      if (inst.state !== "ready") return c.redirect("/setup", 303);
-      if (await browserSession(deps, c)) return c.redirect(safeNext(c.req.query("next")) ?? HOME, 303);
-      return renderLogin(deps, c, null);
-    })
-    .post("/login/local", async (c) => {
-      const form = await c.req.parseBody();
-      const email = typeof form.email === "string" && form.email.trim() !== "" ? form.email.trim() : undefined;
-      try {
-        return signedIn(deps, c, await localLogin(deps, { email, isLoopback: await isLocalUserRequest(deps, c) }), safeNext(c.req.query("next")));
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return renderLogin(deps, c, loginError(err), errorStatus(err), email);
-      }
-    })
-    // The one GET that signs in (docs/api.md §10): the `hangar login` link, single-use, 5 minutes.
-    .get("/login/local/:code", async (c) => {
-      // The code is in the URL: never send it on as a Referer.
-      c.header("Referrer-Policy", "no-referrer");
-      try {
-        // Checked before the code is spent: a refused connection leaves the link usable from the right account.
-        if (!(await isLocalUserRequest(deps, c))) {
-          throw new ApiError(403, "local_login_loopback_required", "sign-in links work only from this machine's own account");
+  return (
+    new Hono<AppEnv>()
+      .get("/", async (c) => {
+        const inst = await loadInstance(deps);
+        if (inst.state !== "ready") return c.redirect("/setup", 303);
+        return c.redirect((await browserSession(deps, c)) ? HOME : "/login", 303);
+      })
+      .get("/login", async (c) => {
+        const inst = await loadInstance(deps);
+        if (inst.state !== "ready") return c.redirect("/setup", 303);
+        if (await browserSession(deps, c)) return c.redirect(safeNext(c.req.query("next")) ?? HOME, 303);
+        return renderLogin(deps, c, null);
+      })
+      .post("/login/local", async (c) => {
+        const form = await c.req.parseBody();
+        const email = typeof form.email === "string" && form.email.trim() !== "" ? form.email.trim() : undefined;
+        try {
+          return signedIn(deps, c, await localLogin(deps, { email, isLoopback: await isLocalUserRequest(deps, c) }), safeNext(c.req.query("next")));
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          return renderLogin(deps, c, loginError(err), errorStatus(err), email);
         }
-        return signedIn(deps, c, await redeemLocalLoginCode(deps, c.req.param("code")), null);
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        const message =
-          err.status === 410
-            ? "This sign-in link was already used or has expired (links work once, for 5 minutes). Run npx hangar login again."
-            : err.status === 404
-              ? "This sign-in link is not valid. Run npx hangar login again and open the link it prints."
-              : loginError(err);
-        return renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title="Sign-in link not accepted" message={message} back={{ href: "/login", label: "Go to sign-in" }} />, errorStatus(err));
-      }
-    })
-    .post("/login/proxy", async (c) => {
-      try {
-        const result = await trustedProxyLogin(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers });
-        return signedIn(deps, c, result, safeNext(c.req.query("next")));
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return renderLogin(deps, c, loginError(err), errorStatus(err));
-      }
-    })
-    // Starts the OIDC browser flow; the state goes into a short-lived cookie, so only this browser can finish it.
-    .get("/login/oidc", async (c) => {
-      const inst = await loadInstance(deps);
-      if (inst.state !== "ready") return c.redirect("/setup", 303);
-      try {
-        if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
-          throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+      })
+      // The one GET that signs in (docs/api.md §10): the `hangar login` link, single-use, 5 minutes.
+      .get("/login/local/:code", async (c) => {
+        // The code is in the URL: never send it on as a Referer.
+        c.header("Referrer-Policy", "no-referrer");
+        try {
+          // Checked before the code is spent: a refused connection leaves the link usable from the right account.
+          if (!(await isLocalUserRequest(deps, c))) {
+            throw new ApiError(403, "local_login_loopback_required", "sign-in links work only from this machine's own account");
+          }
+          return signedIn(deps, c, await redeemLocalLoginCode(deps, c.req.param("code")), null);
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          const message =
+            err.status === 410
+              ? "This sign-in link was already used or has expired (links work once, for 5 minutes). Run npx hangar login again."
+              : err.status === 404
+                ? "This sign-in link is not valid. Run npx hangar login again and open the link it prints."
+                : loginError(err);
+          return renderPage(
+            c,
+            <ErrorPage
+              ctx={pageContext(c, deps)}
+              title="Sign-in link not accepted"
+              message={message}
+              back={{ href: "/login", label: "Go to sign-in" }}
+            />,
+            errorStatus(err),
+          );
         }
-        const started = await startOidcSignIn(deps, { requestOrigin: new URL(c.req.url).origin, client: await oidcClientOf(deps, c) });
-        setUiCookie(c, OIDC_STATE_COOKIE_NAME, started.state, OIDC_STATE_TTL_S);
-        return c.redirect(started.authorization_url, 303);
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return renderLogin(deps, c, loginError(err), errorStatus(err));
-      }
-    })
-    // The default redirect URI: a sign-in, or (before setup is complete) the owner's sign-in of the wizard.
-    .get("/auth/oidc/callback", async (c) => {
-      const expected = getUiCookie(c, OIDC_STATE_COOKIE_NAME);
-      clearUiCookie(c, OIDC_STATE_COOKIE_NAME);
-      const state = c.req.query("state") ?? "";
-      const code = c.req.query("code") ?? "";
-      const inst = await loadInstance(deps);
-      const inSetup = inst.state !== "ready";
-      const back = inSetup ? { href: "/setup", label: "Back to setup" } : { href: "/login", label: "Back to sign-in" };
-      const fail = (title: string, message: string, status: 400 | 403 | 409 | 410 | 500 | 502) =>
-        renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title={title} message={message} back={back} />, status);
+      })
+      .post("/login/proxy", async (c) => {
+        try {
+          const result = await trustedProxyLogin(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers });
+          return signedIn(deps, c, result, safeNext(c.req.query("next")));
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          return renderLogin(deps, c, loginError(err), errorStatus(err));
+        }
+      })
+      // Starts the OIDC browser flow; the state goes into a short-lived cookie, so only this browser can finish it.
+      .get("/login/oidc", async (c) => {
+        const inst = await loadInstance(deps);
+        if (inst.state !== "ready") return c.redirect("/setup", 303);
+        try {
+          if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
+            throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+          }
+          const started = await startOidcSignIn(deps, { requestOrigin: new URL(c.req.url).origin, client: await oidcClientOf(deps, c) });
+          setUiCookie(c, OIDC_STATE_COOKIE_NAME, started.state, OIDC_STATE_TTL_S);
+          return c.redirect(started.authorization_url, 303);
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          return renderLogin(deps, c, loginError(err), errorStatus(err));
+        }
+      })
+      // The default redirect URI: a sign-in, or (before setup is complete) the owner's sign-in of the wizard.
+      .get("/auth/oidc/callback", async (c) => {
+        const expected = getUiCookie(c, OIDC_STATE_COOKIE_NAME);
+        clearUiCookie(c, OIDC_STATE_COOKIE_NAME);
+        const state = c.req.query("state") ?? "";
+        const code = c.req.query("code") ?? "";
+        const inst = await loadInstance(deps);
+        const inSetup = inst.state !== "ready";
+        const back = inSetup ? { href: "/setup", label: "Back to setup" } : { href: "/login", label: "Back to sign-in" };
+        const fail = (title: string, message: string, status: 400 | 403 | 409 | 410 | 500 | 502) =>
+          renderPage(c, <ErrorPage ctx={pageContext(c, deps)} title={title} message={message} back={back} />, status);
 
-      const providerError = c.req.query("error");
-      if (providerError !== undefined) {
-        // Only the standard error code, and only when it looks like one: nothing else the provider sent is shown.
-        const shown = /^[a-z_]{1,64}$/.test(providerError) ? ` (${providerError})` : "";
-        return fail("Sign-in was not completed", `The identity provider did not sign you in${shown}. Try again.`, 400);
-      }
-      if (expected === undefined || state === "" || !constantTimeEqual(expected, state)) {
-        return fail("Sign-in was not started here", "This sign-in did not start in this browser, or it took longer than 10 minutes. Start it again.", 400);
-      }
-      if (code === "") return fail("Sign-in was not completed", "The identity provider sent no authorization code. Try again.", 400);
-      try {
-        if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
-          throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+        const providerError = c.req.query("error");
+        if (providerError !== undefined) {
+          // Only the standard error code, and only when it looks like one: nothing else the provider sent is shown.
+          const shown = /^[a-z_]{1,64}$/.test(providerError) ? ` (${providerError})` : "";
+          return fail("Sign-in was not completed", `The identity provider did not sign you in${shown}. Try again.`, 400);
         }
-        if (inSetup) {
-          const setupToken = getUiCookie(c, SETUP_COOKIE_NAME);
-          if (setupToken === undefined) throw new ApiError(401, "missing_auth", "the setup session is missing");
-          await touchSetupSession(deps, setupToken);
-          await verifySetupOwnerOidc(deps, { code, state });
-          return c.redirect("/setup?step=complete", 303);
+        if (expected === undefined || state === "" || !constantTimeEqual(expected, state)) {
+          return fail(
+            "Sign-in was not started here",
+            "This sign-in did not start in this browser, or it took longer than 10 minutes. Start it again.",
+            400,
+          );
         }
-        return signedIn(deps, c, await completeOidcSignIn(deps, { code, state, client: await oidcClientOf(deps, c) }), null);
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        return fail("Sign-in failed", loginError(err), errorStatus(err.status === 401 ? new ApiError(400, err.code, err.message) : err));
-      }
-    })
-    .post("/logout", async (c) => {
-      const session = await browserSession(deps, c);
-      if (session) await revokeSessionStatement(deps, session.sessionId);
-      clearSessionCookie(c);
-      setFlash(c, "info", "You are signed out.");
-      return c.redirect("/login", 303);
-    });
+        if (code === "") return fail("Sign-in was not completed", "The identity provider sent no authorization code. Try again.", 400);
+        try {
+          if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
+            throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+          }
+          if (inSetup) {
+            const setupToken = getUiCookie(c, SETUP_COOKIE_NAME);
+            if (setupToken === undefined) throw new ApiError(401, "missing_auth", "the setup session is missing");
+            await touchSetupSession(deps, setupToken);
+            await verifySetupOwnerOidc(deps, { code, state });
+            return c.redirect("/setup?step=complete", 303);
+          }
+          return signedIn(deps, c, await completeOidcSignIn(deps, { code, state, client: await oidcClientOf(deps, c) }), null);
+        } catch (err) {
+          if (!(err instanceof ApiError)) throw err;
+          return fail("Sign-in failed", loginError(err), errorStatus(err.status === 401 ? new ApiError(400, err.code, err.message) : err));
+        }
+      })
+      .post("/logout", async (c) => {
+        const session = await browserSession(deps, c);
+        if (session) await revokeSessionStatement(deps, session.sessionId);
+        clearSessionCookie(c);
+        setFlash(c, "info", "You are signed out.");
+        return c.redirect("/login", 303);
+      })
+  );
 }
 
 /** Sign-in errors in words (docs/spec.md auth error rows). Never content fetched from a provider. */

@@ -9,9 +9,24 @@ import type { z, ZodType } from "zod";
 import { FORGE_PROVIDERS, NOTIFICATION_EVENTS, NOTIFICATION_KINDS, type ForgeProvider, type NotificationKind } from "../../db/schema/constants.ts";
 import { builds } from "../../db/schema/index.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { createNotification, createNotificationSchema, deleteNotification, listNotifications, testNotification, type NotificationRow } from "../../domain/events/notifications.ts";
+import {
+  createNotification,
+  createNotificationSchema,
+  deleteNotification,
+  listNotifications,
+  testNotification,
+  type NotificationRow,
+} from "../../domain/events/notifications.ts";
 import { listTargetAttempts } from "../../domain/events/outbox.ts";
-import { createWebhook, createWebhookSchema, deleteWebhook, listWebhookDeliveries, listWebhooks, toWebhookJson, type WebhookRow } from "../../domain/events/webhooks.ts";
+import {
+  createWebhook,
+  createWebhookSchema,
+  deleteWebhook,
+  listWebhookDeliveries,
+  listWebhooks,
+  toWebhookJson,
+  type WebhookRow,
+} from "../../domain/events/webhooks.ts";
 import type { ProjectRow } from "../../domain/projects/projects.ts";
 import { ApiError, type ValidationIssue } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
@@ -96,7 +111,10 @@ export async function loadProjectEvents(deps: Pick<AppDeps, "db">, projectId: st
     })),
   );
   const notifications = await Promise.all(
-    (await listNotifications(deps, projectId)).map(async (row) => ({ row, attempts: await listTargetAttempts(deps, "notification", row.id, RECENT) })),
+    (await listNotifications(deps, projectId)).map(async (row) => ({
+      row,
+      attempts: await listTargetAttempts(deps, "notification", row.id, RECENT),
+    })),
   );
   const ids = [...new Set(webhooks.flatMap((w) => w.deliveries.flatMap((d) => d.build_ids)))];
   const numbers = ids.length > 0 ? await deps.db.select({ id: builds.id, n: builds.buildNumber }).from(builds).where(inArray(builds.id, ids)) : [];
@@ -112,7 +130,9 @@ function ForgeSteps(props: { provider: ForgeProvider }) {
       return (
         <ol class="forge-steps">
           <li>In the repository on GitHub open Settings → Webhooks → Add webhook.</li>
-          <li>Payload URL: paste the {url}. Content type: application/json. Secret: paste the {secret}.</li>
+          <li>
+            Payload URL: paste the {url}. Content type: application/json. Secret: paste the {secret}.
+          </li>
           <li>“Which events”: choose “Let me select individual events” and tick Pushes and Pull requests (or keep “Just the push event”).</li>
           <li>Keep it Active and click Add webhook. GitHub sends a ping at once: it appears below as an ignored delivery.</li>
         </ol>
@@ -121,7 +141,9 @@ function ForgeSteps(props: { provider: ForgeProvider }) {
       return (
         <ol class="forge-steps">
           <li>In the project on GitLab open Settings → Webhooks → Add new webhook.</li>
-          <li>URL: paste the {url}. Secret token: paste the {secret}.</li>
+          <li>
+            URL: paste the {url}. Secret token: paste the {secret}.
+          </li>
           <li>Trigger: tick Push events, Tag push events and Merge request events.</li>
           <li>Click Add webhook; Test → Push events sends a delivery you will see below.</li>
         </ol>
@@ -131,10 +153,10 @@ function ForgeSteps(props: { provider: ForgeProvider }) {
       const name = PROVIDER_LABELS[props.provider];
       return (
         <ol class="forge-steps">
+          <li>In the repository open Settings → Webhooks → Add webhook → {name}.</li>
           <li>
-            In the repository open Settings → Webhooks → Add webhook → {name}.
+            Target URL: paste the {url}. HTTP method POST, content type application/json. Secret: paste the {secret}.
           </li>
-          <li>Target URL: paste the {url}. HTTP method POST, content type application/json. Secret: paste the {secret}.</li>
           <li>Trigger on: “Custom events”, tick Push and Pull request (or “Push events” only).</li>
           <li>Click Add webhook; “Test delivery” sends a push you will see below.</li>
         </ol>
@@ -144,7 +166,9 @@ function ForgeSteps(props: { provider: ForgeProvider }) {
       return (
         <ol class="forge-steps">
           <li>In the repository on Bitbucket open Repository settings → Webhooks → Add webhook.</li>
-          <li>Title: Hangar. URL: paste the {url}. Secret: paste the {secret}.</li>
+          <li>
+            Title: Hangar. URL: paste the {url}. Secret: paste the {secret}.
+          </li>
           <li>Triggers: Repository push, and Pull request Created and Updated.</li>
           <li>Save. The next push shows up below.</li>
         </ol>
@@ -186,11 +210,7 @@ function AttemptsTable(props: { attempts: Attempt[]; ctx: PageCtx; empty: string
             <Time at={a.created_at} now={props.ctx.now} />
           </td>
           <td>
-            {a.build_id ? (
-              <a href={`/builds/${a.build_id}`}>{a.build_number !== null ? `#${a.build_number}` : "build"}</a>
-            ) : (
-              "test message"
-            )}{" "}
+            {a.build_id ? <a href={`/builds/${a.build_id}`}>{a.build_number !== null ? `#${a.build_number}` : "build"}</a> : "test message"}{" "}
             {a.event ? <Name value={a.event} /> : null}
           </td>
           <td>{a.attempt}</td>
@@ -205,12 +225,19 @@ function AttemptsTable(props: { attempts: Attempt[]; ctx: PageCtx; empty: string
   );
 }
 
-function WebhookCard(props: { hook: EventsView["webhooks"][number]; ctx: PageCtx; projectId: string; buildNumbers: Map<string, number>; hasCredentials: boolean }) {
+function WebhookCard(props: {
+  hook: EventsView["webhooks"][number];
+  ctx: PageCtx;
+  projectId: string;
+  buildNumbers: Map<string, number>;
+  hasCredentials: boolean;
+}) {
   const { row, url, deliveries, statuses } = props.hook;
   return (
     <article class="card webhook" id={`webhook-${row.id}`}>
       <h3>
-        {PROVIDER_LABELS[row.provider]} {row.disabledAt !== null ? <StatusBadge status="disabled" label="commit statuses disabled (410 from the forge)" /> : null}
+        {PROVIDER_LABELS[row.provider]}{" "}
+        {row.disabledAt !== null ? <StatusBadge status="disabled" label="commit statuses disabled (410 from the forge)" /> : null}
       </h3>
       <dl class="kv">
         <dt>URL</dt>
@@ -220,7 +247,13 @@ function WebhookCard(props: { hook: EventsView["webhooks"][number]; ctx: PageCtx
           </code>
         </dd>
         <dt>Commit statuses</dt>
-        <dd>{!row.reportStatus ? "not reported" : props.hasCredentials ? "reported" : "on, but the project has no source credentials: nothing is reported"}</dd>
+        <dd>
+          {!row.reportStatus
+            ? "not reported"
+            : props.hasCredentials
+              ? "reported"
+              : "on, but the project has no source credentials: nothing is reported"}
+        </dd>
         {row.apiUrl ? (
           <>
             <dt>Forge API</dt>
@@ -286,7 +319,12 @@ function WebhookCard(props: { hook: EventsView["webhooks"][number]; ctx: PageCtx
           <AttemptsTable attempts={statuses} ctx={props.ctx} empty="None sent yet." id={`webhook-statuses-${row.id}`} what="Build and state" />
         </>
       ) : null}
-      <form method="post" action={`/projects/${props.projectId}/webhooks/${row.id}/delete`} class="inline-form" data-confirm="Delete this webhook? Deliveries to its URL will be refused from now on.">
+      <form
+        method="post"
+        action={`/projects/${props.projectId}/webhooks/${row.id}/delete`}
+        class="inline-form"
+        data-confirm="Delete this webhook? Deliveries to its URL will be refused from now on."
+      >
         <Button variant="danger">Delete webhook</Button>
       </form>
     </article>
@@ -328,7 +366,12 @@ function NotificationCard(props: { n: EventsView["notifications"][number]; ctx: 
         <form method="post" action={`/projects/${props.projectId}/notifications/${row.id}/test`} class="inline-form">
           <Button variant="secondary">Send test</Button>
         </form>
-        <form method="post" action={`/projects/${props.projectId}/notifications/${row.id}/delete`} class="inline-form" data-confirm="Delete this notification?">
+        <form
+          method="post"
+          action={`/projects/${props.projectId}/notifications/${row.id}/delete`}
+          class="inline-form"
+          data-confirm="Delete this notification?"
+        >
           <Button variant="danger">Delete notification</Button>
         </form>
       </div>
@@ -360,8 +403,9 @@ export function ProjectEvents(props: { ctx: PageCtx; project: ProjectRow; view: 
         id="webhooks"
         description={
           <>
-            Add a webhook, paste its URL and secret into your forge, and every push builds. Without <code>triggers</code> in a pipeline's config, a push to the
-            default branch (<Name value={p.defaultBranch} />) builds each pipeline; <code>triggers</code> add other branches, tags and pull requests.
+            Add a webhook, paste its URL and secret into your forge, and every push builds. Without <code>triggers</code> in a pipeline's config, a
+            push to the default branch (<Name value={p.defaultBranch} />) builds each pipeline; <code>triggers</code> add other branches, tags and
+            pull requests.
           </>
         }
       >
@@ -371,7 +415,9 @@ export function ProjectEvents(props: { ctx: PageCtx; project: ProjectRow; view: 
             <p>Add one below for the forge this repository lives on.</p>
           </EmptyState>
         ) : (
-          view.webhooks.map((hook) => <WebhookCard hook={hook} ctx={props.ctx} projectId={p.id} buildNumbers={view.buildNumbers} hasCredentials={hasCredentials} />)
+          view.webhooks.map((hook) => (
+            <WebhookCard hook={hook} ctx={props.ctx} projectId={p.id} buildNumbers={view.buildNumbers} hasCredentials={hasCredentials} />
+          ))
         )}
         <details open={wf || view.webhooks.length === 0 ? true : undefined} id="new-webhook">
           <summary>Add a webhook</summary>
@@ -414,7 +460,8 @@ export function ProjectEvents(props: { ctx: PageCtx; project: ProjectRow; view: 
           <div class="created-secret" id="notification-created">
             <h3>Signed webhook added</h3>
             <div class="flash flash-info" role="status">
-              Copy the signing secret now: it is shown only this once. Verify each message with it (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature).
+              Copy the signing secret now: it is shown only this once. Verify each message with it (Standard Webhooks: webhook-id, webhook-timestamp,
+              webhook-signature).
             </div>
             <CopyField id="notification-secret" label="Signing secret" value={state.createdNotification.secret} />
           </div>
@@ -521,8 +568,13 @@ export function projectEventPages(deps: AppDeps, show: ShowProject) {
       const id = c.req.param("project_id");
       const form = (await c.req.parseBody({ all: true })) as Body;
       const values = { provider: one(form, "provider"), api_url: one(form, "api_url"), report_status: one(form, "report_status") };
-      const checked = check(createWebhookSchema, { provider: values.provider, api_url: values.api_url || undefined, report_status: values.report_status === "1" });
-      if (!checked.ok) return show(c, id, { webhookForm: { values, errors: fieldErrors(checked.issues, { provider: "Choose one of the forges listed." }) } }, 400);
+      const checked = check(createWebhookSchema, {
+        provider: values.provider,
+        api_url: values.api_url || undefined,
+        report_status: values.report_status === "1",
+      });
+      if (!checked.ok)
+        return show(c, id, { webhookForm: { values, errors: fieldErrors(checked.issues, { provider: "Choose one of the forges listed." }) } }, 400);
       try {
         const created = await createWebhook(deps, c.get("user"), id, checked.data, new URL(c.req.url).origin);
         return show(c, id, { createdWebhook: { id: created.id, provider: checked.data.provider, url: created.url, secret: created.secret } }, 200);
@@ -547,7 +599,11 @@ export function projectEventPages(deps: AppDeps, show: ShowProject) {
       const input = { kind: values.kind, url: values.url, on: values.on, ...(branches.length > 0 ? { branches } : {}) };
       const checked = check(createNotificationSchema, input);
       if (!checked.ok) {
-        const errors = fieldErrors(checked.issues, { kind: "Choose where to send.", on: "Choose at least one event.", url: "Enter an absolute http(s) URL without a user name or password." });
+        const errors = fieldErrors(checked.issues, {
+          kind: "Choose where to send.",
+          on: "Choose at least one event.",
+          url: "Enter an absolute http(s) URL without a user name or password.",
+        });
         return show(c, id, { notificationForm: { values, errors } }, 400);
       }
       try {

@@ -4,10 +4,25 @@
 import { Hono, type Context } from "hono";
 import type { Child } from "hono/jsx";
 import type { AppDeps, AppEnv } from "../../deps.ts";
-import { deleteSecret, listSecrets, protectedBranches, protectionSchema, putSecret, putSecretSchema, SECRET_NAME, setProtection } from "../../domain/projects/project-secrets.ts";
+import {
+  deleteSecret,
+  listSecrets,
+  protectedBranches,
+  protectionSchema,
+  putSecret,
+  putSecretSchema,
+  SECRET_NAME,
+  setProtection,
+} from "../../domain/projects/project-secrets.ts";
 import { sourceCredentialsSchema, storeProjectSecret, type ProjectRow } from "../../domain/projects/projects.ts";
 import { projectHealthItems, runSigningHealthPassAfterUpload, type SigningHealthItem } from "../../domain/signing/health.ts";
-import { androidSigningUploadSchema, encodeBase64, iosSigningUploadSchema, storeAndroidSigning, storeIosSigning } from "../../domain/signing/signing.ts";
+import {
+  androidSigningUploadSchema,
+  encodeBase64,
+  iosSigningUploadSchema,
+  storeAndroidSigning,
+  storeIosSigning,
+} from "../../domain/signing/signing.ts";
 import { ApiError } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, Field, Name, Section, StatusBadge, Table, TextArea, Time } from "../components.tsx";
@@ -76,7 +91,11 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
   const android = p.androidSigningInfo;
   const base = `/projects/${p.id}`;
   return (
-    <Section title="Credentials and signing" id="credentials" description="Stored encrypted. Hangar never shows a secret again: only what it holds (names, subjects, expiry dates).">
+    <Section
+      title="Credentials and signing"
+      id="credentials"
+      description="Stored encrypted. Hangar never shows a secret again: only what it holds (names, subjects, expiry dates)."
+    >
       {props.view.health.length > 0 ? (
         <Table headers={["Signing item", "Name", "Expires", "State"]} id="signing-health">
           {props.view.health.map((item) => (
@@ -98,14 +117,30 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
 
       <h3>Source credentials</h3>
       <p class="muted" id="source-state">
-        {p.sourceCredentialsSealed !== null ? "Set: a token that clones the repository (stored encrypted)." : "Not set: the repository is cloned without credentials."}
+        {p.sourceCredentialsSealed !== null
+          ? "Set: a token that clones the repository (stored encrypted)."
+          : "Not set: the repository is cloned without credentials."}
       </p>
       {props.canWrite ? (
         <details open={s.form === "source" ? true : undefined}>
           <summary>{p.sourceCredentialsSealed !== null ? "Replace source credentials" : "Set source credentials"}</summary>
           <form method="post" action={`${base}/credentials/source`} id="source-form">
-            <Field label="User name (optional)" name="username" id="source-username" value={s.form === "source" ? s.values?.username : undefined} autocomplete="off" />
-            <Field label="Token" name="token" id="source-token" type="password" autocomplete="new-password" required hint="A personal or project access token with read access to the repository." />
+            <Field
+              label="User name (optional)"
+              name="username"
+              id="source-username"
+              value={s.form === "source" ? s.values?.username : undefined}
+              autocomplete="off"
+            />
+            <Field
+              label="Token"
+              name="token"
+              id="source-token"
+              type="password"
+              autocomplete="new-password"
+              required
+              hint="A personal or project access token with read access to the repository."
+            />
             <FormError state={s} form="source" />
             <Button>Save source credentials</Button>
           </form>
@@ -137,10 +172,37 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
         <details open={s.form === "android" ? true : undefined}>
           <summary>{p.androidSigningSealed !== null ? "Replace the keystore" : "Upload a keystore"}</summary>
           <UploadForm action={`${base}/signing/android`} id="android-form">
-            <FileField label="Keystore (.jks, .keystore or .p12)" name="keystore" id="android-keystore" hint="Opened on upload with the passwords below; JKS and PKCS#12 keystores." />
-            <Field label="Keystore password" name="keystore_password" id="android-store-password" type="password" autocomplete="new-password" required />
-            <Field label="Key alias" name="key_alias" id="android-alias" value={s.form === "android" ? s.values?.key_alias : undefined} required autocomplete="off" />
-            <Field label="Key password" name="key_password" id="android-key-password" type="password" autocomplete="new-password" required hint="For a PKCS#12 keystore, the keystore password again." />
+            <FileField
+              label="Keystore (.jks, .keystore or .p12)"
+              name="keystore"
+              id="android-keystore"
+              hint="Opened on upload with the passwords below; JKS and PKCS#12 keystores."
+            />
+            <Field
+              label="Keystore password"
+              name="keystore_password"
+              id="android-store-password"
+              type="password"
+              autocomplete="new-password"
+              required
+            />
+            <Field
+              label="Key alias"
+              name="key_alias"
+              id="android-alias"
+              value={s.form === "android" ? s.values?.key_alias : undefined}
+              required
+              autocomplete="off"
+            />
+            <Field
+              label="Key password"
+              name="key_password"
+              id="android-key-password"
+              type="password"
+              autocomplete="new-password"
+              required
+              hint="For a PKCS#12 keystore, the keystore password again."
+            />
             <FormError state={s} form="android" />
             <Button>Upload keystore</Button>
           </UploadForm>
@@ -193,9 +255,21 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
         <details open={s.form === "ios" ? true : undefined}>
           <summary>{p.iosSigningSealed !== null ? "Replace the certificate and profiles" : "Upload a certificate and profiles"}</summary>
           <UploadForm action={`${base}/signing/ios`} id="ios-form">
-            <FileField label="Certificate with its private key (.p12)" name="certificate" id="ios-certificate" accept=".p12,.pfx" hint="Exported from Keychain Access with its key." />
+            <FileField
+              label="Certificate with its private key (.p12)"
+              name="certificate"
+              id="ios-certificate"
+              accept=".p12,.pfx"
+              hint="Exported from Keychain Access with its key."
+            />
             <Field label="Certificate password" name="certificate_password" id="ios-password" type="password" autocomplete="new-password" />
-            <FileField label="Provisioning profiles (.mobileprovision): the app and each extension" name="profiles" id="ios-profiles-input" multiple accept=".mobileprovision" />
+            <FileField
+              label="Provisioning profiles (.mobileprovision): the app and each extension"
+              name="profiles"
+              id="ios-profiles-input"
+              multiple
+              accept=".mobileprovision"
+            />
             <FormError state={s} form="ios" />
             <Button>Upload certificate and profiles</Button>
           </UploadForm>
@@ -230,7 +304,15 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
           <details open={s.form === "secret" ? true : undefined}>
             <summary>Add or replace a secret variable</summary>
             <form method="post" action={`${base}/secrets`} id="secret-form">
-              <Field label="Name" name="name" id="secret-name" value={s.form === "secret" ? s.values?.name : undefined} required autocomplete="off" hint="Upper case letters, digits and _, not starting with a digit. An existing name is replaced." />
+              <Field
+                label="Name"
+                name="name"
+                id="secret-name"
+                value={s.form === "secret" ? s.values?.name : undefined}
+                required
+                autocomplete="off"
+                hint="Upper case letters, digits and _, not starting with a digit. An existing name is replaced."
+              />
               <Field label="Value" name="value" id="secret-value" type="password" autocomplete="new-password" required />
               <FormError state={s} form="secret" />
               <Button>Save secret variable</Button>
@@ -247,8 +329,18 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
         <details open={s.form === "protection" ? true : undefined}>
           <summary>Change protection</summary>
           <form method="post" action={`${base}/protection`} id="protection-form">
-            <TextArea label="Protected branches (globs, one per line)" name="branches" id="protection-branches" value={s.form === "protection" ? s.values?.branches : protectedBranches(p).join("\n")} />
-            <TextArea label="Protected tags (globs, one per line; empty keeps them as they are)" name="tags" id="protection-tags" value={s.form === "protection" ? s.values?.tags : ""} />
+            <TextArea
+              label="Protected branches (globs, one per line)"
+              name="branches"
+              id="protection-branches"
+              value={s.form === "protection" ? s.values?.branches : protectedBranches(p).join("\n")}
+            />
+            <TextArea
+              label="Protected tags (globs, one per line; empty keeps them as they are)"
+              name="tags"
+              id="protection-tags"
+              value={s.form === "protection" ? s.values?.tags : ""}
+            />
             <FormError state={s} form="protection" />
             <Button>Save protection</Button>
           </form>
@@ -258,7 +350,12 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
   );
 }
 
-export async function projectSigningSlot(deps: Pick<AppDeps, "db" | "clock">, ctx: PageCtx, project: ProjectRow, state: SigningState): Promise<Child> {
+export async function projectSigningSlot(
+  deps: Pick<AppDeps, "db" | "clock">,
+  ctx: PageCtx,
+  project: ProjectRow,
+  state: SigningState,
+): Promise<Child> {
   const role = ctx.user?.role ?? "";
   const canWrite = (ROLES.builders as readonly string[]).includes(role);
   const canManage = (ROLES.managers as readonly string[]).includes(role);
@@ -283,7 +380,8 @@ const lines = (value: string) => value.split(/[\s,]+/).filter((l) => l !== "");
 
 /** The message shown beside the form for a refusal the user can fix; anything else is thrown. */
 function refusal(err: unknown): string {
-  if (err instanceof ApiError && err.status === 400) return sentence(err.issues?.[0] && err.code === "invalid_input" ? `${err.issues[0].path}: ${err.issues[0].message}` : err.message);
+  if (err instanceof ApiError && err.status === 400)
+    return sentence(err.issues?.[0] && err.code === "invalid_input" ? `${err.issues[0].path}: ${err.issues[0].message}` : err.message);
   throw err;
 }
 
@@ -301,7 +399,8 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const form = (await c.req.parseBody({ all: true })) as Body;
       const username = text(form, "username").trim();
       const parsed = sourceCredentialsSchema.safeParse({ token: text(form, "token"), ...(username ? { username } : {}) });
-      if (!parsed.success) return show(c, id, { form: "source", error: "Enter the token (and a user name of at most 256 characters).", values: { username } }, 400);
+      if (!parsed.success)
+        return show(c, id, { form: "source", error: "Enter the token (and a user name of at most 256 characters).", values: { username } }, 400);
       await storeProjectSecret(deps, c.get("user"), id, "sourceCredentialsSealed", parsed.data);
       return done(c, id, "Source credentials saved. They are not shown again.");
     })
@@ -316,7 +415,8 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
         key_alias: values.key_alias,
         key_password: text(form, "key_password"),
       });
-      if (!parsed.success) return show(c, id, { form: "android", error: "Choose the keystore file and fill in both passwords and the alias.", values }, 400);
+      if (!parsed.success)
+        return show(c, id, { form: "android", error: "Choose the keystore file and fill in both passwords and the alias.", values }, 400);
       try {
         await storeAndroidSigning(deps, c.get("user"), id, parsed.data);
       } catch (err) {
@@ -349,8 +449,15 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const form = (await c.req.parseBody({ all: true })) as Body;
       const name = text(form, "name").trim();
       const value = putSecretSchema.safeParse({ value: text(form, "value") });
-      if (!SECRET_NAME.test(name)) return show(c, id, { form: "secret", error: "A name has upper case letters, digits and _ only, and does not start with a digit.", values: { name } }, 400);
-      if (!value.success) return show(c, id, { form: "secret", error: sentence(value.error.issues[0]?.message ?? "not a valid value"), values: { name } }, 400);
+      if (!SECRET_NAME.test(name))
+        return show(
+          c,
+          id,
+          { form: "secret", error: "A name has upper case letters, digits and _ only, and does not start with a digit.", values: { name } },
+          400,
+        );
+      if (!value.success)
+        return show(c, id, { form: "secret", error: sentence(value.error.issues[0]?.message ?? "not a valid value"), values: { name } }, 400);
       try {
         await putSecret(deps, c.get("user"), id, name, value.data.value);
       } catch (err) {

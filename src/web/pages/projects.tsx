@@ -93,7 +93,9 @@ function ProjectsPage(props: { ctx: PageCtx; projects: ProjectRow[]; canWrite: b
     <Layout ctx={props.ctx} title="Projects">
       <h1>Projects</h1>
       {props.projects.length === 0 ? (
-        <EmptyState title="No projects yet">{props.canWrite ? <p>Create one below: a name and the repository to build.</p> : <p>A developer or admin creates them.</p>}</EmptyState>
+        <EmptyState title="No projects yet">
+          {props.canWrite ? <p>Create one below: a name and the repository to build.</p> : <p>A developer or admin creates them.</p>}
+        </EmptyState>
       ) : (
         <Table headers={["Project", "Repository", "Default branch", "Created"]} id="projects">
           {props.projects.map((p) => (
@@ -122,7 +124,15 @@ function ProjectsPage(props: { ctx: PageCtx; projects: ProjectRow[]; canWrite: b
         <Section title="New project" id="new-project">
           <PostForm action="/projects">
             <Field label="Name" name="name" value={f?.values.name} error={f?.errors.name} required />
-            <Field label="Repository URL" name="repo_url" value={f?.values.repo_url} error={f?.errors.repo_url} required placeholder="https://github.com/acme/app.git" hint="An http(s), ssh, git or file URL, or an absolute path." />
+            <Field
+              label="Repository URL"
+              name="repo_url"
+              value={f?.values.repo_url}
+              error={f?.errors.repo_url}
+              required
+              placeholder="https://github.com/acme/app.git"
+              hint="An http(s), ssh, git or file URL, or an absolute path."
+            />
             <Field label="Default branch" name="default_branch" value={f?.values.default_branch ?? "main"} error={f?.errors.default_branch} />
             <Button>Create project</Button>
           </PostForm>
@@ -138,7 +148,11 @@ function IssueList(props: { issues?: ValidationIssue[] }) {
     <ul class="error config-issues" role="alert">
       {props.issues.map((i) => (
         <li>
-          {i.line !== undefined ? <span class="issue-at">line {i.line}, column {i.column}: </span> : null}
+          {i.line !== undefined ? (
+            <span class="issue-at">
+              line {i.line}, column {i.column}:{" "}
+            </span>
+          ) : null}
           <code>{i.path || "config"}</code>: {i.message}
         </li>
       ))}
@@ -160,8 +174,8 @@ function PipelineForm(props: { action: string; idPrefix: string; name: string; c
         error={f?.errors.config}
         hint={
           <>
-            <code>platform</code> (ios, android, macos, any), <code>steps</code> [{"{"}name, run{"}"}], and optionally <code>artifacts</code>, <code>env</code>,{" "}
-            <code>timeout_s</code>, <code>triggers</code>. Unknown keys are refused.
+            <code>platform</code> (ios, android, macos, any), <code>steps</code> [{"{"}name, run{"}"}], and optionally <code>artifacts</code>,{" "}
+            <code>env</code>, <code>timeout_s</code>, <code>triggers</code>. Unknown keys are refused.
           </>
         }
       />
@@ -197,13 +211,16 @@ function ProjectRunners(props: { view: ProjectRunnersView }) {
     <Section title="Runners for these builds" id="project-runners">
       {v.receivesPullRequests && v.openRunners.length === 0 ? (
         <div class="flash flash-warn" role="alert" id="no-open-runner">
-          This project receives pull requests through its webhook, and no runner is open: a pull request from a fork
-          is built only on an open runner, so those builds stay queued until an owner or admin registers one (or makes
-          one open on the Runners page).
+          This project receives pull requests through its webhook, and no runner is open: a pull request from a fork is built only on an open runner,
+          so those builds stay queued until an owner or admin registers one (or makes one open on the Runners page).
         </div>
       ) : null}
       <dl class="kv">
-        <dt>{v.holdsCredentials ? "Builds of protected branches and tags (they get signing material and secrets)" : "Every build (the project holds no signing material or secret)"}</dt>
+        <dt>
+          {v.holdsCredentials
+            ? "Builds of protected branches and tags (they get signing material and secrets)"
+            : "Every build (the project holds no signing material or secret)"}
+        </dt>
         <dd>
           {v.holdsCredentials ? (
             <>
@@ -298,9 +315,23 @@ function ProjectPage(props: {
       {props.canWrite && props.pipelines.length > 0 ? (
         <Section title="Trigger a build" id="trigger">
           <PostForm action={`/projects/${p.id}/builds`} class="filters">
-            <Select label="Pipeline" name="pipeline_id" id="trigger-pipeline" value={trig?.values.pipeline_id} error={trig?.errors.pipeline_id} options={props.pipelines.map((pl) => ({ value: pl.id, label: pl.name }))} />
+            <Select
+              label="Pipeline"
+              name="pipeline_id"
+              id="trigger-pipeline"
+              value={trig?.values.pipeline_id}
+              error={trig?.errors.pipeline_id}
+              options={props.pipelines.map((pl) => ({ value: pl.id, label: pl.name }))}
+            />
             <Field label="Branch" name="branch" id="trigger-branch" value={trig?.values.branch ?? p.defaultBranch} error={trig?.errors.branch} />
-            <Field label="Commit (optional)" name="commit_sha" id="trigger-commit" value={trig?.values.commit_sha} error={trig?.errors.commit_sha} placeholder="the branch's head" />
+            <Field
+              label="Commit (optional)"
+              name="commit_sha"
+              id="trigger-commit"
+              value={trig?.values.commit_sha}
+              error={trig?.errors.commit_sha}
+              placeholder="the branch's head"
+            />
             <div class="actions">
               <Button>Trigger build</Button>
             </div>
@@ -333,8 +364,20 @@ function ProjectPage(props: {
               ) : props.canWrite ? (
                 <details open={forms[`pipeline-${pl.id}`] ? true : undefined}>
                   <summary>Edit</summary>
-                  <PipelineForm action={`/projects/${p.id}/pipelines/${pl.id}/edit`} idPrefix={`pl-${pl.id}`} name={pl.name} config={jsonForDisplay(pl.config)} form={forms[`pipeline-${pl.id}`]} submit="Save pipeline" />
-                  <form method="post" action={`/projects/${p.id}/pipelines/${pl.id}/delete`} class="inline-form" data-confirm="Delete this pipeline? Its finished builds stay readable.">
+                  <PipelineForm
+                    action={`/projects/${p.id}/pipelines/${pl.id}/edit`}
+                    idPrefix={`pl-${pl.id}`}
+                    name={pl.name}
+                    config={jsonForDisplay(pl.config)}
+                    form={forms[`pipeline-${pl.id}`]}
+                    submit="Save pipeline"
+                  />
+                  <form
+                    method="post"
+                    action={`/projects/${p.id}/pipelines/${pl.id}/delete`}
+                    class="inline-form"
+                    data-confirm="Delete this pipeline? Its finished builds stay readable."
+                  >
                     <Button variant="danger">Delete pipeline</Button>
                   </form>
                 </details>
@@ -348,14 +391,23 @@ function ProjectPage(props: {
         {props.canWrite ? (
           <details open={forms.newPipeline ? true : undefined} id="new-pipeline">
             <summary>New pipeline</summary>
-            <PipelineForm action={`/projects/${p.id}/pipelines`} idPrefix="new-pipeline" name="" config={NEW_CONFIG} form={forms.newPipeline} submit="Create pipeline" />
+            <PipelineForm
+              action={`/projects/${p.id}/pipelines`}
+              idPrefix="new-pipeline"
+              name=""
+              config={NEW_CONFIG}
+              form={forms.newPipeline}
+              submit="Create pipeline"
+            />
           </details>
         ) : null}
       </Section>
 
       <Section title="Schedules" id="schedules">
         {props.schedules.length === 0 ? (
-          <p class="muted">No schedule. Add <code>schedules</code> to the pipeline file or to a stored pipeline's config.</p>
+          <p class="muted">
+            No schedule. Add <code>schedules</code> to the pipeline file or to a stored pipeline's config.
+          </p>
         ) : (
           <Table headers={["Pipeline", "Cron", "Time zone", "Branch", "Source", "Next run"]} id="schedule-list">
             {props.schedules.map((s) => (
@@ -380,7 +432,11 @@ function ProjectPage(props: {
         )}
       </Section>
 
-      <Section title="Validate a pipeline file" id="validate" description="Paste a pipeline file to check it as a build would, without committing it.">
+      <Section
+        title="Validate a pipeline file"
+        id="validate"
+        description="Paste a pipeline file to check it as a build would, without committing it."
+      >
         <PostForm action={`/projects/${p.id}/pipeline-config/validate`}>
           <TextArea label="Pipeline file (YAML)" name="content" id="validate-content" rows={10} value={props.validation?.content ?? ""} />
           <Button>Validate</Button>
@@ -419,8 +475,21 @@ function ProjectPage(props: {
         <Section title="Project settings" id="project-settings">
           <PostForm action={`/projects/${p.id}/edit`}>
             <Field label="Name" name="name" id="project-name" value={edit?.values.name ?? p.name} error={edit?.errors.name} required />
-            <Field label="Repository URL" name="repo_url" id="project-repo" value={edit?.values.repo_url ?? p.repoUrl} error={edit?.errors.repo_url} required />
-            <Field label="Default branch" name="default_branch" id="project-branch" value={edit?.values.default_branch ?? p.defaultBranch} error={edit?.errors.default_branch} />
+            <Field
+              label="Repository URL"
+              name="repo_url"
+              id="project-repo"
+              value={edit?.values.repo_url ?? p.repoUrl}
+              error={edit?.errors.repo_url}
+              required
+            />
+            <Field
+              label="Default branch"
+              name="default_branch"
+              id="project-branch"
+              value={edit?.values.default_branch ?? p.defaultBranch}
+              error={edit?.errors.default_branch}
+            />
             <Field
               label="Pipeline file (empty: pipelines stored in Hangar only)"
               name="config_path"
@@ -430,7 +499,12 @@ function ProjectPage(props: {
             />
             <Button>Save project</Button>
           </PostForm>
-          <form method="post" action={`/projects/${p.id}/delete`} class="inline-form" data-confirm="Delete this project and its pipelines? Finished builds and artifacts stay readable.">
+          <form
+            method="post"
+            action={`/projects/${p.id}/delete`}
+            class="inline-form"
+            data-confirm="Delete this project and its pipelines? Finished builds and artifacts stay readable."
+          >
             <Button variant="danger">Delete project</Button>
           </form>
           {forms.delete?.errors.form ? (
@@ -471,7 +545,19 @@ export function projectPages(deps: AppDeps) {
     const signingSection = await projectSigningSlot(deps, ctx, project, signing);
     return renderPage(
       c,
-      <ProjectPage ctx={ctx} project={project} pipelines={pipelines} schedules={schedules} validation={validation} canWrite={canWrite(c)} forms={forms} events={eventSections} signing={signingSection} runners={runners} channels={channelSection} />,
+      <ProjectPage
+        ctx={ctx}
+        project={project}
+        pipelines={pipelines}
+        schedules={schedules}
+        validation={validation}
+        canWrite={canWrite(c)}
+        forms={forms}
+        events={eventSections}
+        signing={signingSection}
+        runners={runners}
+        channels={channelSection}
+      />,
       status,
     );
   };
@@ -502,7 +588,12 @@ export function projectPages(deps: AppDeps) {
     .post("/projects/:project_id/edit", builders, async (c) => {
       const id = c.req.param("project_id");
       const form = await c.req.parseBody();
-      const values = { name: str(form, "name"), repo_url: str(form, "repo_url"), default_branch: str(form, "default_branch"), config_path: str(form, "config_path").trim() };
+      const values = {
+        name: str(form, "name"),
+        repo_url: str(form, "repo_url"),
+        default_branch: str(form, "default_branch"),
+        config_path: str(form, "config_path").trim(),
+      };
       const checked = check(patchProjectSchema, { ...values, config_path: values.config_path === "" ? null : values.config_path });
       if (!checked.ok) return showProject(c, id, { project: { values, errors: fieldErrors(checked.issues) } }, 400);
       try {
@@ -580,8 +671,14 @@ export function projectPages(deps: AppDeps) {
       const result = await validatePipelineContent(deps, id, content.slice(0, MAX_PIPELINE_FILE_BYTES));
       return showProject(c, id, {}, 200, {}, {}, { content, ...result });
     })
-    .route("/", projectEventPages(deps, (c, id, state, status) => showProject(c, id, {}, status, state)))
-    .route("/", projectSigningPages(deps, (c, id, state, status) => showProject(c, id, {}, status, {}, state)));
+    .route(
+      "/",
+      projectEventPages(deps, (c, id, state, status) => showProject(c, id, {}, status, state)),
+    )
+    .route(
+      "/",
+      projectSigningPages(deps, (c, id, state, status) => showProject(c, id, {}, status, {}, state)),
+    );
 
   /** Creates (pipelineId null) or changes a pipeline; answers the page again with the errors, or null on success. */
   async function savePipeline(c: Context<AppEnv>, projectId: string, pipelineId: string | null, values: { name: string; config: string }) {

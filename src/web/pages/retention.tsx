@@ -2,7 +2,7 @@ import { Hono, type Context } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { DiskUsage } from "../../domain/retention/disk.ts";
-import { describeListedBuilds, dryRunRetention, lastPass, runRetentionNow, type RetentionAnswer } from "../../domain/retention/pass.ts";
+import { describeListedBuilds, dryRunRetention, type lastPass, runRetentionNow, type RetentionAnswer } from "../../domain/retention/pass.ts";
 import { retentionPolicySchema, updateInstancePolicy, type EffectivePolicy } from "../../domain/retention/policy.ts";
 import { nameDirectory, type NameDirectory } from "../../domain/projects/projects.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
@@ -21,7 +21,12 @@ const REASONS: Record<string, string> = {
 const asText = (n: number | null) => (n === null ? "" : String(n));
 
 /** The Settings page's retention section: the instance policy form, a preview (dry run) and a run now. */
-export function RetentionSection(props: { policy: EffectivePolicy; last: Awaited<ReturnType<typeof lastPass>>; now: number; problem?: string | null }) {
+export function RetentionSection(props: {
+  policy: EffectivePolicy;
+  last: Awaited<ReturnType<typeof lastPass>>;
+  now: number;
+  problem?: string | null;
+}) {
   const p = props.policy;
   const last = props.last;
   return (
@@ -37,9 +42,27 @@ export function RetentionSection(props: { policy: EffectivePolicy; last: Awaited
       ) : null}
       <PostForm action="/settings/retention" id="retention-form">
         <div class="grid2">
-          <Field label="Keep the artifacts of the last N builds" name="keep_last" inputmode="numeric" value={asText(p.artifacts.keep_last)} hint="Per pipeline and branch." />
-          <Field label="Delete artifacts after (days)" name="artifacts_max_age_days" inputmode="numeric" value={asText(p.artifacts.max_age_days)} hint="Counted from the end of the build; 0 deletes every finished build's artifacts." />
-          <Field label="Delete logs after (days)" name="logs_max_age_days" inputmode="numeric" value={asText(p.logs.max_age_days)} hint="The build and its step results stay." />
+          <Field
+            label="Keep the artifacts of the last N builds"
+            name="keep_last"
+            inputmode="numeric"
+            value={asText(p.artifacts.keep_last)}
+            hint="Per pipeline and branch."
+          />
+          <Field
+            label="Delete artifacts after (days)"
+            name="artifacts_max_age_days"
+            inputmode="numeric"
+            value={asText(p.artifacts.max_age_days)}
+            hint="Counted from the end of the build; 0 deletes every finished build's artifacts."
+          />
+          <Field
+            label="Delete logs after (days)"
+            name="logs_max_age_days"
+            inputmode="numeric"
+            value={asText(p.logs.max_age_days)}
+            hint="The build and its step results stay."
+          />
         </div>
         <Button>Save retention policy</Button>
       </PostForm>
@@ -62,10 +85,18 @@ export function DiskSection(props: { disk: DiskUsage; names: NameDirectory }) {
   const d = props.disk;
   const percent = d.data_dir && d.data_dir.total_bytes > 0 ? ((d.data_dir.free_bytes / d.data_dir.total_bytes) * 100).toFixed(1) : null;
   return (
-    <Section title="Disk" id="disk" description="The disk holding the data directory, and what Hangar keeps on it (artifacts on S3 or R2 count here too).">
+    <Section
+      title="Disk"
+      id="disk"
+      description="The disk holding the data directory, and what Hangar keeps on it (artifacts on S3 or R2 count here too)."
+    >
       <dl class="kv" id="disk-figures">
         <dt>Free</dt>
-        <dd>{d.data_dir ? `${formatBytes(d.data_dir.free_bytes)} of ${formatBytes(d.data_dir.total_bytes)} (${percent} %)` : "not reported by this host"}</dd>
+        <dd>
+          {d.data_dir
+            ? `${formatBytes(d.data_dir.free_bytes)} of ${formatBytes(d.data_dir.total_bytes)} (${percent} %)`
+            : "not reported by this host"}
+        </dd>
         <dt>Database</dt>
         <dd>{formatBytes(d.database_bytes)}</dd>
         <dt>Artifacts</dt>
@@ -90,14 +121,20 @@ export function DiskSection(props: { disk: DiskUsage; names: NameDirectory }) {
   );
 }
 
-function PreviewPage(props: { ctx: PageCtx; answer: RetentionAnswer; labels: Awaited<ReturnType<typeof describeListedBuilds>>; names: NameDirectory }) {
+function PreviewPage(props: {
+  ctx: PageCtx;
+  answer: RetentionAnswer;
+  labels: Awaited<ReturnType<typeof describeListedBuilds>>;
+  names: NameDirectory;
+}) {
   const a = props.answer;
   const total = a.artifacts.count + a.logs.count;
   return (
     <Layout ctx={props.ctx} title="Retention preview">
       <h1>What the retention policy would delete now</h1>
       <p id="preview-summary">
-        {a.artifacts.count} artifacts ({formatBytes(a.artifacts.bytes)}) and {a.logs.count} logs ({formatBytes(a.logs.bytes)}): {formatBytes(a.artifacts.bytes + a.logs.bytes)} in all. Nothing has been deleted yet.
+        {a.artifacts.count} artifacts ({formatBytes(a.artifacts.bytes)}) and {a.logs.count} logs ({formatBytes(a.logs.bytes)}):{" "}
+        {formatBytes(a.artifacts.bytes + a.logs.bytes)} in all. Nothing has been deleted yet.
       </p>
       {total === 0 ? (
         <EmptyState title="Nothing to delete">Every artifact and log is kept by the current policy.</EmptyState>
@@ -109,9 +146,7 @@ function PreviewPage(props: { ctx: PageCtx; answer: RetentionAnswer; labels: Awa
               return (
                 <tr>
                   <td>
-                    <a href={`/builds/${item.build_id}`}>
-                      {build ? `#${build.number}` : item.build_id.slice(0, 8)}
-                    </a>{" "}
+                    <a href={`/builds/${item.build_id}`}>{build ? `#${build.number}` : item.build_id.slice(0, 8)}</a>{" "}
                     {build ? <Name value={props.names.projects.get(build.projectId)?.name} fallback="(deleted project)" /> : null}
                     {build ? (
                       <>
@@ -127,8 +162,17 @@ function PreviewPage(props: { ctx: PageCtx; answer: RetentionAnswer; labels: Awa
               );
             })}
           </Table>
-          {a.items.length < total ? <p class="hint">The first {a.items.length} of {total} are listed.</p> : null}
-          <form method="post" action="/settings/retention/run" class="actions" data-confirm="Delete these artifacts and logs now? This cannot be undone.">
+          {a.items.length < total ? (
+            <p class="hint">
+              The first {a.items.length} of {total} are listed.
+            </p>
+          ) : null}
+          <form
+            method="post"
+            action="/settings/retention/run"
+            class="actions"
+            data-confirm="Delete these artifacts and logs now? This cannot be undone."
+          >
             <Button variant="danger">Delete these now</Button>
           </form>
         </>
@@ -155,7 +199,10 @@ export function retentionPages(deps: AppDeps, renderSettings: (c: Context<AppEnv
     .post("/settings/retention", managers, async (c) => {
       const form = await c.req.parseBody();
       const parsed = retentionPolicySchema.safeParse({
-        artifacts: { keep_last: ruleOf(form.keep_last as string | undefined), max_age_days: ruleOf(form.artifacts_max_age_days as string | undefined) },
+        artifacts: {
+          keep_last: ruleOf(form.keep_last as string | undefined),
+          max_age_days: ruleOf(form.artifacts_max_age_days as string | undefined),
+        },
         logs: { max_age_days: ruleOf(form.logs_max_age_days as string | undefined) },
       });
       if (!parsed.success) return renderSettings(c, "Each rule is a whole number of 0 or more, or empty to keep everything.");
@@ -165,13 +212,23 @@ export function retentionPages(deps: AppDeps, renderSettings: (c: Context<AppEnv
     })
     .post("/settings/retention/preview", managers, async (c) => {
       const answer = await dryRunRetention(deps);
-      const [labels, names] = await Promise.all([describeListedBuilds(deps, answer.items.map((i) => i.build_id)), nameDirectory(deps)]);
+      const [labels, names] = await Promise.all([
+        describeListedBuilds(
+          deps,
+          answer.items.map((i) => i.build_id),
+        ),
+        nameDirectory(deps),
+      ]);
       return renderPage(c, <PreviewPage ctx={pageContext(c, deps)} answer={answer} labels={labels} names={names} />);
     })
     .post("/settings/retention/run", managers, async (c) => {
       try {
         const done = await runRetentionNow(deps, c.get("user"), owner);
-        setFlash(c, "ok", `Deleted ${done.artifacts.count} artifacts and ${done.logs.count} logs: ${formatBytes(done.artifacts.bytes + done.logs.bytes)} freed.`);
+        setFlash(
+          c,
+          "ok",
+          `Deleted ${done.artifacts.count} artifacts and ${done.logs.count} logs: ${formatBytes(done.artifacts.bytes + done.logs.bytes)} freed.`,
+        );
       } catch (err) {
         if (!(err instanceof ApiError) || err.code !== "retention_pass_running") throw err;
         setFlash(c, "info", "A retention pass is already running; look again in a moment.");

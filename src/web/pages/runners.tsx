@@ -3,7 +3,15 @@ import type { Child } from "hono/jsx";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { readNetworkSettings } from "../../domain/settings/network-settings.ts";
-import { getRunner, listRunners, registerRunner, removeRunner, rotateRunnerToken, updateRunner, type RunnerCapabilities } from "../../domain/runners/runners.ts";
+import {
+  getRunner,
+  listRunners,
+  registerRunner,
+  removeRunner,
+  rotateRunnerToken,
+  updateRunner,
+  type RunnerCapabilities,
+} from "../../domain/runners/runners.ts";
 import { TAKES } from "../../domain/runners/trust-view.ts";
 import { RUNNER_TRUSTS, type RunnerTrust } from "../../db/schema/constants.ts";
 import type { RunnerRow } from "../../domain/runners/runner-auth.ts";
@@ -54,10 +62,20 @@ export function standaloneRunnerCommands(registered: Registered): Child {
 export function runnerActions(runner: RunnerRow): Child {
   return (
     <div class="actions">
-      <form method="post" action={`/runners/${runner.id}/rotate-token`} class="inline-form" data-confirm="The runner's current token stops working at once. Continue?">
+      <form
+        method="post"
+        action={`/runners/${runner.id}/rotate-token`}
+        class="inline-form"
+        data-confirm="The runner's current token stops working at once. Continue?"
+      >
         <Button variant="secondary">Rotate token</Button>
       </form>
-      <form method="post" action={`/runners/${runner.id}/remove`} class="inline-form" data-confirm="Remove this runner? Its token stops working; a running build of it fails.">
+      <form
+        method="post"
+        action={`/runners/${runner.id}/remove`}
+        class="inline-form"
+        data-confirm="Remove this runner? Its token stops working; a running build of it fails."
+      >
         <Button variant="danger">Remove</Button>
       </form>
     </div>
@@ -80,10 +98,9 @@ export function runAsCommands(registered: Registered): Child {
     <div class="run-as-runner" id="run-as">
       <h3>For a protected runner: steps as a build user of their own</h3>
       <p class="hint">
-        Started as above, steps run as the runner's own user and any build can read its token. A protected runner
-        (one that receives signing keys and secrets) should run as root with <code>--run-as</code>: steps then run as
-        the build user <code>{BUILD_USER}</code> (create it first, without a password), and nothing of either token is
-        readable to them. The runner reports its isolation as <code>user</code>.
+        Started as above, steps run as the runner's own user and any build can read its token. A protected runner (one that receives signing keys and
+        secrets) should run as root with <code>--run-as</code>: steps then run as the build user <code>{BUILD_USER}</code> (create it first, without a
+        password), and nothing of either token is readable to them. The runner reports its isolation as <code>user</code>.
       </p>
       <CopyField id="runner-runas-token" label="1. Save the token in a file only root can read" value={save} multiline />
       <CopyField id="runner-runas-start" label="2. Start it as root, steps as the build user" value={run} />
@@ -159,7 +176,14 @@ function runnerSettings(r: RunnerRow): Child {
         <Button variant="secondary">Set trust</Button>
       </form>
       <form method="post" action={`/runners/${r.id}/max-jobs`} class="inline-form">
-        <Field label="Max jobs" name="max_jobs" id={`max-jobs-${r.id}`} inputmode="numeric" value={maxJobsOf(r)?.toString() ?? ""} placeholder="no cap" />
+        <Field
+          label="Max jobs"
+          name="max_jobs"
+          id={`max-jobs-${r.id}`}
+          inputmode="numeric"
+          value={maxJobsOf(r)?.toString() ?? ""}
+          placeholder="no cap"
+        />
         <Button variant="secondary">Set cap</Button>
       </form>
     </div>
@@ -183,13 +207,24 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
               <Name value={r.name} fallback={r.id.slice(0, 8)} />
             </>
           ))}
-          ): any build on it can read its token, and with it the signing keys and secrets of every protected build. Restart
-          it as root with <code>--run-as BUILD_USER --token-file FILE</code> (docs/runner-isolation.md), or make it open.
+          ): any build on it can read its token, and with it the signing keys and secrets of every protected build. Restart it as root with{" "}
+          <code>--run-as BUILD_USER --token-file FILE</code> (docs/runner-isolation.md), or make it open.
         </div>
       ) : null}
-      <Section title="Register a runner" id="register" description="A runner is a machine that builds: a Mac for iOS and macOS, any machine with the Android SDK for Android.">
+      <Section
+        title="Register a runner"
+        id="register"
+        description="A runner is a machine that builds: a Mac for iOS and macOS, any machine with the Android SDK for Android."
+      >
         <PostForm action="/runners/register">
-          <Field label="Name" name="name" value={props.name} error={props.error} placeholder="mac-mini-1" hint="Optional; shown in lists and build pages." />
+          <Field
+            label="Name"
+            name="name"
+            value={props.name}
+            error={props.error}
+            placeholder="mac-mini-1"
+            hint="Optional; shown in lists and build pages."
+          />
           <fieldset class="field">
             <legend>Platforms it builds</legend>
             {PLATFORM_CHOICES.map((p) => (
@@ -214,7 +249,21 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
         {props.runners.length === 0 ? (
           <EmptyState title="No runners yet">Register one above, then start it on the build machine.</EmptyState>
         ) : (
-          <Table headers={["Runner", "Status", "Platforms", "Trust", "Takes", "Isolation", "Max jobs", "Last heartbeat", "Registered", ...(hasActions ? ["Actions"] : [])]} id="runners-table">
+          <Table
+            headers={[
+              "Runner",
+              "Status",
+              "Platforms",
+              "Trust",
+              "Takes",
+              "Isolation",
+              "Max jobs",
+              "Last heartbeat",
+              "Registered",
+              ...(hasActions ? ["Actions"] : []),
+            ]}
+            id="runners-table"
+          >
             {props.runners.map((r, i) => (
               <tr data-runner={r.id}>
                 <td>
@@ -224,7 +273,18 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
                 <td>
                   <StatusBadge status={r.status} />
                 </td>
-                <td>{platformsOf(r).length > 0 ? platformsOf(r).map((p, j) => <>{j > 0 ? ", " : ""}<Name value={p} /></>) : <span class="muted">none</span>}</td>
+                <td>
+                  {platformsOf(r).length > 0 ? (
+                    platformsOf(r).map((p, j) => (
+                      <>
+                        {j > 0 ? ", " : ""}
+                        <Name value={p} />
+                      </>
+                    ))
+                  ) : (
+                    <span class="muted">none</span>
+                  )}
+                </td>
                 <td class="runner-trust">
                   <StatusBadge status={r.trust === "protected" ? "neutral" : "queued"} label={TRUST_TEXT[r.trust]} />
                 </td>
@@ -273,7 +333,11 @@ export function runnersPages(deps: AppDeps) {
       const platforms = PLATFORM_CHOICES.map((p) => p.value).filter((p) => chosen.includes(p));
       const trust: RunnerTrust = form.trust === "open" ? "open" : "protected";
       if (name.length > 100) {
-        return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error="A name has at most 100 characters." name={name} />, 400);
+        return renderPage(
+          c,
+          <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error="A name has at most 100 characters." name={name} />,
+          400,
+        );
       }
       try {
         const { runner, token } = await registerRunner(deps, c.get("user"), { ...(name ? { name } : {}), capabilities: { platforms }, trust });
@@ -282,7 +346,11 @@ export function runnersPages(deps: AppDeps) {
         return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} registered={registered} />);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        return renderPage(c, <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error={sentence(err.message)} name={name} />, 400);
+        return renderPage(
+          c,
+          <RunnersPage ctx={pageContext(c, deps)} runners={await listRunners(deps)} error={sentence(err.message)} name={name} />,
+          400,
+        );
       }
     })
     .post("/runners/:runner_id/rotate-token", managers, async (c) => {
@@ -301,7 +369,11 @@ export function runnersPages(deps: AppDeps) {
         return c.redirect("/runners", 303);
       }
       await updateRunner(deps, runner.id, { trust }, { kind: "user", user: c.get("user") });
-      setFlash(c, "ok", `Runner ${runner.name ?? runner.id} is now ${trust}: it takes ${TAKES[trust].map((t) => BUILD_TRUST_TEXT[t]).join(" and ")}.`);
+      setFlash(
+        c,
+        "ok",
+        `Runner ${runner.name ?? runner.id} is now ${trust}: it takes ${TAKES[trust].map((t) => BUILD_TRUST_TEXT[t]).join(" and ")}.`,
+      );
       return c.redirect("/runners", 303);
     })
     .post("/runners/:runner_id/max-jobs", managers, async (c) => {
@@ -314,8 +386,19 @@ export function runnersPages(deps: AppDeps) {
         return c.redirect("/runners", 303);
       }
       const caps = runner.capabilities as RunnerCapabilities;
-      await updateRunner(deps, runner.id, { capabilities: { ...caps, platforms: caps.platforms ?? [], max_jobs: max } }, { kind: "user", user: c.get("user") });
-      setFlash(c, "ok", max === null ? `Runner ${runner.name ?? runner.id} has no cap on its jobs.` : `Runner ${runner.name ?? runner.id} holds at most ${max} job${max === 1 ? "" : "s"} at once.`);
+      await updateRunner(
+        deps,
+        runner.id,
+        { capabilities: { ...caps, platforms: caps.platforms ?? [], max_jobs: max } },
+        { kind: "user", user: c.get("user") },
+      );
+      setFlash(
+        c,
+        "ok",
+        max === null
+          ? `Runner ${runner.name ?? runner.id} has no cap on its jobs.`
+          : `Runner ${runner.name ?? runner.id} holds at most ${max} job${max === 1 ? "" : "s"} at once.`,
+      );
       return c.redirect("/runners", 303);
     })
     .post("/runners/:runner_id/remove", managers, async (c) => {

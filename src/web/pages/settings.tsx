@@ -62,7 +62,12 @@ export function localLoginSection(mode: LocalLoginMode, remote: boolean, problem
           name="mode"
           value={mode}
           options={[
-            { value: "loopback", label: remote ? "Allow \u201cSign in on this machine\u201d (also in remote mode: every visitor through a proxy on this host looks local)" : "Allow \u201cSign in on this machine\u201d from this machine's browser" },
+            {
+              value: "loopback",
+              label: remote
+                ? "Allow \u201cSign in on this machine\u201d (also in remote mode: every visitor through a proxy on this host looks local)"
+                : "Allow \u201cSign in on this machine\u201d from this machine's browser",
+            },
             { value: "cli_only", label: "Only through npx hangar login (a one-time link printed on this machine)" },
           ]}
         />
@@ -116,14 +121,16 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
         <Problem problem={problem} section="mode" />
         {data.preflight.checks.some((c) => c.id === "trusted_proxy_secret" && !c.ok) ? (
           <div class="flash flash-error" role="alert" id="trusted-proxy-warning">
-            The trusted proxy has neither a shared secret nor proxy addresses: any program on this machine can sign in as anyone
-            by sending the identity header. A proxy configured with a shared secret (the setup wizard makes one by default)
-            sends it as X-Hangar-Trusted-Proxy-Secret, and Hangar then refuses every request without it.
+            The trusted proxy has neither a shared secret nor proxy addresses: any program on this machine can sign in as anyone by sending the
+            identity header. A proxy configured with a shared secret (the setup wizard makes one by default) sends it as
+            X-Hangar-Trusted-Proxy-Secret, and Hangar then refuses every request without it.
           </div>
         ) : null}
         <p>
           Hangar is in <strong id="runtime-mode">{remote ? "remote mode (External Access on)" : "local mode (this machine only)"}</strong>.
-          {data.preferences.restart_required ? " Restart the daemon with HANGAR_HOST=0.0.0.0 (or the proxy-facing address): it still listens on loopback only." : ""}
+          {data.preferences.restart_required
+            ? " Restart the daemon with HANGAR_HOST=0.0.0.0 (or the proxy-facing address): it still listens on loopback only."
+            : ""}
         </p>
         <h3>Preflight</h3>
         <Checklist preflight={data.preflight} />
@@ -142,9 +149,27 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
         <Section title="Network" id="network" description="Where people and devices reach Hangar when External Access is on.">
           <Problem problem={problem} section="network" />
           <PostForm action="/settings/network">
-            <Field label="Public URL" name="public_url" type="url" value={v("network", "public_url", data.network.public_url)} placeholder="https://ci.example.com" hint="The HTTPS address of your proxy in front of Hangar." />
-            <TextArea label="Allowed origins" name="allowed_origins" value={v("network", "allowed_origins", data.network.allowed_origins.join("\n"))} hint="One per line; must include the public URL's origin." />
-            <Field label="Artifact delivery URL" name="artifact_delivery_url" type="url" value={v("network", "artifact_delivery_url", data.network.artifact_delivery_url)} hint="Optional HTTPS address for installer downloads; the public URL otherwise." />
+            <Field
+              label="Public URL"
+              name="public_url"
+              type="url"
+              value={v("network", "public_url", data.network.public_url)}
+              placeholder="https://ci.example.com"
+              hint="The HTTPS address of your proxy in front of Hangar."
+            />
+            <TextArea
+              label="Allowed origins"
+              name="allowed_origins"
+              value={v("network", "allowed_origins", data.network.allowed_origins.join("\n"))}
+              hint="One per line; must include the public URL's origin."
+            />
+            <Field
+              label="Artifact delivery URL"
+              name="artifact_delivery_url"
+              type="url"
+              value={v("network", "artifact_delivery_url", data.network.artifact_delivery_url)}
+              hint="Optional HTTPS address for installer downloads; the public URL otherwise."
+            />
             <Button>Save network settings</Button>
           </PostForm>
         </Section>
@@ -155,15 +180,31 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
           <Problem problem={problem} section="oidc" />
           <CopyField id="oidc-redirect" label="Redirect URI to register at the provider" value={data.callbackUri} />
           <PostForm action="/settings/oidc">
-            <Field label="Issuer URL" name="issuer_url" type="url" value={v("oidc", "issuer_url", data.oidc?.issuer_url)} placeholder="https://accounts.example.com" />
+            <Field
+              label="Issuer URL"
+              name="issuer_url"
+              type="url"
+              value={v("oidc", "issuer_url", data.oidc?.issuer_url)}
+              placeholder="https://accounts.example.com"
+            />
             <Field label="Client ID" name="client_id" value={v("oidc", "client_id", data.oidc?.client_id)} autocomplete="off" />
-            <Field label="Client secret" name="client_secret" type="password" autocomplete="off" hint={data.oidc?.has_client_secret ? "A secret is stored; leave empty to keep it." : "Optional for public clients. Stored encrypted."} />
+            <Field
+              label="Client secret"
+              name="client_secret"
+              type="password"
+              autocomplete="off"
+              hint={data.oidc?.has_client_secret ? "A secret is stored; leave empty to keep it." : "Optional for public clients. Stored encrypted."}
+            />
             <Button>Save and check the provider</Button>
           </PostForm>
         </Section>
       ) : null}
 
-      <Section title="Artifact storage" id="storage" description="Where build artifacts are kept. Artifacts stored earlier stay readable where they were written.">
+      <Section
+        title="Artifact storage"
+        id="storage"
+        description="Where build artifacts are kept. Artifacts stored earlier stay readable where they were written."
+      >
         <Problem problem={problem} section="storage" />
         <PostForm action="/settings/storage">
           <RadioGroup
@@ -176,21 +217,47 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
               { value: "r2", label: "Cloudflare R2" },
             ]}
           />
-          <Field label="Local directory" name="base_dir" value={v("storage", "base_dir", data.storage.local.base_dir)} hint="An absolute path the daemon can write (local disk)." />
+          <Field
+            label="Local directory"
+            name="base_dir"
+            value={v("storage", "base_dir", data.storage.local.base_dir)}
+            hint="An absolute path the daemon can write (local disk)."
+          />
           <div class="grid2">
-            <Field label="Endpoint" name="endpoint" type="url" value={v("storage", "endpoint", s3.endpoint)} placeholder="https://s3.eu-west-1.amazonaws.com" />
+            <Field
+              label="Endpoint"
+              name="endpoint"
+              type="url"
+              value={v("storage", "endpoint", s3.endpoint)}
+              placeholder="https://s3.eu-west-1.amazonaws.com"
+            />
             <Field label="Region" name="region" value={v("storage", "region", s3.region)} placeholder="eu-west-1 (auto for R2)" />
             <Field label="Bucket" name="bucket" value={v("storage", "bucket", s3.bucket)} />
             <Field label="Key prefix" name="prefix" value={v("storage", "prefix", s3.prefix)} placeholder="hangar/" />
             <Field label="Access key ID" name="access_key_id" value={v("storage", "access_key_id", s3.access_key_id)} autocomplete="off" />
-            <Field label="Secret access key" name="secret_access_key" type="password" autocomplete="off" hint={s3.has_secret_access_key ? "A key is stored; leave empty to keep it." : undefined} />
+            <Field
+              label="Secret access key"
+              name="secret_access_key"
+              type="password"
+              autocomplete="off"
+              hint={s3.has_secret_access_key ? "A key is stored; leave empty to keep it." : undefined}
+            />
           </div>
-          <Checkbox label="Path-style URLs (MinIO and most self-hosted stores)" name="force_path_style" checked={v("storage", "force_path_style", s3.force_path_style ? "1" : "") === "1"} />
+          <Checkbox
+            label="Path-style URLs (MinIO and most self-hosted stores)"
+            name="force_path_style"
+            checked={v("storage", "force_path_style", s3.force_path_style ? "1" : "") === "1"}
+          />
           <Button>Save storage</Button>
         </PostForm>
       </Section>
 
-      <RetentionSection policy={data.retention} last={data.lastPass} now={props.ctx.now} problem={problem?.section === "retention" ? problem.message : null} />
+      <RetentionSection
+        policy={data.retention}
+        last={data.lastPass}
+        now={props.ctx.now}
+        problem={problem?.section === "retention" ? problem.message : null}
+      />
       <DiskSection disk={data.disk} names={data.names} />
 
       {isOwner ? localLoginSection(data.localLogin, remote, problem) : null}
@@ -284,12 +351,20 @@ export function settingsPages(deps: AppDeps) {
       if (!(err instanceof ApiError)) throw err;
       const { secret_access_key: _s, client_secret: _c, ...values } = form;
       const problem = { section, message: settingsError(err), values };
-      return renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={problem} />, err.status === 403 ? 403 : 400);
+      return renderPage(
+        c,
+        <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={problem} />,
+        err.status === 403 ? 403 : 400,
+      );
     }
   };
 
   const retention = retentionPages(deps, async (c, message) =>
-    renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={{ section: "retention", message, values: {} }} />, 400),
+    renderPage(
+      c,
+      <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={{ section: "retention", message, values: {} }} />,
+      400,
+    ),
   );
   return new Hono<AppEnv>()
     .route("/", retention)
@@ -305,7 +380,13 @@ export function settingsPages(deps: AppDeps) {
         }
         // Every session went with the switch, this browser's too.
         clearSessionCookie(c);
-        setFlash(c, "ok", target === "remote" ? "External Access is on. Everyone was signed out: sign in again." : "Hangar is back in local mode. Everyone was signed out.");
+        setFlash(
+          c,
+          "ok",
+          target === "remote"
+            ? "External Access is on. Everyone was signed out: sign in again."
+            : "Hangar is back in local mode. Everyone was signed out.",
+        );
         return c.redirect("/login", 303);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
@@ -334,7 +415,11 @@ export function settingsPages(deps: AppDeps) {
         const clientId = (form.client_id ?? "").trim();
         if (issuer === "" || clientId === "") throw new ApiError(400, "invalid_input", "enter the issuer URL and the client ID");
         const secret = form.client_secret ?? "";
-        const saved = await configureOidcSettings(deps, c.get("user"), { issuer_url: issuer, client_id: clientId, ...(secret !== "" ? { client_secret: secret } : {}) });
+        const saved = await configureOidcSettings(deps, c.get("user"), {
+          issuer_url: issuer,
+          client_id: clientId,
+          ...(secret !== "" ? { client_secret: secret } : {}),
+        });
         return `The provider ${saved.discovered_issuer} answered; sign-in with OIDC is configured.`;
       }),
     )

@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import { z } from "zod";
+import type { z } from "zod";
 import type { RemoteAuthMode, RuntimeMode } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -92,8 +92,8 @@ function TokenStep(props: { ctx: PageCtx; form?: FormState }) {
   return (
     <Wizard ctx={props.ctx} step="token" title="Prove you are on the machine" form={props.form}>
       <p>
-        On the machine Hangar runs on, run <code>npx hangar setup-token</code> in the project folder and paste the token it prints. It works once
-        and expires after an hour.
+        On the machine Hangar runs on, run <code>npx hangar setup-token</code> in the project folder and paste the token it prints. It works once and
+        expires after an hour.
       </p>
       <PostForm action="/setup/token">
         <Field
@@ -126,9 +126,21 @@ function ModeStep(props: { ctx: PageCtx; inst: InstanceRow; form?: FormState }) 
           value={props.form?.values?.mode ?? modeValue(props.inst)}
           error={props.form?.errors?.mode}
           options={[
-            { value: "local", label: "Local: only this machine", description: "Hangar listens on 127.0.0.1. Sign in on this machine, no password. You can switch External Access on later." },
-            { value: "oidc", label: "Remote with OIDC", description: "Your team signs in with your identity provider (Google, Okta, Keycloak, Authentik…). Needs HTTPS in front of Hangar." },
-            { value: "trusted_proxy", label: "Remote behind a trusted proxy", description: "A proxy that already signs people in (an access gateway, oauth2-proxy…) tells Hangar who they are in a header." },
+            {
+              value: "local",
+              label: "Local: only this machine",
+              description: "Hangar listens on 127.0.0.1. Sign in on this machine, no password. You can switch External Access on later.",
+            },
+            {
+              value: "oidc",
+              label: "Remote with OIDC",
+              description: "Your team signs in with your identity provider (Google, Okta, Keycloak, Authentik…). Needs HTTPS in front of Hangar.",
+            },
+            {
+              value: "trusted_proxy",
+              label: "Remote behind a trusted proxy",
+              description: "A proxy that already signs people in (an access gateway, oauth2-proxy…) tells Hangar who they are in a header.",
+            },
           ]}
         />
         <Button>Continue</Button>
@@ -142,7 +154,15 @@ function OwnerStep(props: { ctx: PageCtx; form?: FormState }) {
     <Wizard ctx={props.ctx} step="owner" title="Who owns this Hangar?" form={props.form}>
       <p>The owner manages users, runners and settings. Ownership can be transferred later.</p>
       <PostForm action="/setup/owner">
-        <Field label="Owner's email" name="email" type="email" autocomplete="email" required value={props.form?.values?.email} error={props.form?.errors?.email} />
+        <Field
+          label="Owner's email"
+          name="email"
+          type="email"
+          autocomplete="email"
+          required
+          value={props.form?.values?.email}
+          error={props.form?.errors?.email}
+        />
         <div class="actions">
           <Button>Create the owner</Button>
           <Button href="/setup?step=mode" variant="secondary">
@@ -154,7 +174,13 @@ function OwnerStep(props: { ctx: PageCtx; form?: FormState }) {
   );
 }
 
-function OidcStep(props: { ctx: PageCtx; inst: InstanceRow; callback: string; configured: { issuer: string; clientId: string } | null; form?: FormState }) {
+function OidcStep(props: {
+  ctx: PageCtx;
+  inst: InstanceRow;
+  callback: string;
+  configured: { issuer: string; clientId: string } | null;
+  form?: FormState;
+}) {
   const v = props.form?.values ?? {};
   return (
     <Wizard ctx={props.ctx} step="oidc" title="Your identity provider" form={props.form}>
@@ -171,8 +197,22 @@ function OidcStep(props: { ctx: PageCtx; inst: InstanceRow; callback: string; co
           placeholder="https://accounts.example.com"
           hint="Hangar reads /.well-known/openid-configuration from it."
         />
-        <Field label="Client ID" name="client_id" required value={v.client_id ?? props.configured?.clientId} error={props.form?.errors?.client_id} autocomplete="off" />
-        <Field label="Client secret" name="client_secret" type="password" autocomplete="off" error={props.form?.errors?.client_secret} hint="Optional for public clients. Stored encrypted; never shown again." />
+        <Field
+          label="Client ID"
+          name="client_id"
+          required
+          value={v.client_id ?? props.configured?.clientId}
+          error={props.form?.errors?.client_id}
+          autocomplete="off"
+        />
+        <Field
+          label="Client secret"
+          name="client_secret"
+          type="password"
+          autocomplete="off"
+          error={props.form?.errors?.client_secret}
+          hint="Optional for public clients. Stored encrypted; never shown again."
+        />
         <div class="actions">
           <Button variant={props.configured ? "secondary" : "primary"}>{props.configured ? "Save again" : "Save and check the provider"}</Button>
           <Button href="/setup?step=mode" variant="secondary">
@@ -207,16 +247,32 @@ function ProxyStep(props: {
   const v = props.form?.values ?? {};
   const e = props.form?.errors ?? {};
   const storedHeader = props.configured?.header;
-  const presetOf = (h: string | undefined) => (h === undefined ? DEFAULT_USER_EMAIL_HEADER : HEADER_PRESETS.some((p) => p.value === h) ? h : "custom");
+  const presetOf = (h: string | undefined) =>
+    h === undefined ? DEFAULT_USER_EMAIL_HEADER : HEADER_PRESETS.some((p) => p.value === h) ? h : "custom";
   const preset = v.header_preset ?? presetOf(storedHeader);
   const custom = v.custom_header ?? (preset === "custom" ? storedHeader : "");
   return (
     <Wizard ctx={props.ctx} step="proxy" title="Your trusted proxy" form={props.form}>
       <p>Your proxy signs people in and sends Hangar their email in a header. Hangar believes that header only from the proxy's addresses.</p>
       <PostForm action="/setup/proxy">
-        <Select label="Identity header" name="header_preset" id="f-header-preset" options={HEADER_PRESETS} value={preset} error={e.header_preset} customToggle="custom-header-field" />
+        <Select
+          label="Identity header"
+          name="header_preset"
+          id="f-header-preset"
+          options={HEADER_PRESETS}
+          value={preset}
+          error={e.header_preset}
+          customToggle="custom-header-field"
+        />
         <div id="custom-header-field">
-          <Field label="Custom header name" name="custom_header" value={custom} error={e.custom_header} hint="Used when “Custom header name” is chosen above." spellcheck={false} />
+          <Field
+            label="Custom header name"
+            name="custom_header"
+            value={custom}
+            error={e.custom_header}
+            hint="Used when “Custom header name” is chosen above."
+            spellcheck={false}
+          />
         </div>
         <TextArea
           label="Proxy addresses (CIDR)"
@@ -250,14 +306,28 @@ function ProxyStep(props: {
             error={e.shared_secret}
             hint={
               <>
-                Made for you: configure your proxy to send it as <code>X-Hangar-Trusted-Proxy-Secret</code> before you save. Clearing it leaves
-                the proxy unproven (not recommended: with no proxy addresses either, any program on this machine can sign in as anyone).
+                Made for you: configure your proxy to send it as <code>X-Hangar-Trusted-Proxy-Secret</code> before you save. Clearing it leaves the
+                proxy unproven (not recommended: with no proxy addresses either, any program on this machine can sign in as anyone).
               </>
             }
           />
         )}
-        <Field label="Expected owner email" name="setup_owner_email" type="email" value={v.setup_owner_email ?? props.configured?.ownerEmail} error={e.setup_owner_email} hint="Optional: only this person can claim ownership." />
-        <Field label="Gateway access ticket" name="gateway_access_ticket" type="password" autocomplete="off" error={e.gateway_access_ticket} hint="Optional, access gateway only: lets iPhones fetch installs through the gateway." />
+        <Field
+          label="Expected owner email"
+          name="setup_owner_email"
+          type="email"
+          value={v.setup_owner_email ?? props.configured?.ownerEmail}
+          error={e.setup_owner_email}
+          hint="Optional: only this person can claim ownership."
+        />
+        <Field
+          label="Gateway access ticket"
+          name="gateway_access_ticket"
+          type="password"
+          autocomplete="off"
+          error={e.gateway_access_ticket}
+          hint="Optional, access gateway only: lets iPhones fetch installs through the gateway."
+        />
         <div class="actions">
           <Button variant={props.configured ? "secondary" : "primary"}>{props.configured ? "Save again" : "Save"}</Button>
           <Button href="/setup?step=mode" variant="secondary">
@@ -269,7 +339,8 @@ function ProxyStep(props: {
         <PostForm action="/setup/proxy/claim" class="owner-signin">
           <h3>Become the owner</h3>
           <p>
-            Open this page through your proxy, signed in as the owner, then claim ownership. Hangar reads your email from <code>{props.configured.header}</code>.
+            Open this page through your proxy, signed in as the owner, then claim ownership. Hangar reads your email from{" "}
+            <code>{props.configured.header}</code>.
           </p>
           <Button>Claim ownership</Button>
         </PostForm>
@@ -431,7 +502,9 @@ async function renderStep(deps: AppDeps, c: Context<AppEnv>, step: Step, form?: 
     }
     case "proxy": {
       const stored = inst.state === "idp_configured" ? await readTrustedProxySettings(deps) : null;
-      const configured = stored ? { header: stored.userEmailHeader, cidrs: stored.cidrs, ownerEmail: stored.setupOwnerEmail, hasSecret: stored.hasSharedSecret } : null;
+      const configured = stored
+        ? { header: stored.userEmailHeader, cidrs: stored.cidrs, ownerEmail: stored.setupOwnerEmail, hasSecret: stored.hasSharedSecret }
+        : null;
       return renderPage(c, <ProxyStep ctx={ctx} configured={configured} form={form} />, status as 200);
     }
     case "complete": {
@@ -475,7 +548,16 @@ export function setupPages(deps: AppDeps) {
       if (inst.state === "ready") return c.redirect("/", 303);
       const token = formString(await c.req.parseBody(), "token").trim();
       if (!/^[0-9a-fA-F]{64}$/.test(token)) {
-        return renderStep(deps, c, "token", { values: { token }, errors: { token: "A setup token is 64 characters of 0–9 and a–f. Copy the whole line npx hangar setup-token printed." } }, 400);
+        return renderStep(
+          deps,
+          c,
+          "token",
+          {
+            values: { token },
+            errors: { token: "A setup token is 64 characters of 0–9 and a–f. Copy the whole line npx hangar setup-token printed." },
+          },
+          400,
+        );
       }
       try {
         const verified = await verifyBootstrapToken(deps, token);
@@ -513,12 +595,21 @@ export function setupPages(deps: AppDeps) {
     .post(
       "/setup/oidc",
       step("oidc", async (c, form) => {
-        const input = { issuer_url: formString(form, "issuer_url").trim(), client_id: formString(form, "client_id").trim(), client_secret: formString(form, "client_secret") };
+        const input = {
+          issuer_url: formString(form, "issuer_url").trim(),
+          client_id: formString(form, "client_id").trim(),
+          client_secret: formString(form, "client_secret"),
+        };
         const errors: Record<string, string> = {};
         if (input.issuer_url === "") errors.issuer_url = "Enter the provider's issuer URL.";
         if (input.client_id === "") errors.client_id = "Enter the client ID the provider gave you.";
-        if (Object.keys(errors).length > 0) return renderStep(deps, c, "oidc", { values: { issuer_url: input.issuer_url, client_id: input.client_id }, errors }, 400);
-        await configureSetupOidc(deps, { issuer_url: input.issuer_url, client_id: input.client_id, ...(input.client_secret ? { client_secret: input.client_secret } : {}) });
+        if (Object.keys(errors).length > 0)
+          return renderStep(deps, c, "oidc", { values: { issuer_url: input.issuer_url, client_id: input.client_id }, errors }, 400);
+        await configureSetupOidc(deps, {
+          issuer_url: input.issuer_url,
+          client_id: input.client_id,
+          ...(input.client_secret ? { client_secret: input.client_secret } : {}),
+        });
         setFlash(c, "ok", "The provider answered. Now sign in there as the owner.");
         return c.redirect("/setup?step=oidc", 303);
       }),
@@ -536,7 +627,9 @@ export function setupPages(deps: AppDeps) {
       step("proxy", async (c, form) => {
         const preset = formString(form, "header_preset");
         const headerText = preset === "custom" ? formString(form, "custom_header") : preset;
-        const cidrs = formString(form, "trusted_proxy_cidrs").split(/[\s,]+/).filter((s) => s !== "");
+        const cidrs = formString(form, "trusted_proxy_cidrs")
+          .split(/[\s,]+/)
+          .filter((s) => s !== "");
         const secret = formString(form, "shared_secret");
         const ticket = formString(form, "gateway_access_ticket");
         const ownerEmail = formString(form, "setup_owner_email").trim();
@@ -545,11 +638,29 @@ export function setupPages(deps: AppDeps) {
         if (!header.success) errors[preset === "custom" ? "custom_header" : "header_preset"] = `The header name ${fieldErrors(header.error, "h").h}.`;
         const cidrCheck = cidrListSchema.safeParse(cidrs);
         if (!cidrCheck.success) errors.trusted_proxy_cidrs = `Not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`;
-        if (secret !== "" && !sharedSecretSchema.safeParse(secret).success) errors.shared_secret = "The shared secret must be 16 to 512 visible characters without spaces.";
-        if (ticket !== "" && !gatewayTicketSchema.safeParse(ticket).success) errors.gateway_access_ticket = "The ticket must be visible characters without spaces.";
-        if (ownerEmail !== "" && !emailSchema.safeParse(ownerEmail).success) errors.setup_owner_email = "Enter a valid email address, or leave it empty.";
+        if (secret !== "" && !sharedSecretSchema.safeParse(secret).success)
+          errors.shared_secret = "The shared secret must be 16 to 512 visible characters without spaces.";
+        if (ticket !== "" && !gatewayTicketSchema.safeParse(ticket).success)
+          errors.gateway_access_ticket = "The ticket must be visible characters without spaces.";
+        if (ownerEmail !== "" && !emailSchema.safeParse(ownerEmail).success)
+          errors.setup_owner_email = "Enter a valid email address, or leave it empty.";
         if (Object.keys(errors).length > 0 || !header.success) {
-          return renderStep(deps, c, "proxy", { values: { header_preset: preset, custom_header: formString(form, "custom_header"), trusted_proxy_cidrs: formString(form, "trusted_proxy_cidrs"), setup_owner_email: ownerEmail, shared_secret: secret }, errors }, 400);
+          return renderStep(
+            deps,
+            c,
+            "proxy",
+            {
+              values: {
+                header_preset: preset,
+                custom_header: formString(form, "custom_header"),
+                trusted_proxy_cidrs: formString(form, "trusted_proxy_cidrs"),
+                setup_owner_email: ownerEmail,
+                shared_secret: secret,
+              },
+              errors,
+            },
+            400,
+          );
         }
         await configureTrustedProxy(deps, {
           user_email_header: header.data,

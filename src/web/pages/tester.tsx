@@ -93,7 +93,9 @@ function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; 
       </li>,
     );
   }
-  hints.push(<li id="hint-link">This page is yours: it always shows the latest build. Each Install works for one hour; come back here for a fresh one.</li>);
+  hints.push(
+    <li id="hint-link">This page is yours: it always shows the latest build. Each Install works for one hour; come back here for a fresh one.</li>,
+  );
   const qrCaption = `Scan with your ${forIos ? "iPhone's" : "phone's"} camera to open this page there.`;
   return (
     <Layout ctx={ctx} title={neutralise(title)} narrow head={<Head ctx={ctx} />}>
@@ -113,7 +115,8 @@ function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; 
             <VersionText release={latest} />
           </li>
           <li id="released">
-            Build #{latest.build_number} on <Name value={latest.branch} /> · <time datetime={isoTime(latest.created_at)}>{day(latest.created_at)}</time>
+            Build #{latest.build_number} on <Name value={latest.branch} /> ·{" "}
+            <time datetime={isoTime(latest.created_at)}>{day(latest.created_at)}</time>
           </li>
           <li>
             {forIos ? "iPhone and iPad" : "Android"} · {formatBytes(latest.size_bytes)} · channel <Name value={data.channel_name} />
@@ -134,7 +137,10 @@ function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; 
               {earlier.map((r) => (
                 <li>
                   <div>
-                    <VersionText release={r} /> <span class="meta">· #{r.build_number} · <Name value={r.branch} /> · {day(r.created_at)}</span>
+                    <VersionText release={r} />{" "}
+                    <span class="meta">
+                      · #{r.build_number} · <Name value={r.branch} /> · {day(r.created_at)}
+                    </span>
                   </div>
                   {r.release_notes ? <div class="notes">{neutralise(r.release_notes)}</div> : null}
                   <InstallForm token={token} release={r} />
@@ -179,7 +185,15 @@ export function testerPages(deps: AppDeps) {
     })
     .get("/apps/:token/icon/:artifact_id", async (c) => {
       const png = await testerIcon(deps, c.req.param("token"), c.req.param("artifact_id"));
-      return new Response(png, { headers: { "content-type": "image/png", "content-length": String(png.length), "cache-control": "no-store", "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" } });
+      return new Response(png, {
+        headers: {
+          "content-type": "image/png",
+          "content-length": String(png.length),
+          "cache-control": "no-store",
+          "x-content-type-options": "nosniff",
+          "referrer-policy": "no-referrer",
+        },
+      });
     })
     .post("/apps/:token/install", async (c) => {
       const form = await c.req.parseBody();

@@ -4,7 +4,7 @@ import { Hono } from "hono";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { MARK_CLOSE, MARK_OPEN, type LogMatch } from "../../domain/logs/log-search.ts";
 import { getProject } from "../../domain/projects/projects.ts";
-import { flakyTests, listBuildTests, testLabel, type TestsSummary } from "../../domain/tests/test-reports.ts";
+import { flakyTests, type listBuildTests, testLabel, type TestsSummary } from "../../domain/tests/test-reports.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { EmptyState, Name, Section, Table } from "../components.tsx";
 import { Layout } from "../layout.tsx";
@@ -78,13 +78,28 @@ function Highlighted(props: { marked: string }) {
   for (const piece of props.marked.split(MARK_OPEN)) {
     const close = piece.indexOf(MARK_CLOSE);
     if (close < 0) parts.push({ text: piece, hit: false });
-    else parts.push({ text: piece.slice(0, close), hit: true }, { text: piece.slice(close + 1).split(MARK_CLOSE).join(""), hit: false });
+    else
+      parts.push(
+        { text: piece.slice(0, close), hit: true },
+        {
+          text: piece
+            .slice(close + 1)
+            .split(MARK_CLOSE)
+            .join(""),
+          hit: false,
+        },
+      );
   }
   return <code class="search-line">{parts.map((p) => (p.hit ? <mark>{p.text}</mark> : p.text))}</code>;
 }
 
 /** The log search results on the Builds page. */
-export function SearchResults(props: { q: string; matches: Array<LogMatch & { marked: string }> | null; error: string | null; projectName: (id: string) => string | undefined }) {
+export function SearchResults(props: {
+  q: string;
+  matches: Array<LogMatch & { marked: string }> | null;
+  error: string | null;
+  projectName: (id: string) => string | undefined;
+}) {
   return (
     <Section title="Log matches" id="search-results">
       {props.error ? (
@@ -138,8 +153,9 @@ export function testPages(deps: AppDeps) {
                   <ul class="evidence">
                     {t.evidence.map((e) => (
                       <li>
-                        <a href={`/builds/${e.build_id}#tests`}>#{e.build_number}</a> <span class={`badge badge-${e.status === "passed" ? "ok" : "bad"}`}>{e.status}</span>{" "}
-                        <Name value={e.branch} /> <code>{e.commit_sha.slice(0, 10)}</code>
+                        <a href={`/builds/${e.build_id}#tests`}>#{e.build_number}</a>{" "}
+                        <span class={`badge badge-${e.status === "passed" ? "ok" : "bad"}`}>{e.status}</span> <Name value={e.branch} />{" "}
+                        <code>{e.commit_sha.slice(0, 10)}</code>
                       </li>
                     ))}
                   </ul>

@@ -86,11 +86,20 @@ function UsersPage(props: { ctx: PageCtx; users: UserRow[]; invite?: { email?: s
         )}
       </Section>
       {viewer.role === "owner" ? (
-        <Section title="Transfer ownership" id="transfer" description="The new owner must be active. You become an admin, and both of you are signed out.">
+        <Section
+          title="Transfer ownership"
+          id="transfer"
+          description="The new owner must be active. You become an admin, and both of you are signed out."
+        >
           {transferTargets.length === 0 ? (
             <p class="muted">Nobody else is active yet: invite someone and let them sign in first.</p>
           ) : (
-            <form method="post" action="/users/transfer" class="inline-form" data-confirm="Transfer ownership? You become an admin and are signed out.">
+            <form
+              method="post"
+              action="/users/transfer"
+              class="inline-form"
+              data-confirm="Transfer ownership? You become an admin and are signed out."
+            >
               <Select label="New owner" name="email" options={transferTargets.map((u) => ({ value: u.email, label: u.email }))} />
               <Button variant="danger">Transfer ownership</Button>
             </form>
@@ -151,7 +160,11 @@ export function usersPages(deps: AppDeps) {
       const role = typeof form.role === "string" ? form.role : "";
       const problem = !emailSchema.safeParse(email).success ? "Enter a valid email address." : !isAssignable(role) ? "Choose a role." : null;
       if (problem || !isAssignable(role)) {
-        return renderPage(c, <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} invite={{ email, role, error: problem ?? "" }} />, 400);
+        return renderPage(
+          c,
+          <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} invite={{ email, role, error: problem ?? "" }} />,
+          400,
+        );
       }
       try {
         const user = await inviteUser(deps, c.get("user"), email, role);
@@ -160,7 +173,11 @@ export function usersPages(deps: AppDeps) {
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         const status = err.status === 409 ? 409 : 400;
-        return renderPage(c, <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} invite={{ email, role, error: usersError(err) }} />, status);
+        return renderPage(
+          c,
+          <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} invite={{ email, role, error: usersError(err) }} />,
+          status,
+        );
       }
     })
     .post("/users/transfer", requireBrowserUser(deps, { roles: ROLES.owner }), async (c) => {
@@ -188,5 +205,7 @@ export function usersPages(deps: AppDeps) {
     .post("/users/:id/disable", managers, (c) =>
       act(c, async () => `${(await disableUser(deps, c.get("user"), c.req.param("id"))).email} is disabled and signed out.`),
     )
-    .post("/users/:id/enable", managers, (c) => act(c, async () => `${(await enableUser(deps, c.get("user"), c.req.param("id"))).email} is enabled.`));
+    .post("/users/:id/enable", managers, (c) =>
+      act(c, async () => `${(await enableUser(deps, c.get("user"), c.req.param("id"))).email} is enabled.`),
+    );
 }

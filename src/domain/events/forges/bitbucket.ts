@@ -22,7 +22,8 @@ export function parseBitbucket(event: string, payload: unknown): ParsedDelivery 
       const commitSha = Object.keys(next).length === 0 ? null : sha(at(next, "target", "hash"));
       const message = str(at(next, "target", "message"));
       if (type === "branch") requests.push({ event: "push", ref: `refs/heads/${name}`, branch: name, commitSha, message, fork: false });
-      else if (type === "tag" || type === "annotated_tag") requests.push({ event: "tag", ref: `refs/tags/${name}`, branch: name, commitSha, message, fork: false });
+      else if (type === "tag" || type === "annotated_tag")
+        requests.push({ event: "tag", ref: `refs/tags/${name}`, branch: name, commitSha, message, fork: false });
     }
     if (requests.length === 0) return { kind: "ignored", reason: "the push changed no branch or tag", repo };
     return { kind: "requests", actor, requests, repo };

@@ -1,5 +1,19 @@
 import type { ForgeProvider } from "../../../db/schema/constants.ts";
-import { arr, at, num, obj, originOf, pushRequest, sha, str, verifyHexHmac, ZERO_SHA, type ForgeAdapter, type ParsedDelivery, type RepoInfo } from "./types.ts";
+import {
+  arr,
+  at,
+  num,
+  obj,
+  originOf,
+  pushRequest,
+  sha,
+  str,
+  verifyHexHmac,
+  ZERO_SHA,
+  type ForgeAdapter,
+  type ParsedDelivery,
+  type RepoInfo,
+} from "./types.ts";
 
 // Gitea says "synchronized" where GitHub says "synchronize"; both are accepted.
 const PR_ACTIONS = new Set(["opened", "synchronized", "synchronize", "reopened"]);

@@ -1,4 +1,17 @@
-import { at, num, obj, originOf, pushRequest, sha, str, verifyHexHmac, ZERO_SHA, type ForgeAdapter, type ParsedDelivery, type RepoInfo } from "./types.ts";
+import {
+  at,
+  num,
+  obj,
+  originOf,
+  pushRequest,
+  sha,
+  str,
+  verifyHexHmac,
+  ZERO_SHA,
+  type ForgeAdapter,
+  type ParsedDelivery,
+  type RepoInfo,
+} from "./types.ts";
 
 const PR_ACTIONS = new Set(["opened", "synchronize", "reopened"]);
 
