@@ -415,3 +415,36 @@ describe("disk: API, metrics, preflight and the banner", () => {
     expect(metrics.text).toContain(`hangar_data_dir_free_bytes ${5 * 1024 ** 3}`);
   });
 });
+
+describe("a tester channel's latest release is never deleted", () => {
+  it("keeps the newest release of each channel and deletes the rest under max_age_days 0", async () => {
+    const t = await makeTestApp();
+    const w = await makeWorld(t);
+    const [channelPipeline, otherPipeline] = w.pipelineIds as [string, string];
+    const channel = await t.call("POST", `/v1/projects/${w.projectId}/channels`, {
+      token: w.ownerToken,
+      body: { name: "beta", pipeline_id: channelPipeline, branches: ["main"], platforms: ["android"] },
+    });
+    expect(channel.status).toBe(200);
+    const base = t.clock.now() - 10 * DAY;
+    const older = await madeBuild(t, w, { pipelineId: channelPipeline, branch: "main", finishedAt: base });
+    const latest = await madeBuild(t, w, { pipelineId: channelPipeline, branch: "main", finishedAt: base + DAY });
+    // Not a release of the channel: another branch, and another pipeline.
+    const otherBranch = await madeBuild(t, w, { pipelineId: channelPipeline, branch: "feature/x", finishedAt: base + 2 * DAY });
+    const otherPipelineBuild = await madeBuild(t, w, { pipelineId: otherPipeline, branch: "main", finishedAt: base + 2 * DAY });
+    const releases = await t.call("GET", `/v1/projects/${w.projectId}/channels/${channel.body.id}/releases`, { token: w.ownerToken });
+    expect(releases.body.map((r: { build_id: string }) => r.build_id)).toEqual([latest.id, older.id]);
+
+    expect((await t.call("PUT", "/v1/settings/retention", { token: w.ownerToken, body: { artifacts: { max_age_days: 0 } } })).status).toBe(200);
+    const dry = await t.call("POST", "/v1/settings/retention/run", { token: w.ownerToken, body: { dry_run: true } });
+    const doomed = [older, otherBranch, otherPipelineBuild].flatMap((b) => b.artifactIds).sort();
+    expect(dry.body.items.map((i: { artifact_id: string }) => i.artifact_id).sort()).toEqual(doomed);
+    const real = await t.call("POST", "/v1/settings/retention/run", { token: w.ownerToken, body: { dry_run: false } });
+    expect(real.body).toEqual(dry.body);
+    for (const a of latest.artifactIds) {
+      expect((await t.call("GET", `/v1/artifacts/${a}`, { token: w.ownerToken })).body.status).toBe("available");
+      expect(existsSync(artifactFile(t, latest.id, a))).toBe(true);
+    }
+    for (const a of older.artifactIds) expect((await t.call("GET", `/v1/artifacts/${a}`, { token: w.ownerToken })).body.status).toBe("expired");
+  });
+});
