@@ -14,6 +14,7 @@ import { usersPages } from "./pages/users.tsx";
 import { buildPages } from "./pages/builds.tsx";
 import { projectPages } from "./pages/projects.tsx";
 import { testPages } from "./pages/tests.tsx";
+import { templatePages } from "./pages/templates.tsx";
 
 /**
  * The web UI (docs/api.md §10): server-rendered pages that call the domain directly, mounted by createApp beside
@@ -36,6 +37,7 @@ export function webRoutes(deps: AppDeps) {
     buildPages,
     projectPages,
     testPages,
+    templatePages,
   ];
   for (const pages of groups) {
     app.route("/", pages(deps));

@@ -346,6 +346,9 @@ function ProjectPage(props: {
       ) : null}
 
       <Section title="Pipelines" id="pipelines">
+        <p class="muted">
+          New to the pipeline file? <a href="/templates">Start from a template</a> for iOS, Android, Flutter or React Native.
+        </p>
         {props.pipelines.length === 0 ? <p class="muted">No pipeline yet{props.canWrite ? ": add one below." : "."}</p> : null}
         {props.pipelines.map((pl) => {
           const config = pl.config as PipelineConfig;
