@@ -371,7 +371,7 @@ async function makeWorld(): Promise<World> {
  * (its icon and its install form too) is such a page, like `/install/{token}`: its errors are HTML pages.
  */
 const WEB_UI_PATH =
-  /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|apps\/|artifacts\/)/;
+  /^\/(?:$|assets\/|login|logout|builds|projects|runners(?:$|\/)|users|settings|audit|api$|setup(?:$|\/)|auth\/oidc\/callback|install\/:token$|apps\/|templates$|artifacts\/)/;
 
 function appRoutes(t: TestApp): Route[] {
   const seen = new Map<string, Route>();
