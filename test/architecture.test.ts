@@ -96,4 +96,15 @@ describe("architecture (docs/architecture.md)", () => {
     for (const file of files.filter((f) => f.startsWith(runnerDir))) walk(file);
     expect([...reached].filter((f) => !shared.has(f)).sort()).toEqual([]);
   });
+
+  it("keeps the web UI off the database: pages render view models from domain functions", () => {
+    const web = files.filter((f) => f.startsWith(join(SRC, "web")));
+    const reaching = web.filter((f) => {
+      const text = readFileSync(f, "utf8");
+      // The schema's constants (role names, statuses) are plain values; the tables and the query builder are not.
+      return /from\s+["']drizzle-orm/.test(text) || /from\s+["'][./]+db\/(schema\/index|client|embedded|fixed-sql)\.ts["']/.test(text);
+    });
+    expect(web.length).toBeGreaterThan(10);
+    expect(reaching.map((f) => relative(SRC, f))).toEqual([]);
+  });
 });

@@ -371,6 +371,13 @@ async function insertBuild(
   return getBuild(deps, id);
 }
 
+/** Build numbers by build id, for pages that link builds by number (a webhook's deliveries); unknown ids are left out. */
+export async function buildNumbersOf(deps: Pick<AppDeps, "db">, ids: string[]): Promise<Map<string, number>> {
+  if (ids.length === 0) return new Map();
+  const rows = await deps.db.select({ id: builds.id, n: builds.buildNumber }).from(builds).where(inArray(builds.id, ids));
+  return new Map(rows.map((b) => [b.id, b.n]));
+}
+
 export async function getBuild(deps: Pick<AppDeps, "db">, id: string): Promise<BuildRow> {
   const row = await deps.db.select().from(builds).where(eq(builds.id, id)).get();
   if (!row) throw new ApiError(404, "not_found", "no such build");

@@ -4,10 +4,8 @@
 // neither the sections nor the routes (403 page).
 import { Hono, type Context } from "hono";
 import type { Child } from "hono/jsx";
-import { inArray } from "drizzle-orm";
 import type { z, ZodType } from "zod";
 import { FORGE_PROVIDERS, NOTIFICATION_EVENTS, NOTIFICATION_KINDS, type ForgeProvider, type NotificationKind } from "../../db/schema/constants.ts";
-import { builds } from "../../db/schema/index.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
   createNotification,
@@ -28,6 +26,7 @@ import {
   type WebhookRow,
 } from "../../domain/events/webhooks.ts";
 import type { ProjectRow } from "../../domain/projects/projects.ts";
+import { buildNumbersOf } from "../../domain/builds/builds.ts";
 import { ApiError, type ValidationIssue } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { toIssues } from "../../http/validate.ts";
@@ -117,8 +116,7 @@ export async function loadProjectEvents(deps: Pick<AppDeps, "db">, projectId: st
     })),
   );
   const ids = [...new Set(webhooks.flatMap((w) => w.deliveries.flatMap((d) => d.build_ids)))];
-  const numbers = ids.length > 0 ? await deps.db.select({ id: builds.id, n: builds.buildNumber }).from(builds).where(inArray(builds.id, ids)) : [];
-  return { webhooks, notifications, buildNumbers: new Map(numbers.map((b) => [b.id, b.n])) };
+  return { webhooks, notifications, buildNumbers: await buildNumbersOf(deps, ids) };
 }
 
 /** Where to paste the URL and the secret, forge by forge (the forges' own menu names). */
