@@ -1,7 +1,7 @@
 // The data directory and `hangar login` against the real daemon process (docs/api.md §3, §7, §13): a private data
 // directory, daemon.url while the daemon runs, `hangar login` links and tokens, and no partial upload left
 // behind after a kill -9 in the middle of one.
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";

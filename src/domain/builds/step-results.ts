@@ -1,5 +1,4 @@
 import { sql, type SQL } from "drizzle-orm";
-import { builds } from "../../db/schema/index.ts";
 
 /**
  * A build that ends without its runner's last word (canceled, timed out, lost, runner removed) must not leave a

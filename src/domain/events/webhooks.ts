@@ -2,7 +2,7 @@ import { and, asc, desc, eq, inArray, isNotNull, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { z } from "zod";
 import { FORGE_PROVIDERS, type DeliveryOutcome } from "../../db/schema/constants.ts";
-import { builds, pipelines, projects, webhookDeliveries, webhooks } from "../../db/schema/index.ts";
+import { builds, webhookDeliveries, webhooks } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";

@@ -1,13 +1,12 @@
-import { and, asc, eq, gte, sql } from "drizzle-orm";
+import { and, eq, sql } from "drizzle-orm";
 import { buildLogChunks, builds } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { isFinalStatus } from "../builds/build-machine.ts";
-import { getBuild } from "../builds/builds.ts";
 import { getProject, projectLogSecrets, projectLogSecretsFingerprint } from "../projects/projects.ts";
 import { getRunnerJob } from "../builds/scheduler.ts";
 import { concatBytes } from "../common/bytes.ts";
-import { matcherFor, maskChunk, MIN_SECRET_BYTES } from "./log-mask.ts";
+import { matcherFor, maskChunk, } from "./log-mask.ts";
 import { indexBuildLog } from "./log-search.ts";
 import { assertLogKept, PENDING_OFFSET, readLog, storedLogSize } from "./log-read.ts";
 

@@ -2,7 +2,7 @@
 // API and summary, the history of one test and flaky detection.
 import { and, asc, desc, eq, gt, inArray, sql } from "drizzle-orm";
 import { z } from "zod";
-import { builds, testCases, testReports } from "../../db/schema/index.ts";
+import { testCases, testReports } from "../../db/schema/index.ts";
 import { TEST_CASE_STATUSES, type TestCaseStatus, type TestReportStatus } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";

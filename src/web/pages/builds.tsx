@@ -19,7 +19,6 @@ import { ROLES } from "../../http/middleware/auth.ts";
 import { signingHealth, type SigningHealthItem } from "../../domain/signing/health.ts";
 import { ApiError } from "../../errors.ts";
 import { Button, EmptyState, Name, PostForm, Section, Select, StatusBadge, Table, Time, Field } from "../components.tsx";
-import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl, logViewerUrl } from "../log-viewer.ts";
