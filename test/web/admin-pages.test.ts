@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordAudit } from "../../src/domain/common/audit.ts";
-import { makeTestApp, } from "../helpers/app.ts";
+import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, createUser, sessionFor, userWithRole } from "../helpers/factories.ts";
 import { startOidcProvider, TEST_CLIENT_ID, TEST_CLIENT_SECRET, type TestOidcProvider } from "../helpers/oidc-provider.ts";
 import { page } from "../helpers/web.ts";

@@ -6,7 +6,7 @@ import { isFinalStatus } from "../builds/build-machine.ts";
 import { getProject, projectLogSecrets, projectLogSecretsFingerprint } from "../projects/projects.ts";
 import { getRunnerJob } from "../builds/scheduler.ts";
 import { concatBytes } from "../common/bytes.ts";
-import { matcherFor, maskChunk, } from "./log-mask.ts";
+import { matcherFor, maskChunk } from "./log-mask.ts";
 import { indexBuildLog } from "./log-search.ts";
 import { assertLogKept, PENDING_OFFSET, readLog, storedLogSize } from "./log-read.ts";
 
