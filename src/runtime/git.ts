@@ -128,10 +128,13 @@ const CANNOT_CONNECT =
 
 type GitRun = { ok: true; stdout: Buffer } | { ok: false; timedOut: boolean; stderr: string };
 
-function runGit(args: string[], options: { env: NodeJS.ProcessEnv; cwd: string; deadline: number; maxBuffer: number }): Promise<GitRun> {
+function runGit(
+  args: string[],
+  options: { env: NodeJS.ProcessEnv; cwd: string; deadline: number; maxBuffer: number; input?: string },
+): Promise<GitRun> {
   const timeout = Math.max(1, options.deadline - Date.now());
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       "git",
       args,
       { env: options.env, cwd: options.cwd, timeout, maxBuffer: options.maxBuffer, killSignal: "SIGKILL", encoding: "buffer" },
@@ -140,14 +143,21 @@ function runGit(args: string[], options: { env: NodeJS.ProcessEnv; cwd: string; 
         else resolve({ ok: true, stdout });
       },
     );
+    // A git that exits before reading its input must not crash the daemon with EPIPE.
+    child.stdin?.on("error", () => {});
+    child.stdin?.end(options.input ?? "");
   });
 }
 
 /**
- * One file at one commit, as little fetched as git allows: an empty bare repository whose `origin` is a promisor
- * remote, a fetch of that one commit at depth 1 without blobs (`--filter=blob:none`; a server that does not filter
- * sends the commit's blobs, still one commit deep), `ls-tree` for the file's blob id (trees are local now), then
- * the one blob, fetched lazily by `cat-file`. No working tree is ever written. The whole read shares one deadline.
+ * One file at one commit, as little fetched as git allows, in one round trip: an empty bare repository whose
+ * `origin` is a promisor remote, and a fetch of that one commit at depth 1 with only the trees and blobs no deeper
+ * than the file and no larger than the cap (`--filter=combine:tree:N+blob:limit=M`). For the default `.hangar.yml`
+ * that is the root tree and the small files beside it. `cat-file` then reads the file locally; only a file the
+ * filter left out (a larger one) is fetched lazily. A server that refuses the tree filter gets the older read:
+ * `--filter=blob:none` and the one blob fetched lazily (a second round trip). A server that does not filter at all
+ * sends the commit's blobs, still one commit deep. No working tree is ever written. The whole read shares one
+ * deadline. Figures: docs/benchmarks.md (bench:config).
  */
 async function readFileAt(url: string, commitSha: string, path: string, options: ReadFileOptions, allow: OutboundAllowList): Promise<ReadFileResult> {
   const deadline = Date.now() + options.timeoutMs;
@@ -178,23 +188,39 @@ async function readFileAt(url: string, commitSha: string, path: string, options:
       `[core]\n\trepositoryformatversion = 1\n[extensions]\n\tpartialClone = origin\n[remote "origin"]\n\turl = ${JSON.stringify(target.url)}\n\tpromisor = true\n\tpartialclonefilter = blob:none\n`,
     );
     const inRepo = { ...small, cwd: repo };
-    const fetched = await runGit(
-      ["fetch", "-q", "--depth=1", "--filter=blob:none", "--no-tags", "--no-write-fetch-head", "origin", commitSha],
-      inRepo,
-    );
+    const depth = path.split("/").length + 1;
+    const fetchArgs = (filter: string) => [
+      "fetch",
+      "-q",
+      "--depth=1",
+      `--filter=${filter}`,
+      "--no-tags",
+      "--no-write-fetch-head",
+      "origin",
+      commitSha,
+    ];
+    let fetched = await runGit(fetchArgs(`combine:tree:${depth}+blob:limit=${options.maxBytes + 1}`), inRepo);
+    if (!fetched.ok && !fetched.timedOut && !CANNOT_CONNECT.test(fetched.stderr)) fetched = await runGit(fetchArgs("blob:none"), inRepo);
     if (!fetched.ok) return failure(fetched, "git fetch of the commit failed");
-    const listed = await runGit(["ls-tree", "-z", commitSha, "--", path], inRepo);
-    if (!listed.ok) return failure(listed, "git ls-tree failed");
-    const entry = listed.stdout.toString("utf8").split("\0")[0] ?? "";
-    const match = /^\d+ (\w+) ([0-9a-f]+)\t/.exec(entry);
-    if (!match || match[1] !== "blob") return { ok: true, content: null };
-    const blob = match[2]!;
-    const size = await runGit(["cat-file", "-s", blob], inRepo);
-    if (!size.ok) return failure(size, "git could not fetch the file");
-    if (Number(size.stdout.toString("utf8").trim()) > options.maxBytes) {
+    // `--batch-check` names the object at the path (a line that ends in "missing" when there is none); reading its
+    // size is what fetches a left-out blob, so the cap is checked before any content is read.
+    const checked = await runGit(["cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)"], {
+      ...inRepo,
+      input: `${commitSha}:${path}\n`,
+    });
+    if (!checked.ok) return failure(checked, "git could not fetch the file");
+    const match = /^([0-9a-f]+) (\w+) (\d+)$/.exec(checked.stdout.toString("utf8").trim());
+    if (!match) {
+      // "missing" is either no such path or a blob the lazy fetch could not get: the (local) tree tells which.
+      const listed = await runGit(["ls-tree", "-z", commitSha, "--", path], inRepo);
+      if (!listed.ok) return failure(listed, "git ls-tree failed");
+      return listed.stdout.length === 0 ? { ok: true, content: null } : { ok: false, kind: "failed", reason: "git could not fetch the file" };
+    }
+    if (match[2] !== "blob") return { ok: true, content: null };
+    if (Number(match[3]) > options.maxBytes) {
       return { ok: false, kind: "too_large", reason: `the file is larger than ${options.maxBytes} bytes` };
     }
-    const content = await runGit(["cat-file", "blob", blob], { ...inRepo, maxBuffer: options.maxBytes + 1 });
+    const content = await runGit(["cat-file", "blob", match[1]!], { ...inRepo, maxBuffer: options.maxBytes + 1 });
     if (!content.ok) return failure(content, "git could not read the file");
     return { ok: true, content: new Uint8Array(content.stdout) };
   } finally {
