@@ -85,7 +85,7 @@ describe("the build page finishes by itself", () => {
     expect(await page.locator("#artifacts").textContent()).toContain("Artifacts appear here once the runner uploads them.");
     // A marker that a reload would wipe.
     await page.evaluate(() => {
-      (window as unknown as { samePage: boolean }).samePage = true;
+      (globalThis as unknown as { samePage: boolean }).samePage = true;
     });
 
     await uploadArtifact(buildId, "app-release.apk");
@@ -109,7 +109,7 @@ describe("the build page finishes by itself", () => {
     expect(await page.getByRole("button", { name: "Cancel build" }).count()).toBe(0);
     expect(await page.locator("#log[data-ready=true] .ln").count()).toBeGreaterThan(0);
     expect(await page.locator("#log").textContent()).toContain("> Task :app:assembleRelease");
-    expect(await page.evaluate(() => (window as unknown as { samePage?: boolean }).samePage)).toBe(true);
+    expect(await page.evaluate(() => (globalThis as unknown as { samePage?: boolean }).samePage)).toBe(true);
     expect(loads).toBe(1);
     await page.close();
   });
