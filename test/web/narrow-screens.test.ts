@@ -91,7 +91,8 @@ describe("tables at 375 px", () => {
     for (const path of pages) {
       const res = await page.goto(`${served.url}${path}`);
       expect(res?.status(), path).toBe(200);
-      const measured = await page.evaluate(() => {
+      // A string, not a function: the test's TypeScript has no DOM types (the page runs it as it is).
+      const measured = (await page.evaluate(`(() => {
         const doc = document.scrollingElement ?? document.documentElement;
         const found = [...document.querySelectorAll("table")];
         return {
@@ -103,7 +104,7 @@ describe("tables at 375 px", () => {
             return !wrap || wrap.getBoundingClientRect().right > 375 || getComputedStyle(wrap).overflowX !== "auto";
           }).length,
         };
-      });
+      })()`)) as { scrollWidth: number; tables: number; unwrapped: number };
       tables += measured.tables;
       if (measured.scrollWidth > 375 || measured.unwrapped > 0) wide.push(`${path}: ${JSON.stringify(measured)}`);
     }

@@ -119,7 +119,7 @@ describe("the Users page", () => {
     expect(await field.getAttribute("readonly")).not.toBeNull();
     const copy = page.locator("#sign-in-link button.copy-btn");
     // The Copy button appears only where the clipboard can be written; the field's text is selectable either way.
-    const hasClipboard = await page.evaluate(() => "clipboard" in navigator);
+    const hasClipboard = await page.evaluate(`"clipboard" in navigator`);
     expect(await copy.isVisible()).toBe(hasClipboard);
 
     // Without JavaScript: no button, the link as selectable text in a read-only field.
