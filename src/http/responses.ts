@@ -32,6 +32,7 @@ import type { configureOidcSettings, configureSetupOidc, completeOidcSignIn, sta
 import type { readPreferences, updatePreferences } from "../domain/auth/preferences.ts";
 import type { claimTrustedProxyOwner, configureTrustedProxy } from "../domain/auth/trusted-proxy.ts";
 import type { toUserJson, transferOwnership } from "../domain/auth/users.ts";
+import type { signInLink } from "../domain/auth/sign-in-link.ts";
 import type { getBuildWithQueue, toBuildJson, toCreatedBuildJson } from "../domain/builds/builds.ts";
 import { QUEUE_REASONS, stepResultSchema } from "../domain/builds/builds.ts";
 import type { androidSigning, checkoutAuth, claimJob, iosSigning, jobSecrets, toJobJson } from "../domain/builds/scheduler.ts";
@@ -125,6 +126,7 @@ function buildAnswerSchemas() {
     created_at: time,
     updated_at: time,
   });
+  const InvitedUserJson = UserJson.extend({ sign_in_url: z.string().nullable(), sign_in_note: z.string().nullable() });
   const BriefUserJson = UserJson.omit({ display_name: true, avatar_url: true });
   const OwnershipTransferJson = z.object({ previous_owner: BriefUserJson, owner: BriefUserJson });
 
@@ -476,6 +478,7 @@ function buildAnswerSchemas() {
     TrustedProxyConfiguredJson,
     SignedInJson,
     UserJson,
+    InvitedUserJson,
     OwnershipTransferJson,
     AuditEventJson,
     PreferencesJson,
@@ -541,6 +544,7 @@ export const AuthorizationJson = z.lazy(() => answers().AuthorizationJson);
 export const TrustedProxyConfiguredJson = z.lazy(() => answers().TrustedProxyConfiguredJson);
 export const SignedInJson = z.lazy(() => answers().SignedInJson);
 export const UserJson = z.lazy(() => answers().UserJson);
+export const InvitedUserJson = z.lazy(() => answers().InvitedUserJson);
 export const OwnershipTransferJson = z.lazy(() => answers().OwnershipTransferJson);
 export const AuditEventJson = z.lazy(() => answers().AuditEventJson);
 export const PreferencesJson = z.lazy(() => answers().PreferencesJson);
@@ -628,6 +632,7 @@ export type ResponseSchemaTies = [
   Tie<SameShape<Answer<typeof claimTrustedProxyOwner> & { session_expires_at: number }, Output<typeof OwnerCreatedJson>>>,
   Tie<SameShape<Answer<typeof localLogin>, Output<typeof SignedInJson>>>,
   Tie<SameShape<ReturnType<typeof toUserJson>, Output<typeof UserJson>>>,
+  Tie<SameShape<ReturnType<typeof toUserJson> & Answer<typeof signInLink>, Output<typeof InvitedUserJson>>>,
   Tie<SameShape<Answer<typeof transferOwnership>, Output<typeof OwnershipTransferJson>>>,
   Tie<SameShape<Answer<typeof listAuditEvents>, Output<typeof AuditEventJson>[]>>,
   Tie<SameShape<Answer<typeof readPreferences>, Output<typeof PreferencesJson>>>,

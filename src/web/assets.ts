@@ -76,7 +76,7 @@ tbody tr:last-child td{border-bottom:0}
 .name{overflow-wrap:anywhere}
 .suspicious{background:var(--wait-bg);color:var(--wait);border-radius:3px;padding:0 .2em}
 .copy-field{margin:0 0 .9rem}
-.copy-row{display:flex;gap:.4rem;align-items:flex-start}
+.copy-row{display:flex;gap:.4rem;align-items:flex-start}.copy-row .btn[hidden]{display:none}
 .copy-row input,.copy-row textarea{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.85rem}
 .steps{display:flex;flex-wrap:wrap;gap:.25rem .75rem;list-style:none;padding:0;margin:0 0 1rem;font-size:.9rem;color:var(--muted)}
 .steps li[aria-current=step]{color:var(--fg);font-weight:700}

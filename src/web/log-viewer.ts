@@ -32,6 +32,8 @@ export const ansiUpUrl = hashedAssetUrl("ansi_up", "js", () => ANSI_UP_SOURCE);
 /** Bytes of the tail loaded first, and of each earlier window loaded while scrolling up. */
 export const LOG_TAIL_BYTES = 256 * 1024;
 export const LOG_WINDOW_BYTES = 1024 * 1024;
+/** Characters of one log line the viewer renders; a longer line is cut with a link to the raw log. */
+export const LOG_LINE_SHOWN_CHARS = 2000;
 
 /** The viewer module (it names ansi_up by its hashed URL, so it is built on first use too). */
 let logViewerModule: string | undefined;
@@ -44,6 +46,7 @@ const OVERSCAN = 30;    // lines rendered above and below the viewport
 const TAIL = ${LOG_TAIL_BYTES};
 const WINDOW = ${LOG_WINDOW_BYTES};
 const BIDI = /[\\u061C\\u200E\\u200F\\u202A-\\u202E\\u2066-\\u2069]/g;
+const SHOWN = ${LOG_LINE_SHOWN_CHARS}; // characters of one line rendered; the rest is in the raw log
 
 const root = document.getElementById("log");
 if (root) start(root);
@@ -78,6 +81,9 @@ function start(root) {
   let highlight = 0;      // 1-based line number from #L…
   let loadingEarlier = false;
   let scheduled = false;
+  // Line numbers (1-based) whose text starts inside the line: a window began within a line longer than itself.
+  const pieces = new Set();
+  let stalled = false;
 
   const collapse = (line) => {
     if (line.endsWith("\\r")) line = line.slice(0, -1);
@@ -94,6 +100,19 @@ function start(root) {
   };
   const atBottom = () => root.scrollTop + root.clientHeight >= root.scrollHeight - LH;
   const setState = (text) => { if (stateEl) stateEl.textContent = text; };
+
+  // A line longer than SHOWN is cut for display, with a link to the raw log: ansi_up and the layout then never see
+  // more than SHOWN characters per line, however long the line (up to the log cap). A cut never ends inside an
+  // escape sequence (it would show as text).
+  function shownHtml(text, no) {
+    const piece = pieces.has(no);
+    if (text.length <= SHOWN && !piece) return lineHtml(text);
+    const shown = text.length <= SHOWN ? text : text.slice(0, SHOWN).replace(/\\u001b\\[[0-9;]*$/, "");
+    const rest = text.length - shown.length;
+    return (piece ? '<span class="ln-cut">…</span>' : "") + lineHtml(shown) +
+      ' <a class="ln-cut" href="' + logUrl + '" target="_blank" rel="noopener">' +
+      (rest > 0 ? "… " + rest + " more characters: " : "part of a long line: ") + "raw log</a>";
+  }
 
   function lineHtml(text) {
     // ansi_up escapes &, <, >, " and '; its spans carry style="…" which the CSP would refuse: keep the value
@@ -121,11 +140,11 @@ function start(root) {
       else text = collapse(partial);
       const cls = no === highlight ? "ln hl" : "ln";
       html += '<div class="' + cls + '" id="L' + no + '"><a class="ln-no" href="#L' + no + '">' + no + "</a>" +
-        (text === null ? '<span class="ln-text muted">…</span>' : '<span class="ln-text">' + lineHtml(text) + "</span>") + "</div>";
+        (text === null ? '<span class="ln-text muted">…</span>' : '<span class="ln-text">' + shownHtml(text, no) + "</span>") + "</div>";
     }
     win.innerHTML = html;
     for (const el of win.querySelectorAll("[data-s]")) el.style.cssText = el.getAttribute("data-s");
-    if (root.scrollTop < (linesBefore + 50) * LH && linesBefore > 0) loadEarlier();
+    if (root.scrollTop < (linesBefore + 50) * LH && linesBefore > 0 && !stalled) loadEarlier();
   }
   const schedule = () => { if (!scheduled) { scheduled = true; requestAnimationFrame(render); } };
 
@@ -149,6 +168,7 @@ function start(root) {
       start: Number(res.headers.get("x-log-start-offset")),
       next: Number(res.headers.get("x-log-next-offset")),
       linesBefore: Number(res.headers.get("x-log-lines-before")),
+      midLine: res.headers.get("x-log-mid-line") === "true",
       complete: res.headers.get("x-log-complete") === "true",
     };
   }
@@ -158,9 +178,12 @@ function start(root) {
     loadingEarlier = true;
     try {
       const w = await fetchWindow("?before=" + loadedStart + "&limit=" + WINDOW);
+      // Every window must move the start back; one that does not would be asked for again and again.
+      if (!(w.start < loadedStart)) { stalled = true; setState("the earlier log could not be loaded: see the raw log"); return; }
       const earlier = w.text.split("\\n");
       earlier.pop(); // the window ends at a line start: the last element is empty
       const added = linesBefore - w.linesBefore;
+      if (w.midLine && added > 0) pieces.add(w.linesBefore + 1);
       // Keep the same lines in view: the content above grows by nothing (placeholders become lines).
       segs.unshift(earlier.slice(earlier.length - added).map(collapse));
       loaded += added;
@@ -205,6 +228,7 @@ function start(root) {
       complete = true;
       setState("");
       window.dispatchEvent(new CustomEvent("hangar:log-end"));
+      finished();
     });
     es.onopen = () => setState("live");
     es.onerror = () => setState(complete ? "" : "reconnecting…");
@@ -222,6 +246,7 @@ function start(root) {
       }
       if (!complete) await new Promise((r) => setTimeout(r, 1000));
     }
+    finished();
   }
 
   root.addEventListener("scroll", () => {
@@ -243,6 +268,7 @@ function start(root) {
       loadedStart = w.start;
       next = w.next;
       complete = w.complete;
+      if (w.midLine) pieces.add(w.linesBefore + 1);
       const parts = w.text.split("\\n");
       partial = parts.pop();
       segs = [parts.map(collapse)];
@@ -285,10 +311,36 @@ function start(root) {
     }
     if (b.final) {
       for (const el of document.querySelectorAll("[data-while-active]")) el.hidden = true;
-      const note = document.getElementById("finished-note");
-      if (note) note.hidden = false;
+      finished();
     }
   });
+}
+
+// When the build ends, the page shows what only the server knows then (times, reason, artifacts, test results,
+// publishing) without a reload: it fetches its own page once and takes everything but the log box from it; the log
+// box (this viewer's state) is moved into the fresh page as it is. Scripts of the fetched page never run.
+let refreshed = false;
+async function finished() {
+  if (refreshed) return;
+  refreshed = true;
+  try {
+    const res = await fetch(location.pathname + location.search, { credentials: "same-origin", headers: { accept: "text/html" } });
+    if (!res.ok) throw new Error(String(res.status));
+    const fresh = new DOMParser().parseFromString(await res.text(), "text/html");
+    const main = document.getElementById("main");
+    const next = fresh.getElementById("main");
+    if (!main || !next) return;
+    for (const el of next.querySelectorAll("script")) el.remove();
+    const liveLog = document.getElementById("log-section");
+    const freshLog = next.querySelector("#log-section");
+    if (liveLog && freshLog) freshLog.replaceWith(liveLog);
+    main.replaceChildren(...document.adoptNode(next).childNodes);
+    document.title = fresh.title || document.title;
+    document.body.dataset.buildFinished = "true";
+  } catch (e) {
+    const note = document.getElementById("finished-note");
+    if (note) note.hidden = false;
+  }
 }
 `);
 
@@ -305,7 +357,7 @@ font:12.5px/18px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;contain:st
 .ln-no{display:inline-block;width:4.5em;padding-right:.75em;text-align:right;color:#6e7681;text-decoration:none;user-select:none}
 .ln-no:hover{color:#d6dde6}
 .ln-text.muted{color:#6e7681}
-.ln-text{unicode-bidi:isolate}.ctl{color:#ffa657;border:1px solid #6e7681;border-radius:3px}
+.ln-text{unicode-bidi:isolate}.ln-cut{color:#e3b341}.ctl{color:#ffa657;border:1px solid #6e7681;border-radius:3px}
 .log-toolbar{display:flex;flex-wrap:wrap;gap:.5rem 1rem;align-items:center;margin:0 0 .5rem}
 .ansi-black-fg{color:#484f58}.ansi-red-fg{color:#ff7b72}.ansi-green-fg{color:#3fb950}.ansi-yellow-fg{color:#d29922}
 .ansi-blue-fg{color:#58a6ff}.ansi-magenta-fg{color:#bc8cff}.ansi-cyan-fg{color:#39c5cf}.ansi-white-fg{color:#b1bac4}

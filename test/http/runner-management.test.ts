@@ -203,6 +203,24 @@ describe("capabilities: granted at registration, narrowed only by the runner", (
     }
   });
 
+  it("an owner or admin edits name, platforms and trust in one PATCH, but cannot empty the platforms (400 invalid_input)", async () => {
+    const r = await registerRunner(t, w.ownerToken, { name: "old-name", platforms: ["android"] });
+    const admin = await userWithRole(t, "admin");
+    const edited = await t.call("PATCH", `/v1/runners/${r.id}`, {
+      token: admin.token,
+      body: { name: "mac-mini-2", trust: "open", capabilities: { platforms: ["ios", "macos"] } },
+    });
+    expect(edited.status).toBe(200);
+    expect(edited.body).toMatchObject({ name: "mac-mini-2", trust: "open", capabilities: { platforms: ["ios", "macos"] } });
+    // A user's edit is not a sign of life: the runner is still not started.
+    expect(edited.body.last_heartbeat_at).toBeNull();
+    const emptied = await t.call("PATCH", `/v1/runners/${r.id}`, { token: admin.token, body: { capabilities: { platforms: [] } } });
+    expect([emptied.status, emptied.body.code]).toEqual([400, "invalid_input"]);
+    expect(emptied.body.issues).toEqual([{ path: "capabilities.platforms", message: "at least one platform is required" }]);
+    const row = (await t.call("GET", "/v1/runners", { token: w.ownerToken })).body.find((x: Json) => x.id === r.id);
+    expect(row.capabilities.platforms).toEqual(["ios", "macos"]);
+  });
+
   it("PATCH by a developer is 403 forbidden; by another runner's token 403 runner_mismatch; unknown runner 404", async () => {
     const dev = await userWithRole(t, "developer");
     const res = await t.call("PATCH", `/v1/runners/${w.runner.id}`, { token: dev.token, body: { name: "x" } });

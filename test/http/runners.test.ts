@@ -40,17 +40,38 @@ describe("runner registration and listing", () => {
     expect(list.body.find((r: Json) => r.id === res.body.id)).toMatchObject({
       name: "mac-mini",
       registered_by: expect.any(String),
-      last_heartbeat_at: expect.any(Number),
+      // Not started yet: no heartbeat until the runner first calls in.
+      last_heartbeat_at: null,
     });
+  });
+
+  it("answers status online with last_heartbeat_at null until the runner first calls in; a heartbeat sets it", async () => {
+    const reg = await t.call("POST", "/v1/runners/register", { token: w.ownerToken, body: { capabilities: { platforms: ["android"] } } });
+    expect(reg.status).toBe(200);
+    expect(reg.body).toMatchObject({ status: "online", last_heartbeat_at: null });
+    t.clock.advance(5);
+    const hb = await t.call("POST", `/v1/runners/${reg.body.id}/heartbeat`, { token: reg.body.token, body: {} });
+    expect(hb.body.runner).toMatchObject({ status: "online", last_heartbeat_at: t.clock.now() });
+  });
+
+  it("refuses a registration without a platform: 400 invalid_input naming capabilities.platforms", async () => {
+    for (const body of [{}, { name: "bare" }, { capabilities: {} }, { capabilities: { platforms: [] } }]) {
+      const res = await t.call("POST", "/v1/runners/register", { token: w.ownerToken, body });
+      expect([res.status, res.body.code], JSON.stringify(body)).toEqual([400, "invalid_input"]);
+      expect(res.body.issues).toEqual([{ path: "capabilities.platforms", message: "at least one platform is required" }]);
+    }
+    const names = (await t.call("GET", "/v1/runners", { token: w.ownerToken })).body.map((r: Json) => r.name);
+    expect(names).not.toContain("bare");
   });
 
   it("lets owner and admin register and list runners; developer and qa_viewer get 403 forbidden", async () => {
     const admin = await userWithRole(t, "admin");
-    expect((await t.call("POST", "/v1/runners/register", { token: admin.token, body: {} })).status).toBe(200);
+    const body = { capabilities: { platforms: ["ios"] } };
+    expect((await t.call("POST", "/v1/runners/register", { token: admin.token, body })).status).toBe(200);
     expect((await t.call("GET", "/v1/runners", { token: admin.token })).status).toBe(200);
     for (const role of ["developer", "qa_viewer"] as const) {
       const u = await userWithRole(t, role);
-      const reg = await t.call("POST", "/v1/runners/register", { token: u.token, body: {} });
+      const reg = await t.call("POST", "/v1/runners/register", { token: u.token, body });
       expect([reg.status, reg.body.code]).toEqual([403, "forbidden"]);
       const list = await t.call("GET", "/v1/runners", { token: u.token });
       expect([list.status, list.body.code]).toEqual([403, "forbidden"]);
@@ -181,7 +202,10 @@ describe("claim", () => {
   it("matches platform any with every runner, including one without platforms", async () => {
     const t = await makeTestApp();
     const w = await buildWorld(t, { platform: "any" });
-    const bare = await t.call("POST", "/v1/runners/register", { token: w.ownerToken, body: {} });
+    // Only the runner itself can narrow its list to nothing (a user must leave at least one platform).
+    const bare = await t.call("POST", "/v1/runners/register", { token: w.ownerToken, body: { capabilities: { platforms: ["ios"] } } });
+    const narrowed = await t.call("PATCH", `/v1/runners/${bare.body.id}`, { token: bare.body.token, body: { capabilities: { platforms: [] } } });
+    expect(narrowed.body.capabilities.platforms).toEqual([]);
     const b = await queueBuild(t, w.ownerToken, w.project.id, w.pipeline.id);
     expect((await claim(t, bare.body))?.build_id).toBe(b.id);
   });

@@ -3,6 +3,8 @@ import { describe, expect, it } from "vitest";
 import { auditEvents, instance, userSessions, users } from "../../src/db/schema/index.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, createUser, sessionFor, userWithRole } from "../helpers/factories.ts";
+import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 
 const UNKNOWN_ID = "00000000-0000-4000-8000-000000000000";
 
@@ -114,6 +116,43 @@ describe("POST /v1/users/invite", () => {
     expect(res.body).toMatchObject({ email: "dev@example.com", role: "developer", status: "invited", display_name: "dev" });
     const [event] = await actions(t, "user.invited");
     expect(event).toMatchObject({ actorUserId: owner.id, targetId: res.body.id });
+  });
+
+  it("answers sign_in_url null with a sign_in_note while External Access is off, even with a public URL saved", async () => {
+    const { t, ownerToken } = await ready();
+    const res = await t.call("POST", "/v1/users/invite", { token: ownerToken, body: { email: "local@example.com", role: "developer" } });
+    expect(res.status).toBe(200);
+    expect(res.body.sign_in_url).toBeNull();
+    expect(res.body.sign_in_note).toMatch(/External Access is off/);
+    const network = await t.call("PUT", "/v1/settings/external-access/network", {
+      token: ownerToken,
+      body: { public_url: "https://ci.example.com/", allowed_origins: ["https://ci.example.com"] },
+    });
+    expect(network.status).toBe(200);
+    const still = await t.call("POST", "/v1/users/invite", { token: ownerToken, body: { email: "local2@example.com", role: "developer" } });
+    expect([still.body.sign_in_url, typeof still.body.sign_in_note]).toEqual([null, "string"]);
+  });
+
+  it("answers the public sign-in page as sign_in_url (and no note) once External Access is on", async () => {
+    const { t, ownerToken, owner } = await ready();
+    const network = await t.call("PUT", "/v1/settings/external-access/network", {
+      token: ownerToken,
+      body: { public_url: "https://ci.example.com/hangar/", allowed_origins: ["https://ci.example.com"] },
+    });
+    expect(network.status).toBe(200);
+    await writeSetting(t.deps, OIDC_SETTING, { issuer_url: "https://id.example.com" });
+    const mode = await t.call("PUT", "/v1/settings/preferences", { token: ownerToken, body: { runtime_mode: "remote" } });
+    expect(mode.status, mode.text).toBe(200);
+    // Changing the mode ended the owner's sessions.
+    const token = await sessionFor(t, owner);
+    const res = await t.call("POST", "/v1/users/invite", { token, body: { email: "far@example.com", role: "qa_viewer" } });
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({
+      email: "far@example.com",
+      status: "invited",
+      sign_in_url: "https://ci.example.com/hangar/login",
+      sign_in_note: null,
+    });
   });
 
   it("lets an admin invite", async () => {

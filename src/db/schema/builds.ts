@@ -27,6 +27,8 @@ export const builds = sqliteTable(
     exitCode: integer("exit_code"),
     failureReason: text("failure_reason"),
     attemptCount: integer("attempt_count").notNull().default(0),
+    /** Automatic requeues after a lost runner before this build along its `rerun_of` chain (pipeline `retry.runner_lost`). */
+    runnerLostRetries: integer("runner_lost_retries").notNull().default(0),
     leaseExpiresAt: integer("lease_expires_at"),
     cancelRequested: integer("cancel_requested", { mode: "boolean" }).notNull().default(false),
     /** A pull request from a fork (docs/api.md §11): no signing material and no secret variables are released. */

@@ -224,6 +224,8 @@ export interface BuildPlan {
   failure: { reason: "invalid_config" | "config_unavailable" } | null;
   /** Lines the build's stored log starts with (why it failed, or why the stored config was used). */
   logPreamble: string | null;
+  /** Set on an automatic requeue after a lost runner: the count along the chain. Such a build supersedes nothing. */
+  runnerLostRetries?: number;
 }
 
 /**
@@ -255,11 +257,11 @@ export function buildCreationStatements(
       .where(and(eq(projects.id, pipeline.projectId), live)),
     deps.db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, trigger_actor,
         trigger_event, trigger_ref, rerun_of, from_fork, trust, commit_sha, branch, config_snapshot, timeout_s, failure_reason, finished_at,
-        queued_at, created_at, updated_at)
+        runner_lost_retries, queued_at, created_at, updated_at)
       SELECT ${id}, ${pipeline.projectId}, ${pipeline.id}, last_build_number, ${status}, ${config.platform}, ${plan.triggerType},
         ${plan.triggerActor?.slice(0, 200) ?? null}, ${plan.triggerEvent}, ${plan.triggerRef}, ${plan.rerunOf}, ${plan.fromFork ? 1 : 0}, ${trust},
         ${plan.commitSha}, ${plan.branch}, ${JSON.stringify(config)}, ${config.timeout_s ?? deps.config.buildTimeoutS},
-        ${plan.failure?.reason ?? null}, ${finishedAt}, ${now}, ${now}, ${now}
+        ${plan.failure?.reason ?? null}, ${finishedAt}, ${plan.runnerLostRetries ?? 0}, ${now}, ${now}, ${now}
       FROM projects WHERE id = ${pipeline.projectId} AND ${live}`),
   ];
   if (plan.logPreamble) {
@@ -269,7 +271,8 @@ export function buildCreationStatements(
         SELECT ${id}, 0, ${bytes}, ${countLines(bytes)} WHERE EXISTS (SELECT 1 FROM builds WHERE id = ${id})`),
     );
   }
-  if (config.cancel_previous && !plan.failure) {
+  // A requeue after a lost runner replaces that build; it cancels none of the builds queued since.
+  if (config.cancel_previous && !plan.failure && !plan.runnerLostRetries) {
     const unfinished = sql.join(
       NON_FINAL_STATUSES.map((st) => sql`${st}`),
       sql`, `,

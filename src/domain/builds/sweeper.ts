@@ -2,6 +2,7 @@ import { and, eq, inArray, lt, ne, sql } from "drizzle-orm";
 import { builds, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { endStepResultsSql } from "./step-results.ts";
+import { failLostBuild } from "./runner-lost.ts";
 
 /** Claims a build may use before a lapsed lease fails it instead of requeueing it (docs/api.md §6). */
 export const MAX_CLAIM_ATTEMPTS = 3;
@@ -58,11 +59,15 @@ export async function sweep(deps: Pick<AppDeps, "db" | "clock" | "config" | "job
     .returning({ id: builds.id });
   if (requeued.length > 0) deps.jobSignal.notify();
 
-  const lost = await db
-    .update(builds)
-    .set({ status: "failed", failureReason: "runner_lost", finishedAt: now, updatedAt: now, stepResults: endStepResultsSql(now) })
-    .where(and(eq(builds.status, "running"), lt(builds.leaseExpiresAt, now)))
-    .returning({ id: builds.id });
+  // One batch per lost build: its log line and its automatic retry go with the failure (src/domain/builds/runner-lost.ts).
+  const lapsed = await db
+    .select({ id: builds.id })
+    .from(builds)
+    .where(and(eq(builds.status, "running"), lt(builds.leaseExpiresAt, now)));
+  const lost: string[] = [];
+  for (const { id } of lapsed) if (await failLostBuild(deps, id, now)) lost.push(id);
+  // A retry is a queued build: wake the runners long-polling this process.
+  if (lost.length > 0) deps.jobSignal.notify();
 
   const expired = await db
     .update(builds)

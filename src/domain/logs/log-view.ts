@@ -11,8 +11,10 @@ import { assertLogKept, countNewlines, readLog, storedLogSize } from "./logs.ts"
  */
 export interface LogWindow {
   bytes: Uint8Array;
-  /** Stored-log byte offset of the first byte of `bytes` (a line start). */
+  /** Stored-log byte offset of the first byte of `bytes`: a line start unless `midLine`. */
   start: number;
+  /** The window starts inside a line longer than the window (its first line is a piece of that line). */
+  midLine: boolean;
   /** Offset just past `bytes`. */
   next: number;
   /** Lines (newlines) in the stored log before `start`. */
@@ -87,33 +89,44 @@ async function readRange(deps: Pick<AppDeps, "db">, buildId: string, from: numbe
   return { bytes: out, complete };
 }
 
-/** The first line start at or after `index` in `bytes` (0 when `atLogStart`). */
-function alignToLine(bytes: Uint8Array, atLogStart: boolean): number {
-  if (atLogStart) return 0;
-  const nl = bytes.indexOf(NEWLINE);
-  // A window holding no newline at all is one very long line: show it from where the window starts.
-  return nl < 0 ? 0 : nl + 1;
+/**
+ * The window of the stored log in [`from`, `until`), aligned to its first line start. One byte before `from` is read
+ * too, to know whether `from` itself starts a line. A window lying inside one line longer than itself (no newline,
+ * or only the one that ends it) is not aligned, which would leave it empty and the reader asking for the same
+ * window again and again: it starts where it is, mid-line (`midLine`), so every window moves the reader on.
+ */
+async function lineWindow(deps: Pick<AppDeps, "db">, buildId: string, from: number, until: number) {
+  const lead = from > 0 ? 1 : 0;
+  const { bytes: read, complete } = await readRange(deps, buildId, from - lead, until);
+  const startsLine = lead === 0 || read[0] === NEWLINE;
+  const bytes = read.subarray(lead);
+  let cut = 0;
+  if (!startsLine) {
+    const nl = bytes.indexOf(NEWLINE);
+    cut = nl < 0 || nl === bytes.length - 1 ? 0 : nl + 1;
+  }
+  const start = from + cut;
+  return {
+    bytes: bytes.subarray(cut),
+    start,
+    next: from + bytes.length,
+    linesBefore: await countLinesBefore(deps, buildId, start),
+    midLine: !startsLine && cut === 0 && bytes.length > 0,
+    complete,
+  };
 }
 
-/** The last `maxBytes` (or fewer) of the log, starting at a line start. */
+/** The last `maxBytes` (or fewer) of the log, starting at a line start (or mid-line inside a longer line). */
 export async function readLogTail(deps: Pick<AppDeps, "db">, buildId: string, maxBytes: number): Promise<LogWindow> {
   assertLogKept(await getBuild(deps, buildId));
   const size = await storedLogSize(deps, buildId);
-  const from = Math.max(0, size - maxBytes);
-  const { bytes, complete } = await readRange(deps, buildId, from, Infinity);
-  const cut = alignToLine(bytes, from === 0);
-  const start = from + cut;
-  return { bytes: bytes.subarray(cut), start, next: from + bytes.length, linesBefore: await countLinesBefore(deps, buildId, start), complete };
+  return lineWindow(deps, buildId, Math.max(0, size - maxBytes), Infinity);
 }
 
-/** Up to `maxBytes` ending at `before` (a line start), starting at a line start. */
+/** Up to `maxBytes` ending at `before`, starting at a line start (or mid-line inside a longer line). */
 export async function readLogBefore(deps: Pick<AppDeps, "db">, buildId: string, before: number, maxBytes: number): Promise<LogWindow> {
   assertLogKept(await getBuild(deps, buildId));
-  const from = Math.max(0, before - maxBytes);
-  const { bytes } = await readRange(deps, buildId, from, before);
-  const cut = alignToLine(bytes, from === 0);
-  const start = from + cut;
-  return { bytes: bytes.subarray(cut), start, next: from + bytes.length, linesBefore: await countLinesBefore(deps, buildId, start), complete: false };
+  return { ...(await lineWindow(deps, buildId, Math.max(0, before - maxBytes), before)), complete: false };
 }
 
 /**

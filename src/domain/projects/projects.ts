@@ -144,6 +144,9 @@ function isTimeZone(name: string): boolean {
 /** `reports`: test report files the runner uploads after the last step whatever the result (docs/test-reports.md). */
 export const pipelineReportsSchema = z.lazy(() => z.strictObject({ junit: z.array(glob()).min(1).max(100) }));
 
+/** The most automatic requeues a pipeline may ask for after lost runners (docs/api.md §21). */
+export const MAX_RUNNER_LOST_RETRIES = 3;
+
 /**
  * A pipeline's config (docs/api.md §5); frozen into each build as `config_snapshot`. Strict at every level: an
  * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped. The same schema
@@ -189,6 +192,8 @@ export const pipelineConfigSchema = z.lazy(() =>
     /** A file in the checkout whose text becomes the build's release notes for tester channels. */
     release_notes: z.string().min(1).max(1024).optional(),
     publish: publishListSchema.optional(),
+    /** `runner_lost: N`: a build whose runner is lost mid-build is queued again, at most N times along its chain. */
+    retry: z.strictObject({ runner_lost: z.number().int().min(0).max(MAX_RUNNER_LOST_RETRIES) }).optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;

@@ -71,11 +71,23 @@ export function toRunnerJson(r: RunnerRow) {
   };
 }
 
+/**
+ * A runner registered or edited by a user builds for at least one platform (docs/api.md §21): with none it could
+ * only ever take `platform: any` builds, which is almost always a mistake made by leaving the list out.
+ */
+function assertSomePlatform(platforms: readonly string[] | undefined): void {
+  if (platforms && platforms.length > 0) return;
+  throw new ApiError(400, "invalid_input", "a runner builds for at least one platform: capabilities.platforms names ios, android or macos", [
+    { path: "capabilities.platforms", message: "at least one platform is required" },
+  ]);
+}
+
 export async function registerRunner(
   deps: DbDeps,
   actor: UserRow,
   input: z.infer<typeof registerRunnerSchema>,
 ): Promise<{ runner: RunnerRow; token: string }> {
+  assertSomePlatform(input.capabilities?.platforms);
   const token = prefixedToken(TOKEN_PREFIXES.runner);
   const now = deps.clock.now();
   const runner: RunnerRow = {
@@ -85,8 +97,9 @@ export async function registerRunner(
     status: "online",
     capabilities: storedCapabilities(input.capabilities ?? { platforms: [] }),
     trust: input.trust ?? "protected",
-    // Registration starts the offline clock, so a runner that never calls in goes offline like any other.
-    lastHeartbeatAt: now,
+    // Null until the runner first calls in (the UI says "not started yet", docs/api.md §21); the sweeper counts the
+    // offline window from registration then, so a runner that never calls in goes offline like any other.
+    lastHeartbeatAt: null,
     registeredBy: actor.id,
     createdAt: now,
     updatedAt: now,
@@ -160,6 +173,9 @@ export async function updateRunner(
   const had = current.capabilities as RunnerCapabilities;
   if (input.capabilities !== undefined) {
     const wanted = input.capabilities;
+    // A runner may narrow its own list to nothing (it then takes only `platform: any` builds); a user may not empty
+    // it, though a runner registered with none before the rule keeps its empty list through other edits (max jobs).
+    if (editor.kind === "user" && (had.platforms ?? []).length > 0) assertSomePlatform(wanted.platforms);
     if (editor.kind === "runner") {
       const widened = wanted.platforms.filter((p) => !(had.platforms ?? []).includes(p));
       if (widened.length > 0) {

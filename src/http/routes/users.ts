@@ -5,6 +5,7 @@ import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { listAuditEvents } from "../../domain/common/audit.ts";
 import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, toUserJson, transferOwnership } from "../../domain/auth/users.ts";
+import { signInLink } from "../../domain/auth/sign-in-link.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
 import { emailSchema } from "./setup.schemas.ts";
@@ -28,7 +29,7 @@ export function userRoutes(deps: AppDeps) {
       "/v1/users/invite",
       apiDoc({
         summary: "Invite a user by email with a role",
-        responses: { 200: json.UserJson },
+        responses: { 200: json.InvitedUserJson },
         errors: { 409: ["already_exists"] },
         example: { body: { email: "dev@example.com", role: "developer" } },
       }),
@@ -36,7 +37,9 @@ export function userRoutes(deps: AppDeps) {
       jsonBody(inviteSchema),
       async (c) => {
         const body = c.req.valid("json");
-        return c.json(toUserJson(await inviteUser(deps, c.get("user"), body.email, body.role)));
+        const invited = await inviteUser(deps, c.get("user"), body.email, body.role);
+        // The link to pass on (or why there is none yet): docs/api.md §21.
+        return c.json({ ...toUserJson(invited), ...(await signInLink(deps)) });
       },
     )
     .post(

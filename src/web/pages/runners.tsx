@@ -18,6 +18,7 @@ import type { RunnerRow } from "../../domain/runners/runner-auth.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
+import { hasHiddenCharacters } from "../text.ts";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
@@ -160,10 +161,62 @@ function exposesToken(r: RunnerRow): boolean {
   return r.trust === "protected" && isolationOf(r) === "none";
 }
 
+/**
+ * A runner that has never called in (no heartbeat, claim or report yet) is registered, not running: its status is
+ * `online` in the API (docs/api.md §21), but the page never says so.
+ */
+export function RunnerStatus(props: { runner: RunnerRow }) {
+  const r = props.runner;
+  if (r.lastHeartbeatAt === null && r.status !== "offline") return <StatusBadge status="pending" label="not started yet" />;
+  return (
+    <>
+      <StatusBadge status={r.status} />
+      {r.lastHeartbeatAt === null ? <div class="hint">never started</div> : null}
+    </>
+  );
+}
+
+/** The edit form of one runner (name, platforms, trust), folded away until opened; works without JavaScript. */
+function runnerEditForm(r: RunnerRow): Child {
+  const platforms = platformsOf(r);
+  return (
+    <details class="runner-edit">
+      <summary>Edit</summary>
+      <PostForm action={`/runners/${r.id}/edit`} id={`edit-${r.id}`}>
+        {/* A name with hidden (bidi) characters is not put back into the field as is: it is shown neutralised in the
+            list, and an empty field keeps it. */}
+        <Field
+          label="Name"
+          name="name"
+          id={`edit-name-${r.id}`}
+          value={r.name && !hasHiddenCharacters(r.name) ? r.name : ""}
+          placeholder="mac-mini-1"
+          hint="Empty keeps the current name."
+        />
+        <fieldset class="field">
+          <legend>Platforms it builds</legend>
+          {PLATFORM_CHOICES.map((p) => (
+            <Checkbox label={p.label} name="platforms" value={p.value} checked={platforms.includes(p.value)} />
+          ))}
+        </fieldset>
+        <Select
+          label="Trust"
+          name="trust"
+          id={`edit-trust-${r.id}`}
+          value={r.trust}
+          options={RUNNER_TRUSTS.map((t) => ({ value: t, label: TRUST_TEXT[t] }))}
+        />
+        <Button>Save</Button>
+      </PostForm>
+    </details>
+  );
+}
+
 /** Trust and max_jobs forms of one runner: owners and admins only (this page is theirs). */
 function runnerSettings(r: RunnerRow): Child {
   return (
     <div class="actions runner-settings">
+      {runnerEditForm(r)}
       <form method="post" action={`/runners/${r.id}/trust`} class="inline-form">
         <Select
           label="Trust"
@@ -190,7 +243,14 @@ function runnerSettings(r: RunnerRow): Child {
   );
 }
 
-function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: Registered; error?: string | null; name?: string }) {
+function RunnersPage(props: {
+  ctx: PageCtx;
+  runners: RunnerRow[];
+  registered?: Registered;
+  error?: string | null;
+  platformsError?: string | null;
+  name?: string;
+}) {
   const slotted = props.runners.map((r) => runnerActions(r));
   const hasActions = slotted.some((a) => a !== null);
   const exposed = props.runners.filter(exposesToken);
@@ -225,11 +285,16 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
             placeholder="mac-mini-1"
             hint="Optional; shown in lists and build pages."
           />
-          <fieldset class="field">
+          <fieldset class={props.platformsError ? "field has-error" : "field"} id="register-platforms">
             <legend>Platforms it builds</legend>
             {PLATFORM_CHOICES.map((p) => (
               <Checkbox label={p.label} name="platforms" value={p.value} />
             ))}
+            {props.platformsError ? (
+              <p class="error" role="alert">
+                {props.platformsError}
+              </p>
+            ) : null}
           </fieldset>
           <Select
             label="Trust"
@@ -270,8 +335,8 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
                   <Name value={r.name} fallback="(unnamed)" />
                   <div class="hint mono">{r.id}</div>
                 </td>
-                <td>
-                  <StatusBadge status={r.status} />
+                <td class="runner-status">
+                  <RunnerStatus runner={r} />
                 </td>
                 <td>
                   {platformsOf(r).length > 0 ? (
@@ -332,6 +397,18 @@ export function runnersPages(deps: AppDeps) {
       const chosen = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).filter((p): p is string => typeof p === "string");
       const platforms = PLATFORM_CHOICES.map((p) => p.value).filter((p) => chosen.includes(p));
       const trust: RunnerTrust = form.trust === "open" ? "open" : "protected";
+      if (platforms.length === 0) {
+        return renderPage(
+          c,
+          <RunnersPage
+            ctx={pageContext(c, deps)}
+            runners={await listRunners(deps)}
+            platformsError="Choose at least one platform the runner builds for."
+            name={name}
+          />,
+          400,
+        );
+      }
       if (name.length > 100) {
         return renderPage(
           c,
@@ -374,6 +451,42 @@ export function runnersPages(deps: AppDeps) {
         "ok",
         `Runner ${runner.name ?? runner.id} is now ${trust}: it takes ${TAKES[trust].map((t) => BUILD_TRUST_TEXT[t]).join(" and ")}.`,
       );
+      return c.redirect("/runners", 303);
+    })
+    .post("/runners/:runner_id/edit", managers, async (c) => {
+      const runner = await getRunner(deps, c.req.param("runner_id"));
+      const form = await c.req.parseBody({ all: true });
+      const name = typeof form.name === "string" ? form.name.trim() : "";
+      const trust = RUNNER_TRUSTS.find((t) => t === form.trust);
+      const chosen = [form.platforms].flat().filter((p): p is string => typeof p === "string");
+      const platforms = PLATFORM_CHOICES.map((p) => p.value).filter((p) => chosen.includes(p));
+      const problem =
+        name.length > 100
+          ? "A name has at most 100 characters."
+          : !trust
+            ? "Trust is protected or open."
+            : platforms.length === 0
+              ? "Choose at least one platform the runner builds for."
+              : null;
+      if (problem || !trust) {
+        setFlash(c, "error", problem ?? "Trust is protected or open.");
+        return c.redirect("/runners", 303);
+      }
+      const caps = runner.capabilities as RunnerCapabilities;
+      try {
+        // An empty name field leaves the name as it is: the API has no way to clear it either.
+        await updateRunner(
+          deps,
+          runner.id,
+          { ...(name ? { name } : {}), trust, capabilities: { ...caps, platforms } },
+          { kind: "user", user: c.get("user") },
+        );
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        setFlash(c, "error", sentence(err.message));
+        return c.redirect("/runners", 303);
+      }
+      setFlash(c, "ok", `Runner ${name || runner.name || runner.id} saved: it builds for ${platforms.join(", ")} and is ${trust}.`);
       return c.redirect("/runners", 303);
     })
     .post("/runners/:runner_id/max-jobs", managers, async (c) => {

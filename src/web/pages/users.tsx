@@ -5,7 +5,8 @@ import { ApiError } from "../../errors.ts";
 import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, transferOwnership, type UserRow } from "../../domain/auth/users.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
-import { Button, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
+import { signInLink, type SignInLink } from "../../domain/auth/sign-in-link.ts";
+import { Button, CopyField, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, roleLabel, type PageCtx } from "../layout.tsx";
@@ -40,7 +41,26 @@ function UserActions(props: { viewer: UserRow; user: UserRow }) {
   );
 }
 
-function UsersPage(props: { ctx: PageCtx; users: UserRow[]; invite?: { email?: string; role?: string; error?: string } }) {
+/**
+ * The link invited people sign in at, to copy into a message (docs/api.md §21); without External Access, what to do
+ * first. The copy button needs JavaScript; without it the field's text is still selectable.
+ */
+function SignInLinkBox(props: { link: SignInLink }) {
+  const { sign_in_url: url, sign_in_note: note } = props.link;
+  return (
+    <div class="sign-in-link" id="sign-in-link">
+      {url ? (
+        <CopyField id="sign-in-url" label="Send invited people this sign-in link" value={url} />
+      ) : (
+        <p class="flash flash-info" id="sign-in-note">
+          {note}
+        </p>
+      )}
+    </div>
+  );
+}
+
+function UsersPage(props: { ctx: PageCtx; users: UserRow[]; link: SignInLink; invite?: { email?: string; role?: string; error?: string } }) {
   const viewer = props.ctx.user!;
   const transferTargets = props.users.filter((u) => u.status === "active" && u.role !== "owner");
   return (
@@ -54,6 +74,7 @@ function UsersPage(props: { ctx: PageCtx; users: UserRow[]; invite?: { email?: s
             <Button>Invite</Button>
           </div>
         </PostForm>
+        <SignInLinkBox link={props.link} />
       </Section>
       <Section title="Everyone" id="people">
         {props.users.length === 0 ? (
@@ -153,7 +174,9 @@ export function usersPages(deps: AppDeps) {
   };
 
   return new Hono<AppEnv>()
-    .get("/users", managers, async (c) => renderPage(c, <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} />))
+    .get("/users", managers, async (c) =>
+      renderPage(c, <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} link={await signInLink(deps)} />),
+    )
     .post("/users/invite", managers, async (c) => {
       const form = await c.req.parseBody();
       const email = typeof form.email === "string" ? form.email.trim() : "";
@@ -162,20 +185,35 @@ export function usersPages(deps: AppDeps) {
       if (problem || !isAssignable(role)) {
         return renderPage(
           c,
-          <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} invite={{ email, role, error: problem ?? "" }} />,
+          <UsersPage
+            ctx={pageContext(c, deps)}
+            users={await listUsers(deps)}
+            link={await signInLink(deps)}
+            invite={{ email, role, error: problem ?? "" }}
+          />,
           400,
         );
       }
       try {
         const user = await inviteUser(deps, c.get("user"), email, role);
-        setFlash(c, "ok", `Invited ${user.email} as ${roleLabel(user.role).toLowerCase()}.`);
+        const link = await signInLink(deps);
+        setFlash(
+          c,
+          "ok",
+          `Invited ${user.email} as ${roleLabel(user.role).toLowerCase()}. ${link.sign_in_url ? "Send them the sign-in link below." : "They cannot sign in from another machine until External Access is on (see below)."}`,
+        );
         return c.redirect("/users", 303);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         const status = err.status === 409 ? 409 : 400;
         return renderPage(
           c,
-          <UsersPage ctx={pageContext(c, deps)} users={await listUsers(deps)} invite={{ email, role, error: usersError(err) }} />,
+          <UsersPage
+            ctx={pageContext(c, deps)}
+            users={await listUsers(deps)}
+            link={await signInLink(deps)}
+            invite={{ email, role, error: usersError(err) }}
+          />,
           status,
         );
       }

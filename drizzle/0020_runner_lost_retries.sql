@@ -1,0 +1,1 @@
+ALTER TABLE `builds` ADD `runner_lost_retries` integer DEFAULT 0 NOT NULL;
