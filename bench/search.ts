@@ -10,10 +10,14 @@
 //  3. JUnit: a ~50 MiB report through parseJunit (with event-loop yields, as the daemon runs it; longest
 //     event-loop stall measured), vs reading the file and decoding it (the floor) and vs a bare
 //     fast-xml-parser parse of the same text (the issue's yardstick).
+//  4. Storing: a 50 MiB report of 100,000 cases (both per-build limits) through ingestJunitReport as the
+//     complete call runs it (read from a local store, parse in slices, batched inserts, the flip), with the
+//     longest event-loop stall seen by monitorEventLoopDelay and by a 1 ms setInterval probe.
+//  BENCH_SEARCH_PARTS=search,junit,store picks parts (default all three).
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { monitorEventLoopDelay } from "node:perf_hooks";
+import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { sql } from "drizzle-orm";
 import Database from "libsql";
 import { XMLParser } from "fast-xml-parser";
@@ -22,8 +26,11 @@ import { migrateDb } from "../src/db/migrate.ts";
 import { loadConfig } from "../src/config.ts";
 import { indexEndedLogs, searchLogs, searchableLine, toFtsQuery } from "../src/domain/logs/log-search.ts";
 import { parseJunit } from "../src/domain/tests/junit.ts";
+import { ingestJunitReport, pendingReportStatement } from "../src/domain/tests/test-reports.ts";
+import { createLocalDiskStore } from "../src/storage/local-disk.ts";
 
 const TOTAL_MB = Number(process.env.BENCH_SEARCH_MB ?? 200);
+const PARTS = new Set((process.env.BENCH_SEARCH_PARTS ?? "search,junit,store").split(","));
 const PER_BUILD = 100 * 1024;
 const CHUNK = 64 * 1024;
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!;
@@ -83,6 +90,16 @@ async function main() {
       .join(" ")}`,
   );
   try {
+    if (PARTS.has("search")) await searchPart(dir, builds);
+    if (PARTS.has("junit")) await junitPart(dir);
+    if (PARTS.has("store")) await storePart(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function searchPart(dir: string, builds: number) {
+  {
     const opened = await openDb(`file:${join(dir, "hangar.db")}`);
     const { db } = opened;
     await migrateDb(db);
@@ -184,8 +201,11 @@ async function main() {
     console.log(`filtered (branch=develop, 1 build in 5): p50 ${f(pct(filtered, 50), 2)} ms p99 ${f(pct(filtered, 99), 2)} ms`);
     raw.close();
     opened.close();
+  }
+}
 
-    // 3. JUnit.
+async function junitPart(dir: string) {
+  {
     const cases: string[] = [];
     let size = 0;
     for (let i = 0; size < 50 * 2 ** 20 - 4096; i++) {
@@ -204,7 +224,7 @@ async function main() {
     const delay = monitorEventLoopDelay({ resolution: 10 });
     delay.enable();
     const p0 = performance.now();
-    const parsed = await parseJunit(text, Number.MAX_SAFE_INTEGER, () => new Promise((r) => setTimeout(r, 0)));
+    const parsed = await parseJunit(text, Number.MAX_SAFE_INTEGER, () => new Promise((r) => setImmediate(r)));
     const parseMs = performance.now() - p0;
     delay.disable();
     const x0 = performance.now();
@@ -214,9 +234,93 @@ async function main() {
       `junit: ${f(reportMib)} MiB, ${parsed.ok ? parsed.cases.length : 0} cases: parseJunit ${f(reportMib / (parseMs / 1000))} MiB/s (${f(parseMs)} ms), longest event-loop stall ${f(delay.max / 1e6)} ms; ` +
         `read+decode ${f(reportMib / (readMs / 1000))} MiB/s (${f(readMs)} ms): ratio ${f(readMs / parseMs, 3)}; bare fast-xml-parser ${f(reportMib / (fxpMs / 1000))} MiB/s (${f(fxpMs)} ms): ratio ${f(fxpMs / parseMs, 2)}`,
     );
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** The longest gap between ticks of a 1 ms interval, minus the interval: what a request arriving then waits. */
+function intervalProbe(): { stop: () => number } {
+  let last = performance.now();
+  let worst = 0;
+  const timer = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last - 1);
+    last = now;
+  }, 1);
+  return {
+    stop: () => {
+      clearInterval(timer);
+      return worst;
+    },
+  };
+}
+
+async function storePart(dir: string) {
+  const CASES = 100_000;
+  const target = 50 * 2 ** 20 - 4096;
+  // Each case padded to an equal share of 50 MiB: a failure with its trace in one case of 7, system-out in all.
+  const per = Math.floor(target / CASES);
+  const parts: string[] = [];
+  for (let i = 0; i < CASES; i++) {
+    const fail = i % 7 === 0;
+    const head = `<testcase classname="com.example.${MODULES[i % 10]}.Suite${i % 300}" name="test${i}" time="0.${i % 1000}">${fail ? `<failure message="expected:&lt;${i}&gt; but was:&lt;${i + 1}&gt;" type="AssertionError"><![CDATA[java.lang.AssertionError: expected ${i}\n\tat com.example.Suite.test${i}(Suite.kt:${i % 500})]]></failure>` : ""}<system-out>`;
+    const tail = `</system-out></testcase>\n`;
+    parts.push(head + "x".repeat(Math.max(1, per - head.length - tail.length)) + tail);
+  }
+  const xml = `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="all">\n${parts.join("")}</testsuite></testsuites>\n`;
+  const storeDir = join(dir, "artifacts");
+  const key = "report.xml";
+  const { mkdirSync } = await import("node:fs");
+  mkdirSync(storeDir, { recursive: true });
+  writeFileSync(join(storeDir, key), xml);
+  const size = statSync(join(storeDir, key)).size;
+  const opened = await openDb(`file:${join(dir, "store.db")}`);
+  const { db } = opened;
+  await migrateDb(db);
+  const config = loadConfig({});
+  const deps = { db, clock: { now: () => 2_000_000_000 }, config };
+  const buildId = "00000000-0000-4000-8000-000000000001";
+  const artifactId = "00000000-0000-4000-8000-0000000000a1";
+  await db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, commit_sha, branch, config_snapshot, timeout_s, queued_at, created_at, updated_at)
+    VALUES (${buildId}, 'p', 'pl', 1, 'running', 'any', 'manual', ${"a".repeat(40)}, 'main', '{}', 3600, 1, 1, 1)`);
+  await db.run(sql`INSERT INTO artifacts (id, build_id, runner_id, filename, size_bytes, content_type, status, kind, storage_location, created_at, updated_at)
+    VALUES (${artifactId}, ${buildId}, 'r', 'report.xml', ${size}, 'application/xml', 'available', 'junit',
+      ${JSON.stringify({ provider: "local", base_dir: storeDir, key })}, 1, 1)`);
+  await pendingReportStatement(db, artifactId, 1);
+  const store = createLocalDiskStore(storeDir);
+  // The floor: the same probes on an idle event loop for 5 s just before (at a high load average the process
+  // waits for a core however little it does).
+  const idleDelay = monitorEventLoopDelay({ resolution: 1 });
+  const idleProbe = intervalProbe();
+  idleDelay.enable();
+  await new Promise((r) => setTimeout(r, 5000));
+  idleDelay.disable();
+  const idleMax = idleProbe.stop();
+  const gcPauses: number[] = [];
+  const gc = new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcPauses.push(entry.duration);
+  });
+  gc.observe({ entryTypes: ["gc"] });
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  const probe = intervalProbe();
+  delay.enable();
+  const t0 = performance.now();
+  await ingestJunitReport(deps, artifactId, async () => store);
+  const ms = performance.now() - t0;
+  delay.disable();
+  const probeMax = probe.stop();
+  gc.disconnect();
+  gcPauses.sort((a, b) => b - a);
+  const summary = await db.get<{ s: string }>(sql`SELECT tests_summary AS s FROM builds WHERE id = ${buildId}`);
+  console.log(
+    `store: ${f(size / 2 ** 20)} MiB report, ${JSON.parse(summary!.s).total} cases stored in ${f(ms)} ms (${f(size / 2 ** 20 / (ms / 1000))} MiB/s); ` +
+      `longest event-loop stall: monitorEventLoopDelay ${f(delay.max / 1e6)} ms (p99 ${f(delay.percentile(99) / 1e6)} ms), 1 ms interval probe ${f(probeMax)} ms; ` +
+      `garbage collection: ${gcPauses.length} pauses, longest ${gcPauses
+        .slice(0, 3)
+        .map((d) => f(d))
+        .join(", ")} ms; ` +
+      `idle event loop before, 5 s: monitorEventLoopDelay ${f(idleDelay.max / 1e6)} ms, probe ${f(idleMax)} ms`,
+  );
+  opened.close();
 }
 
 await main();

@@ -21,6 +21,7 @@ export const ConfigSchema = z.object({
   HANGAR_GOOGLE_API_URL: z.string().url().default("https://androidpublisher.googleapis.com"),
   HANGAR_PUBLISH_POLL_MS: z.coerce.number().int().min(10).default(10_000),
   HANGAR_PUBLISH_LEASE_MS: z.coerce.number().int().min(1_000).default(90_000),
+  HANGAR_REPORT_LEASE_MS: z.coerce.number().int().min(500).default(30_000),
   HANGAR_MAX_UPLOAD_BYTES: z.coerce
     .number()
     .int()
@@ -75,6 +76,8 @@ export interface HangarConfig {
   publishPollMs: number;
   /** How long a daemon holds a publish without renewing (it renews every third): a crashed one's is taken after. */
   publishLeaseMs: number;
+  /** How long a daemon holds a test report it is storing without renewing: a crashed one's is redone after. */
+  reportLeaseMs: number;
   maxUploadBytes: number;
   /** Largest JSON body accepted (docs/api.md §1). */
   maxJsonBytes: number;
@@ -146,6 +149,7 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     googleApiUrl: e.HANGAR_GOOGLE_API_URL.replace(/\/+$/, ""),
     publishPollMs: e.HANGAR_PUBLISH_POLL_MS,
     publishLeaseMs: e.HANGAR_PUBLISH_LEASE_MS,
+    reportLeaseMs: e.HANGAR_REPORT_LEASE_MS,
     maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,
     maxJsonBytes: 1024 * 1024,
     logRequests: e.HANGAR_LOG_REQUESTS === "1",

@@ -94,6 +94,8 @@ export type ArtifactKind = (typeof ARTIFACT_KINDS)[number];
 
 export const TEST_REPORT_STATUSES = ["parsed", "unparsed", "truncated"] as const;
 export type TestReportStatus = (typeof TEST_REPORT_STATUSES)[number];
+export const TEST_REPORT_STATES = ["pending", "storing", "stored"] as const;
+export type TestReportState = (typeof TEST_REPORT_STATES)[number];
 
 export const TEST_CASE_STATUSES = ["passed", "failed", "skipped", "errored"] as const;
 export type TestCaseStatus = (typeof TEST_CASE_STATUSES)[number];

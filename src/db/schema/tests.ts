@@ -1,19 +1,34 @@
+import { sql } from "drizzle-orm";
 import { index, integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
-import { TEST_CASE_STATUSES, TEST_REPORT_STATUSES } from "./constants.ts";
+import { TEST_CASE_STATUSES, TEST_REPORT_STATES, TEST_REPORT_STATUSES } from "./constants.ts";
 
-/** One JUnit report artifact and what became of it (parsed, truncated at the case limit, or unparsed and why). */
+/**
+ * One JUnit report artifact and what became of it (parsed, truncated at the case limit, or unparsed and why).
+ * The row is written `pending` in the statement that makes the artifact available, so a crash before the parse
+ * leaves work to resume rather than nothing; `storing` while its cases go in by batches under a lease (a lapsed
+ * one is cleaned and redone); `stored` once the cases and the build's summary are visible together.
+ */
 export const testReports = sqliteTable(
   "test_reports",
   {
     artifactId: text("artifact_id").primaryKey(),
     buildId: text("build_id").notNull(),
+    /** Meaningful once `stored` (written `unparsed` before: never shown, readers list stored reports only). */
     status: text("status", { enum: TEST_REPORT_STATUSES }).notNull(),
     message: text("message"),
     /** Bytes of XML read (counted against the per-build limit). */
     xmlBytes: integer("xml_bytes").notNull(),
     createdAt: integer("created_at").notNull(),
+    state: text("state", { enum: TEST_REPORT_STATES }).notNull().default("stored"),
+    /** Who is storing the report and until when (ms since the epoch; renewed while it works). */
+    leaseOwner: text("lease_owner"),
+    leaseUntilMs: integer("lease_until_ms"),
   },
-  (t) => [index("test_reports_build_id").on(t.buildId)],
+  (t) => [
+    index("test_reports_build_id").on(t.buildId),
+    // Only unfinished reports are in it: the sweep's and the readers' "not yet stored" look-ups stay tiny.
+    index("test_reports_unfinished").on(t.state).where(sql`state != 'stored'`),
+  ],
 );
 
 /**

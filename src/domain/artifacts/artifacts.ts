@@ -11,7 +11,7 @@ import { artifactPlatform, extractAppMetadata, type AppMetadata } from "./app-me
 import { readNetworkSettings } from "../settings/network-settings.ts";
 import { claimUploadToken, newUrlToken, releaseUploadToken, resolveUrlToken } from "../auth/url-tokens.ts";
 import type { ArtifactKind } from "../../db/schema/constants.ts";
-import { ingestJunitReport } from "../tests/test-reports.ts";
+import { ingestJunitReport, logIngestError, pendingReportStatement, resumeTestReports } from "../tests/test-reports.ts";
 
 export type ArtifactRow = typeof artifacts.$inferSelect;
 
@@ -345,7 +345,11 @@ export async function receiveLocalUpload(
 /** POST …/artifacts/{id}/complete: checks the stored object, reads IPA metadata, makes it available. */
 export async function completeArtifact(deps: Deps, input: { runnerId: string; jobId: string; artifactId: string }) {
   const artifact = await loadRunnerArtifact(deps, input.runnerId, input.jobId, input.artifactId);
-  if (artifact.status === "available") return toArtifactJson(artifact);
+  if (artifact.status === "available") {
+    // A retried complete (its first answer lost, or the daemon restarted meanwhile) waits for the report too.
+    if (artifact.kind === "junit") await storeTestReport(deps, artifact.id);
+    return toArtifactJson(artifact);
+  }
   if (artifact.status !== "pending") throw new ApiError(409, "invalid_transition", `the artifact is ${artifact.status}`);
   const location = artifact.storageLocation as StorageLocation;
   const store = await openStoreAt(deps, location);
@@ -378,13 +382,17 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     }
   }
   const now = deps.clock.now();
-  const updated = await deps.db
-    .update(artifacts)
-    .set({ status: "available", installMetadata: metadata, appMetadata: app, completedAt: now, updatedAt: now })
-    // Not once the orphan sweep may take it: the sweep removes the bytes before the row.
-    .where(and(eq(artifacts.id, artifact.id), eq(artifacts.status, "pending"), gt(artifacts.uploadExpiresAt, now - ORPHAN_GRACE_S)))
-    .returning()
-    .get();
+  const [made] = await deps.db.batch([
+    deps.db
+      .update(artifacts)
+      .set({ status: "available", installMetadata: metadata, appMetadata: app, completedAt: now, updatedAt: now })
+      // Not once the orphan sweep may take it: the sweep removes the bytes before the row.
+      .where(and(eq(artifacts.id, artifact.id), eq(artifacts.status, "pending"), gt(artifacts.uploadExpiresAt, now - ORPHAN_GRACE_S)))
+      .returning(),
+    // A test report's pending row in the same transaction: a crash before its parse leaves work to resume.
+    pendingReportStatement(deps.db, artifact.id, now),
+  ]);
+  const updated = made[0];
   if (!updated) {
     const current = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifact.id)).get();
     if (current?.status === "available") return toArtifactJson(current);
@@ -393,22 +401,26 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     throw new ApiError(409, "invalid_transition", "the artifact was aborted meanwhile");
   }
   await deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, artifact.id), eq(urlTokens.kind, "upload")));
-  if (updated.kind === "junit") {
-    // Parsed before answering, so the report's tests are listed once the runner's complete call returns; a
-    // report that cannot be read is recorded as unparsed, never a failed upload.
-    try {
-      await ingestJunitReport(deps, updated, store);
-    } catch (err) {
-      deps.log?.({
-        time: new Date().toISOString(),
-        level: "error",
-        msg: "test report not ingested",
-        artifact_id: updated.id,
-        error: err instanceof Error ? err.message : String(err),
-      });
-    }
-  }
+  if (updated.kind === "junit") await storeTestReport(deps, updated.id);
   return toArtifactJson(updated);
+}
+
+/**
+ * Stores a report before the complete call answers, so its tests are listed once the runner's complete call
+ * returns; a report that cannot be read is recorded as unparsed, never a failed upload. An error leaves it for the
+ * maintenance pass (resumeReportIngestion) once its lease lapses.
+ */
+async function storeTestReport(deps: Deps, artifactId: string): Promise<void> {
+  try {
+    await ingestJunitReport(deps, artifactId, (location) => openStoreAt(deps, location));
+  } catch (err) {
+    logIngestError(deps, artifactId, err);
+  }
+}
+
+/** The maintenance pass's share: test reports a crash left unstored (docs/decisions.md "Test reports and log search"). */
+export function resumeReportIngestion(deps: Deps): Promise<number> {
+  return resumeTestReports(deps, (location) => openStoreAt(deps, location));
 }
 
 /** POST …/artifacts/{id}/abort: status `aborted`, stored bytes deleted, upload link void. */

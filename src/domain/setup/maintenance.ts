@@ -1,6 +1,6 @@
 import type { AppDeps } from "../../deps.ts";
 import { describeError } from "../../errors.ts";
-import { deleteOrphanArtifacts } from "../artifacts/artifacts.ts";
+import { deleteOrphanArtifacts, resumeReportIngestion } from "../artifacts/artifacts.ts";
 import { deleteExpiredUrlTokens } from "../auth/url-tokens.ts";
 import { deleteExpiredOidcRequests } from "../auth/oidc.ts";
 import { deleteExpiredSessions } from "../auth/sessions.ts";
@@ -23,6 +23,7 @@ export async function runMaintenance(deps: AppDeps, options: { jobTimeoutMs?: nu
     signingHealthPassIfDue,
     runSchedules,
     indexEndedLogs,
+    resumeReportIngestion,
   ];
   const timeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
   for (const job of jobs) {

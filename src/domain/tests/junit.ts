@@ -75,79 +75,164 @@ interface OpenCase {
   streams: string[];
 }
 
+/** A start or end tag longer than this is refused (a tag cut by the end of the text fed so far is rescanned). */
+const MAX_TAG_CHARS = 1024 * 1024;
+
 /**
- * A linear scanner for JUnit's subset of XML, run in slices: the whole document is one string, but it is
- * scanned a slice at a time and the caller yields to the event loop between slices (a 50 MiB report never holds
- * the daemon for long). Elements must nest and close properly; DOCTYPE was refused before; processing
- * instructions and comments are skipped; CDATA is text. Text is kept only inside a test case's failure, error,
- * skipped, system-out and system-err elements, each capped, so memory follows the cases kept, not the file.
+ * A linear scanner for JUnit's subset of XML, fed the document a piece at a time and run in slices: the caller
+ * yields to the event loop between slices and takes the finished cases as they come, so neither the whole
+ * document nor all its cases need to be in memory at once, and no step holds the daemon for long. A token cut by
+ * the end of the text fed so far waits for the next piece (CDATA, comments and text are taken as they come).
+ * Elements must nest and close properly; a DOCTYPE is refused where it is met; processing instructions and
+ * comments are skipped; CDATA is text. Text is kept only inside a test case's failure, error, skipped,
+ * system-out and system-err elements, each capped, so memory follows the cases kept, not the file.
  */
 export class JunitScanner {
+  private xml = "";
   private pos = 0;
+  private final = false;
+  /** Set when the text fed so far is scanned up to a token that needs more. */
+  private waiting = false;
+  /** Inside a CDATA section (kept) or a comment or processing instruction (skipped), up to its end marker. */
+  private inside: { marker: string; keep: boolean } | null = null;
   private readonly stack: string[] = [];
   private readonly suites: string[] = [];
   private current: OpenCase | null = null;
   /** Where captured text goes: the outcome's detail or a stream of the open case. */
   private capture: "detail" | "stream" | null = null;
   private sawRoot = false;
-  readonly cases: ParsedTestCase[] = [];
+  private ended = false;
+  /** Finished cases not yet taken (takeCases). */
+  private ready: ParsedTestCase[] = [];
+  /** Cases kept so far, taken or not. */
+  kept = 0;
   truncated = false;
 
-  constructor(
-    private readonly xml: string,
-    private readonly maxCases: number,
-  ) {}
+  constructor(private readonly maxCases: number) {}
 
-  get done(): boolean {
-    return this.pos >= this.xml.length || this.truncated;
+  /** The next piece of the document; `final` with the last one. */
+  feed(text: string, final: boolean): void {
+    this.xml = this.pos < this.xml.length ? this.xml.slice(this.pos) + text : text;
+    this.pos = 0;
+    this.final = final;
+    this.waiting = false;
   }
 
-  /** Scans about `budget` characters (whole tokens); throws NotWellFormed. */
+  /** Everything fed is scanned: feed more (or the scan is done). */
+  get hungry(): boolean {
+    return !this.done && (this.waiting || this.pos >= this.xml.length) && !this.final;
+  }
+
+  /** The last piece is scanned and the document checked whole (or the case limit was reached). */
+  get done(): boolean {
+    return this.truncated || this.ended;
+  }
+
+  /** The cases finished since the last call. */
+  takeCases(): ParsedTestCase[] {
+    const taken = this.ready;
+    this.ready = [];
+    return taken;
+  }
+
+  /** Scans about `budget` characters (whole tokens); throws NotWellFormed, NotJunit or DoctypeRefused. */
   step(budget: number): void {
     const xml = this.xml;
     const stop = Math.min(xml.length, this.pos + budget);
     while (this.pos < stop && !this.truncated) {
+      if (this.inside) {
+        if (!this.continueInside()) break;
+        continue;
+      }
       const lt = xml.indexOf("<", this.pos);
       if (lt < 0) {
-        this.text(xml.slice(this.pos));
-        this.pos = xml.length;
+        if (this.final) {
+          this.text(xml.slice(this.pos));
+          this.pos = xml.length;
+          break;
+        }
+        // Text goes now, except a character reference the end of the piece may have cut (`&am`).
+        let cut = xml.length;
+        const amp = xml.lastIndexOf("&");
+        if (amp >= this.pos && xml.indexOf(";", amp) < 0) cut = amp;
+        if (cut > this.pos) this.text(xml.slice(this.pos, cut));
+        this.pos = cut;
+        this.waiting = true;
         break;
       }
-      if (lt > this.pos) this.text(xml.slice(this.pos, lt));
+      if (lt > this.pos) {
+        this.text(xml.slice(this.pos, lt));
+        this.pos = lt;
+      }
+      if (!this.final && xml.length - lt < 9) {
+        this.waiting = true;
+        break;
+      }
       const next = xml.charCodeAt(lt + 1);
+      let after: number;
       if (next === 0x3f /* ? */) {
-        this.pos = this.until("?>", lt + 2);
+        this.inside = { marker: "?>", keep: false };
+        after = lt + 2;
       } else if (next === 0x21 /* ! */) {
-        if (xml.startsWith("<!--", lt)) this.pos = this.until("-->", lt + 4);
-        else if (xml.startsWith("<![CDATA[", lt)) {
-          const end = xml.indexOf("]]>", lt + 9);
-          if (end < 0) throw new NotWellFormed("a CDATA section is not closed");
-          this.rawText(xml.slice(lt + 9, end));
-          this.pos = end + 3;
+        if (xml.startsWith("<!--", lt)) {
+          this.inside = { marker: "-->", keep: false };
+          after = lt + 4;
+        } else if (xml.startsWith("<![CDATA[", lt)) {
+          this.inside = { marker: "]]>", keep: true };
+          after = lt + 9;
         } else if (/^<!(doctype|entity)/i.test(xml.slice(lt, lt + 9))) throw new DoctypeRefused();
         else throw new NotWellFormed(`unexpected markup at character ${lt}`);
       } else if (next === 0x2f /* / */) {
         const end = xml.indexOf(">", lt + 2);
-        if (end < 0) throw new NotWellFormed("a closing tag is not closed");
-        this.close(xml.slice(lt + 2, end).trim());
-        this.pos = end + 1;
+        if (end < 0) {
+          if (this.final) throw new NotWellFormed("a closing tag is not closed");
+          after = -1;
+        } else {
+          this.close(xml.slice(lt + 2, end).trim());
+          after = end + 1;
+        }
       } else {
-        this.pos = this.open(lt);
+        after = this.open(lt);
       }
+      if (after < 0) {
+        if (xml.length - lt > MAX_TAG_CHARS) throw new NotWellFormed(`a tag longer than ${MAX_TAG_CHARS} characters`);
+        this.waiting = true;
+        break;
+      }
+      this.pos = after;
     }
-    if (this.pos >= xml.length && !this.truncated) {
+    if (this.final && this.pos >= xml.length && !this.truncated) {
+      if (this.inside) throw new NotWellFormed(`${this.inside.marker} missing`);
       if (this.stack.length > 0) throw new NotWellFormed(`<${this.stack[this.stack.length - 1]}> is not closed`);
       if (!this.sawRoot) throw new NotWellFormed("no element");
+      this.ended = true;
     }
   }
 
-  private until(marker: string, from: number): number {
-    const end = this.xml.indexOf(marker, from);
-    if (end < 0) throw new NotWellFormed(`${marker} missing`);
-    return end + marker.length;
+  /** Inside CDATA, a comment or a PI: to its end marker, or as far as the piece goes (false: more is needed). */
+  private continueInside(): boolean {
+    const { marker, keep } = this.inside!;
+    const xml = this.xml;
+    const end = xml.indexOf(marker, this.pos);
+    if (end >= 0) {
+      if (keep) this.rawText(xml.slice(this.pos, end));
+      this.pos = end + marker.length;
+      this.inside = null;
+      return true;
+    }
+    if (this.final) {
+      this.pos = xml.length;
+      return false;
+    }
+    // All but the last characters, which may begin the marker, are taken now.
+    const cut = Math.max(this.pos, xml.length - (marker.length - 1));
+    if (keep && cut > this.pos) this.rawText(xml.slice(this.pos, cut));
+    this.pos = cut;
+    this.waiting = true;
+    return false;
   }
 
-  /** Reads a start tag from `<` at `lt` (quoted values may hold `>`); answers the position after it. */
+  /** Reads a start tag from `<` at `lt` (quoted values may hold `>`); answers the position after it, -1 when cut. */
   private open(lt: number): number {
     const xml = this.xml;
     const name = NAME.exec(xml.slice(lt + 1, lt + 200))?.[0];
@@ -156,12 +241,18 @@ export class JunitScanner {
     // the rest of the document for the next quote at each tag would be quadratic).
     let i = lt + 1 + name.length;
     for (;;) {
-      if (i >= xml.length) throw new NotWellFormed(`<${name}> is not closed`);
+      if (i >= xml.length) {
+        if (this.final) throw new NotWellFormed(`<${name}> is not closed`);
+        return -1;
+      }
       const c = xml.charCodeAt(i);
       if (c === 0x3e /* > */) break;
       if (c === 0x22 || c === 0x27) {
         const close = xml.indexOf(xml[i]!, i + 1);
-        if (close < 0) throw new NotWellFormed(`an attribute of <${name}> is not closed`);
+        if (close < 0) {
+          if (this.final) throw new NotWellFormed(`an attribute of <${name}> is not closed`);
+          return -1;
+        }
         i = close + 1;
       } else i++;
     }
@@ -215,8 +306,11 @@ export class JunitScanner {
     if (open !== name) throw new NotWellFormed(open ? `</${name}> closes <${open}>` : `</${name}> closes nothing`);
     if (name === "testsuite" || name === "testsuites") this.suites.pop();
     else if (name === "testcase" && this.current && !this.stack.includes("testcase")) {
-      if (this.cases.length >= this.maxCases) this.truncated = true;
-      else this.cases.push(finish(this.current));
+      if (this.kept >= this.maxCases) this.truncated = true;
+      else {
+        this.ready.push(finish(this.current));
+        this.kept++;
+      }
       this.current = null;
     }
     this.capture = null;
@@ -264,26 +358,37 @@ function finish(c: OpenCase): ParsedTestCase {
   };
 }
 
-/** Characters scanned between two yields to the event loop. */
-const SLICE_CHARS = 128 * 1024;
+/** Characters scanned between two yields to the event loop (about 2–5 ms of work on a quiet machine). */
+export const SLICE_CHARS = 32 * 1024;
+
+/** The report's message for a scan that stopped on an error, or null when the error is not the document's fault. */
+export function junitRefusal(err: unknown): string | null {
+  if (err instanceof DoctypeRefused) return "the report declares a DOCTYPE or entities, which are refused (never expanded)";
+  if (err instanceof NotJunit) return "the root element is not testsuites or testsuite: not a JUnit report";
+  if (err instanceof NotWellFormed) return `not well-formed XML: ${err.message}`.slice(0, 500);
+  return null;
+}
 
 /**
- * Parses one report; at most `maxCases` cases are kept (`truncated` when there were more). Malformed XML, a
+ * Parses one whole report; at most `maxCases` cases are kept (`truncated` when there were more). Malformed XML, a
  * DOCTYPE or a document that is not JUnit answers `ok: false` with a message for the report's record. `yieldNow`
- * is awaited between slices (the daemon passes a macrotask yield; the bench passes nothing to measure raw speed).
+ * is awaited between slices (the bench passes nothing to measure raw speed). The daemon feeds the scanner piece
+ * by piece instead (test-reports.ts).
  */
 export async function parseJunit(xml: string, maxCases: number, yieldNow?: () => Promise<void>): Promise<JunitParse> {
-  const scanner = new JunitScanner(xml, maxCases);
+  const scanner = new JunitScanner(maxCases);
+  const cases: ParsedTestCase[] = [];
+  scanner.feed(xml, true);
   try {
     while (!scanner.done) {
       scanner.step(SLICE_CHARS);
+      for (const c of scanner.takeCases()) cases.push(c);
       if (yieldNow && !scanner.done) await yieldNow();
     }
   } catch (err) {
-    if (err instanceof DoctypeRefused) return { ok: false, message: "the report declares a DOCTYPE or entities, which are refused (never expanded)" };
-    if (err instanceof NotJunit) return { ok: false, message: "the root element is not testsuites or testsuite: not a JUnit report" };
-    if (err instanceof NotWellFormed) return { ok: false, message: `not well-formed XML: ${err.message}`.slice(0, 500) };
-    throw err;
+    const message = junitRefusal(err);
+    if (message === null) throw err;
+    return { ok: false, message };
   }
-  return { ok: true, cases: scanner.cases, truncated: scanner.truncated };
+  return { ok: true, cases, truncated: scanner.truncated };
 }

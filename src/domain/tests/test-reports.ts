@@ -1,155 +1,306 @@
 // Test reports (docs/test-reports.md): JUnit artifacts parsed on complete into test_cases, the per-build tests
 // API and summary, the history of one test and flaky detection.
+//
+// Storing a report (docs/decisions.md "Test reports and log search"): the artifact turns available together with
+// a `pending` report row, so a crash before the parse leaves work that the maintenance pass resumes. One daemon
+// claims the row (`storing`, under a lease), parses in slices and inserts the cases a batch per statement with an
+// event-loop turn between batches; readers ignore the cases of any report not yet `stored`, and the last
+// statement flips the row to `stored` together with the build's summary, so a report is seen whole or not at all.
+// A lapsed lease (the daemon died while storing) lets the next claimant delete the leftovers and start over.
 import { and, asc, desc, eq, gt, inArray, sql } from "drizzle-orm";
 import { z } from "zod";
-import { testCases, testReports } from "../../db/schema/index.ts";
+import { artifacts, testCases, testReports } from "../../db/schema/index.ts";
 import { TEST_CASE_STATUSES, type TestCaseStatus, type TestReportStatus } from "../../db/schema/constants.ts";
+import type { Db } from "../../db/types.ts";
 import type { AppDeps } from "../../deps.ts";
-import { ApiError } from "../../errors.ts";
-import type { StorageLocation } from "../../storage/types.ts";
+import { ApiError, describeError } from "../../errors.ts";
+import type { ArtifactStore, StorageLocation } from "../../storage/types.ts";
 import { base64UrlToBytes, bytesToBase64Url } from "../common/crypto.ts";
 import { getBuild } from "../builds/builds.ts";
 import { getProject } from "../projects/projects.ts";
-import { parseJunit } from "./junit.ts";
-import type { ArtifactStore } from "../../storage/types.ts";
-
-/** Per build: at most this much XML is read and this many cases kept. */
-export const MAX_REPORT_BYTES_PER_BUILD = 50 * 1024 * 1024;
-export const MAX_CASES_PER_BUILD = 100_000;
-/** Cases per INSERT statement (one JSON array each). */
-const INSERT_ROWS = 5000;
-
-/** A macrotask turn: lets requests and timers run between slices of a long parse. */
-function yieldToEventLoop(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
-}
-
+import { JunitScanner, junitRefusal, type ParsedTestCase, SLICE_CHARS } from "./junit.ts";
 import { toTestsSummary, type TestsSummary } from "./tests-summary.ts";
 
 export { toTestsSummary, type TestsSummary };
 
-/** UTF-8 decoding a megabyte at a time with an event-loop turn between (50 MiB in one call stalls the daemon). */
-async function decodeInSlices(bytes: Uint8Array): Promise<string> {
-  const decoder = new TextDecoder();
-  const SLICE = 1024 * 1024;
-  let text = "";
-  for (let at = 0; at < bytes.length; at += SLICE) {
-    text += decoder.decode(bytes.subarray(at, at + SLICE), { stream: at + SLICE < bytes.length });
-    if (at + SLICE < bytes.length) await yieldToEventLoop();
-  }
-  return text;
-}
+/** Per build: at most this much XML is read and this many cases kept. */
+export const MAX_REPORT_BYTES_PER_BUILD = 50 * 1024 * 1024;
+export const MAX_CASES_PER_BUILD = 100_000;
+/** Cases per INSERT statement (one JSON array each); each statement is its own short write between event-loop turns. */
+const INSERT_ROWS = 500;
+/** Leftover cases of an interrupted report deleted per statement. */
+const DELETE_ROWS = 2000;
 
-async function readAll(stream: ReadableStream<Uint8Array>, maxBytes: number): Promise<Uint8Array | null> {
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  const reader = stream.getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.length;
-    if (total > maxBytes) {
-      await reader.cancel();
-      return null;
-    }
-    parts.push(value);
-  }
-  const out = new Uint8Array(total);
-  let at = 0;
-  for (const part of parts) {
-    out.set(part, at);
-    at += part.length;
-  }
-  return out;
-}
+type IngestDeps = Pick<AppDeps, "db" | "clock" | "config"> & Partial<Pick<AppDeps, "log">>;
+/** Opens the store an artifact's bytes live in (the artifacts domain's openStoreAt). */
+export type OpenReportStore = (location: StorageLocation) => Promise<ArtifactStore>;
 
-/** The summary recomputed from the build's cases in SQL, so two reports finishing together both count. */
-function summaryUpdate(deps: Pick<AppDeps, "db">, buildId: string) {
-  return deps.db.run(sql`UPDATE builds SET tests_summary = (
-      SELECT json_object('total', count(*), 'passed', coalesce(sum(status = 'passed'), 0), 'failed', coalesce(sum(status = 'failed'), 0),
-        'skipped', coalesce(sum(status = 'skipped'), 0), 'errored', coalesce(sum(status = 'errored'), 0), 'duration_ms', coalesce(sum(duration_ms), 0))
-      FROM test_cases WHERE build_id = ${buildId})
-    WHERE id = ${buildId}`);
+/** An event-loop turn: lets requests and timers run between slices of a long parse or store. */
+function yieldToEventLoop(): Promise<void> {
+  // setImmediate runs after pending I/O without setTimeout's 1 ms floor; Workers have only setTimeout.
+  if (typeof setImmediate === "function") return new Promise((resolve) => setImmediate(resolve));
+  return new Promise((resolve) => setTimeout(resolve, 0));
 }
 
 /**
- * Parses a completed `junit` artifact into the build's cases. Within the per-build limits: XML past 50 MiB is
- * not read (unparsed), cases past 100,000 are dropped (truncated). Each report is recorded once (its row is the
- * primary key: a second call finds it and does nothing).
+ * The `pending` report row for a `junit` artifact, written in the same batch as the statement that makes the
+ * artifact available (it inserts only once the artifact is available, and only once).
  */
-export async function ingestJunitReport(
-  deps: Pick<AppDeps, "db" | "clock">,
-  artifact: { id: string; buildId: string; sizeBytes: number; storageLocation: unknown },
-  store: ArtifactStore,
-): Promise<{ status: TestReportStatus; message: string | null }> {
-  const existing = await deps.db.select().from(testReports).where(eq(testReports.artifactId, artifact.id)).get();
-  if (existing) return { status: existing.status, message: existing.message };
-  const build = await getBuild(deps, artifact.buildId);
-  const used = await deps.db
-    .select({ bytes: sql<number>`coalesce(sum(${testReports.xmlBytes}), 0)` })
-    .from(testReports)
-    .where(eq(testReports.buildId, build.id))
-    .get();
-  const counted = await deps.db.select({ n: sql<number>`count(*)` }).from(testCases).where(eq(testCases.buildId, build.id)).get();
-  const roomBytes = MAX_REPORT_BYTES_PER_BUILD - Number(used?.bytes ?? 0);
-  const roomCases = MAX_CASES_PER_BUILD - Number(counted?.n ?? 0);
+export function pendingReportStatement(db: Db, artifactId: string, now: number) {
+  return db.run(sql`INSERT INTO test_reports (artifact_id, build_id, status, message, xml_bytes, created_at, state)
+    SELECT id, build_id, 'unparsed', NULL, 0, ${now}, 'pending' FROM artifacts WHERE id = ${artifactId} AND status = 'available' AND kind = 'junit'
+    ON CONFLICT (artifact_id) DO NOTHING`);
+}
 
-  let status: TestReportStatus;
-  let message: string | null = null;
-  let parsed: Awaited<ReturnType<typeof parseJunit>> | null = null;
-  let xmlBytes = 0;
-  if (artifact.sizeBytes > roomBytes) {
-    status = "unparsed";
-    message = `over the limit of ${MAX_REPORT_BYTES_PER_BUILD} bytes of test reports per build`;
-  } else {
-    const location = artifact.storageLocation as StorageLocation;
-    const bytes = artifact.sizeBytes === 0 ? new Uint8Array(0) : await readAll(await store.read(location.key), roomBytes);
-    if (!bytes) {
-      status = "unparsed";
-      message = `over the limit of ${MAX_REPORT_BYTES_PER_BUILD} bytes of test reports per build`;
-    } else {
-      xmlBytes = bytes.length;
-      parsed = await parseJunit(await decodeInSlices(bytes), Math.max(0, roomCases), yieldToEventLoop);
-      if (!parsed.ok) {
-        status = "unparsed";
-        message = parsed.message;
-      } else if (parsed.truncated) {
-        status = "truncated";
-        message = `only the first ${MAX_CASES_PER_BUILD} test cases of a build are kept`;
-      } else status = "parsed";
+/** Cases of reports not yet stored are invisible to every reader. */
+const STORED_CASES = sql`${testCases.artifactId} NOT IN (SELECT artifact_id FROM test_reports WHERE state != 'stored')`;
+
+class LeaseLost extends Error {}
+
+/** A claim on one report, renewed while the work goes on; every write is guarded by it. */
+class ReportLease {
+  readonly owner = crypto.randomUUID();
+  private renewedAt = Date.now();
+  constructor(
+    private readonly deps: IngestDeps,
+    readonly artifactId: string,
+  ) {}
+
+  /** The condition "this report is still ours", for guarded statements. */
+  get ours() {
+    return sql`EXISTS (SELECT 1 FROM test_reports WHERE artifact_id = ${this.artifactId} AND lease_owner = ${this.owner} AND state = 'storing')`;
+  }
+
+  /** An event-loop turn, and the lease renewed once a third of it has passed; throws LeaseLost if another took it. */
+  async turn(): Promise<void> {
+    await yieldToEventLoop();
+    const now = Date.now();
+    if (now - this.renewedAt < this.deps.config.reportLeaseMs / 3) return;
+    const renewed = await this.deps.db
+      .update(testReports)
+      .set({ leaseUntilMs: now + this.deps.config.reportLeaseMs })
+      .where(and(eq(testReports.artifactId, this.artifactId), eq(testReports.leaseOwner, this.owner), eq(testReports.state, "storing")))
+      .returning({ id: testReports.artifactId });
+    if (renewed.length === 0) throw new LeaseLost();
+    this.renewedAt = now;
+  }
+}
+
+/** Reports this process is storing: a second caller (the complete call, the sweep) waits on the same work. */
+const ingesting = new Map<string, Promise<void>>();
+/** Per build, this process's last ingestion: a build's reports are stored one at a time (its limits count them). */
+const buildTails = new Map<string, Promise<void>>();
+
+/**
+ * Stores a `junit` artifact's report (its row must exist: pendingReportStatement). Resolves once it is stored,
+ * or once it is clear that another daemon holds it. Within the per-build limits: XML past 50 MiB is not read
+ * (unparsed), cases past 100,000 are dropped (truncated).
+ */
+export function ingestJunitReport(deps: IngestDeps, artifactId: string, openStore: OpenReportStore): Promise<void> {
+  const running = ingesting.get(artifactId);
+  if (running) return running;
+  const work = (async () => {
+    const row = await deps.db
+      .select({ buildId: testReports.buildId, state: testReports.state })
+      .from(testReports)
+      .where(eq(testReports.artifactId, artifactId))
+      .get();
+    if (!row || row.state === "stored") return;
+    const previous = buildTails.get(row.buildId) ?? Promise.resolve();
+    const mine = previous.then(() => storeReport(deps, artifactId, openStore));
+    buildTails.set(
+      row.buildId,
+      mine.catch(() => undefined),
+    );
+    try {
+      await mine;
+    } finally {
+      if (buildTails.get(row.buildId) === mine) buildTails.delete(row.buildId);
     }
+  })().finally(() => ingesting.delete(artifactId));
+  ingesting.set(artifactId, work);
+  return work;
+}
+
+/**
+ * The maintenance pass: reports left `pending` (a crash between the upload's completion and the parse) or
+ * `storing` under a lapsed lease (a crash while storing) are started again, a few at a time, in the background
+ * (a 50 MiB report must not hold the other periodic jobs).
+ */
+export async function resumeTestReports(deps: IngestDeps, openStore: OpenReportStore, limit = 4): Promise<number> {
+  const now = Date.now();
+  const rows = await deps.db.all<{ artifact_id: string }>(sql`SELECT artifact_id FROM test_reports
+    WHERE state != 'stored' AND (state = 'pending' OR lease_until_ms IS NULL OR lease_until_ms < ${now}) LIMIT ${limit}`);
+  let started = 0;
+  for (const { artifact_id: artifactId } of rows) {
+    if (ingesting.has(artifactId)) continue;
+    started++;
+    ingestJunitReport(deps, artifactId, openStore).catch((err) => logIngestError(deps, artifactId, err));
   }
-  const now = deps.clock.now();
-  const cases = parsed?.ok === true ? parsed.cases : [];
-  // Cases go in as JSON arrays unpacked by SQLite (json_each): one statement per few thousand cases instead of
-  // thousands of bound parameters each.
-  const inserts = [];
-  for (let i = 0; i < cases.length; i += INSERT_ROWS) {
-    const chunk = JSON.stringify(
-      cases.slice(i, i + INSERT_ROWS).map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]),
-    );
-    inserts.push(
-      deps.db.run(sql`INSERT INTO test_cases (build_id, artifact_id, project_id, pipeline_id, build_number, branch, commit_sha, suite, classname, name, status, duration_ms, message, output, created_at)
-        SELECT ${build.id}, ${artifact.id}, ${build.projectId}, ${build.pipelineId}, ${build.buildNumber}, ${build.branch}, ${build.commitSha},
-          value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, ${now}
-        FROM json_each(${chunk}) ORDER BY key`),
-    );
-  }
+  return started;
+}
+
+export function logIngestError(deps: IngestDeps, artifactId: string, err: unknown): void {
+  deps.log?.({ time: new Date().toISOString(), level: "error", msg: "test report not stored", artifact_id: artifactId, error: describeError(err) });
+}
+
+/** Claims the report, reads and parses it, stores its cases by batches and flips it to `stored`. */
+async function storeReport(deps: IngestDeps, artifactId: string, openStore: OpenReportStore): Promise<void> {
+  const lease = new ReportLease(deps, artifactId);
+  const now = Date.now();
+  // Pending, or storing under a lapsed lease; and no other report of the build being stored by a live daemon.
+  const claimed = await deps.db
+    .update(testReports)
+    .set({ state: "storing", leaseOwner: lease.owner, leaseUntilMs: now + deps.config.reportLeaseMs })
+    .where(
+      and(
+        eq(testReports.artifactId, artifactId),
+        sql`(${testReports.state} = 'pending' OR (${testReports.state} = 'storing' AND coalesce(${testReports.leaseUntilMs}, 0) < ${now}))`,
+        sql`NOT EXISTS (SELECT 1 FROM test_reports o WHERE o.build_id = test_reports.build_id AND o.artifact_id != ${artifactId}
+          AND o.state = 'storing' AND o.lease_until_ms >= ${now})`,
+      ),
+    )
+    .returning({ buildId: testReports.buildId, leaseOwner: testReports.leaseOwner })
+    .get();
+  if (!claimed) return;
   try {
-    // One transaction: the report row (primary key: a racing second ingest fails here as a whole), its cases,
-    // and the build's summary.
+    await deleteCases(deps, claimed.buildId, lease);
+    const build = await getBuild(deps, claimed.buildId);
+    const created = deps.clock.now();
+    const totals = { total: 0, passed: 0, failed: 0, skipped: 0, errored: 0, duration_ms: 0 };
+    // Cases go in as the scan finishes them, a batch per statement between event-loop turns, as JSON arrays
+    // unpacked by SQLite (json_each): one bound parameter per batch.
+    const insert = async (cases: ParsedTestCase[]) => {
+      for (let i = 0; i < cases.length; i += INSERT_ROWS) {
+        const batch = cases.slice(i, i + INSERT_ROWS);
+        const chunk = JSON.stringify(batch.map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]));
+        const inserted =
+          await deps.db.run(sql`INSERT INTO test_cases (build_id, artifact_id, project_id, pipeline_id, build_number, branch, commit_sha, suite, classname, name, status, duration_ms, message, output, created_at)
+          SELECT ${build.id}, ${artifactId}, ${build.projectId}, ${build.pipelineId}, ${build.buildNumber}, ${build.branch}, ${build.commitSha},
+            value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, ${created}
+          FROM json_each(${chunk}) WHERE ${lease.ours} ORDER BY key`);
+        if (inserted.rowsAffected === 0) throw new LeaseLost();
+        for (const c of batch) {
+          totals.total++;
+          totals[c.status]++;
+          totals.duration_ms += c.durationMs ?? 0;
+        }
+        await lease.turn();
+      }
+    };
+    const outcome = await scanReport(deps, artifactId, claimed.buildId, openStore, lease, insert);
+    if (outcome.status === "unparsed" && totals.total > 0) {
+      // A document found broken after some of its cases went in: none of them stay.
+      await deleteCases(deps, claimed.buildId, lease);
+      for (const key of Object.keys(totals) as Array<keyof typeof totals>) totals[key] = 0;
+    }
+    await lease.turn();
+    // The flip: the build's summary grows by this report's cases and the report turns stored, in one transaction
+    // and only while the lease is ours, so every reader sees both or neither.
+    const add = (key: keyof typeof totals) => sql`coalesce(tests_summary ->> ${key}, 0) + ${totals[key]}`;
     await deps.db.batch([
-      deps.db.insert(testReports).values({ artifactId: artifact.id, buildId: build.id, status, message, xmlBytes, createdAt: now }),
-      ...inserts,
-      summaryUpdate(deps, build.id),
+      deps.db.run(sql`UPDATE builds SET tests_summary = json_object('total', ${add("total")}, 'passed', ${add("passed")},
+          'failed', ${add("failed")}, 'skipped', ${add("skipped")}, 'errored', ${add("errored")}, 'duration_ms', ${add("duration_ms")})
+        WHERE id = ${build.id} AND ${lease.ours}`),
+      deps.db
+        .update(testReports)
+        .set({ state: "stored", status: outcome.status, message: outcome.message, xmlBytes: outcome.xmlBytes, leaseOwner: null, leaseUntilMs: null })
+        .where(and(eq(testReports.artifactId, artifactId), eq(testReports.leaseOwner, lease.owner), eq(testReports.state, "storing"))),
     ]);
   } catch (err) {
-    const again = await deps.db.select().from(testReports).where(eq(testReports.artifactId, artifact.id)).get();
-    if (again) return { status: again.status, message: again.message };
+    // Another daemon took the report over (this one stalled past its lease): its attempt stands.
+    if (err instanceof LeaseLost) return;
     throw err;
   }
-  return { status, message };
 }
+
+/** Deletes the report's cases a batch at a time (leftovers of an interrupted attempt, or of a broken document). */
+async function deleteCases(deps: IngestDeps, buildId: string, lease: ReportLease): Promise<void> {
+  for (;;) {
+    const removed = await deps.db.run(sql`DELETE FROM test_cases WHERE id IN (SELECT id FROM test_cases
+      WHERE build_id = ${buildId} AND artifact_id = ${lease.artifactId} LIMIT ${DELETE_ROWS}) AND ${lease.ours}`);
+    if (removed.rowsAffected < DELETE_ROWS) return;
+    await lease.turn();
+  }
+}
+
+interface ScanOutcome {
+  status: TestReportStatus;
+  message: string | null;
+  xmlBytes: number;
+}
+
+/**
+ * The report's bytes read from the store as they stream, within what the build has left of its limits, decoded
+ * and scanned a piece at a time; `insert` gets the cases as they are finished.
+ */
+async function scanReport(
+  deps: IngestDeps,
+  artifactId: string,
+  buildId: string,
+  openStore: OpenReportStore,
+  lease: ReportLease,
+  insert: (cases: ParsedTestCase[]) => Promise<void>,
+): Promise<ScanOutcome> {
+  const tooBig = `over the limit of ${MAX_REPORT_BYTES_PER_BUILD} bytes of test reports per build`;
+  const artifact = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifactId)).get();
+  if (!artifact || artifact.status !== "available" || artifact.storageRemovedAt !== null) {
+    return { status: "unparsed", message: "the report's file is no longer stored", xmlBytes: 0 };
+  }
+  // What the build's stored reports already used: the summary counts their cases.
+  const used = await deps.db.get<{ bytes: number; cases: number }>(sql`SELECT
+      (SELECT coalesce(sum(xml_bytes), 0) FROM test_reports WHERE build_id = ${buildId} AND state = 'stored') AS bytes,
+      (SELECT coalesce(tests_summary ->> 'total', 0) FROM builds WHERE id = ${buildId}) AS cases`);
+  const roomBytes = MAX_REPORT_BYTES_PER_BUILD - Number(used?.bytes ?? 0);
+  const roomCases = Math.max(0, MAX_CASES_PER_BUILD - Number(used?.cases ?? 0));
+  if (artifact.sizeBytes > roomBytes) return { status: "unparsed", message: tooBig, xmlBytes: 0 };
+  const scanner = new JunitScanner(roomCases);
+  const decoder = new TextDecoder();
+  let xmlBytes = 0;
+  const scanFed = async () => {
+    while (!scanner.done && !scanner.hungry) {
+      scanner.step(SLICE_CHARS);
+      await insert(scanner.takeCases());
+      await lease.turn();
+    }
+  };
+  try {
+    if (artifact.sizeBytes > 0) {
+      const location = artifact.storageLocation as StorageLocation;
+      const reader = (await (await openStore(location)).read(location.key)).getReader();
+      try {
+        while (!scanner.done) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          xmlBytes += value.length;
+          if (xmlBytes > roomBytes) return { status: "unparsed", message: tooBig, xmlBytes: 0 };
+          // Pieces of at most 256 KiB: a store may hand over larger reads.
+          for (let at = 0; at < value.length && !scanner.done; at += READ_SLICE) {
+            scanner.feed(decoder.decode(value.subarray(at, at + READ_SLICE), { stream: true }), false);
+            await scanFed();
+          }
+        }
+      } finally {
+        await reader.cancel().catch(() => undefined);
+      }
+    }
+    if (!scanner.done) {
+      scanner.feed(decoder.decode(), true);
+      await scanFed();
+    }
+  } catch (err) {
+    const message = junitRefusal(err);
+    if (message === null) throw err;
+    return { status: "unparsed", message, xmlBytes };
+  }
+  if (scanner.truncated) {
+    return { status: "truncated", message: `only the first ${MAX_CASES_PER_BUILD} test cases of a build are kept`, xmlBytes };
+  }
+  return { status: "parsed", message: null, xmlBytes };
+}
+
+/** Bytes decoded and fed to the scanner at a time. */
+const READ_SLICE = 256 * 1024;
 
 // ---------------------------------------------------------------------------------------------------------
 // The tests API
@@ -190,7 +341,7 @@ const EMPTY_SUMMARY: TestsSummary = { total: 0, passed: 0, failed: 0, skipped: 0
 /** GET /v1/builds/{id}/tests: the summary, one page of cases (in report order), each report's fate. */
 export async function listBuildTests(deps: Pick<AppDeps, "db">, buildId: string, query: z.infer<typeof listTestsSchema>) {
   const build = await getBuild(deps, buildId);
-  const conditions = [eq(testCases.buildId, build.id)];
+  const conditions = [eq(testCases.buildId, build.id), STORED_CASES];
   if (query.status) conditions.push(eq(testCases.status, query.status));
   if (query.cursor !== undefined) conditions.push(gt(testCases.id, decodeCursor(query.cursor)));
   const rows = await deps.db
@@ -200,7 +351,11 @@ export async function listBuildTests(deps: Pick<AppDeps, "db">, buildId: string,
     .orderBy(asc(testCases.id))
     .limit(query.limit + 1);
   const page = rows.slice(0, query.limit);
-  const reports = await deps.db.select().from(testReports).where(eq(testReports.buildId, build.id)).orderBy(sql`${testReports}.rowid`);
+  const reports = await deps.db
+    .select()
+    .from(testReports)
+    .where(and(eq(testReports.buildId, build.id), eq(testReports.state, "stored")))
+    .orderBy(sql`${testReports}.rowid`);
   const last = page[page.length - 1];
   return {
     summary: toTestsSummary(build.testsSummary) ?? EMPTY_SUMMARY,
@@ -226,7 +381,7 @@ export async function firstFailingTests(deps: Pick<AppDeps, "db">, buildId: stri
   const rows = await deps.db
     .select({ classname: testCases.classname, name: testCases.name })
     .from(testCases)
-    .where(and(eq(testCases.buildId, buildId), inArray(testCases.status, ["failed", "errored"])))
+    .where(and(eq(testCases.buildId, buildId), inArray(testCases.status, ["failed", "errored"]), STORED_CASES))
     .orderBy(asc(testCases.id))
     .limit(limit);
   return rows.map((r) => testLabel(r.classname, r.name));
@@ -261,7 +416,7 @@ const HISTORY_LIMIT = 50;
 /** GET /v1/projects/{id}/tests: the last 50 outcomes of one test, newest build first. */
 export async function testHistory(deps: Pick<AppDeps, "db">, projectId: string, query: z.infer<typeof testHistorySchema>) {
   await getProject(deps, projectId);
-  const conditions = [eq(testCases.projectId, projectId), eq(testCases.name, query.name)];
+  const conditions = [eq(testCases.projectId, projectId), eq(testCases.name, query.name), STORED_CASES];
   if (query.classname !== undefined) conditions.push(eq(testCases.classname, query.classname));
   if (query.pipeline_id !== undefined) conditions.push(eq(testCases.pipelineId, query.pipeline_id));
   const rows = await deps.db
@@ -336,6 +491,7 @@ export async function flakyTests(deps: Pick<AppDeps, "db">, projectId: string): 
   }>(sql`
     SELECT c.classname, c.name, c.build_id, c.build_number, c.commit_sha, c.branch, c.status FROM test_cases c
     WHERE c.project_id = ${projectId} AND c.id > ${minId} AND c.status != 'skipped'
+      AND c.artifact_id NOT IN (SELECT artifact_id FROM test_reports WHERE state != 'stored')
       AND EXISTS (SELECT 1 FROM test_cases f WHERE f.project_id = c.project_id AND f.name = c.name AND f.classname = c.classname
                   AND f.id > ${minId} AND f.status IN ('failed', 'errored'))
     ORDER BY c.build_number, c.id`);
