@@ -4,6 +4,7 @@ import { ASSIGNABLE_ROLES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { listAuditEvents } from "../../domain/common/audit.ts";
+import { signInUrl } from "../../domain/events/mail.ts";
 import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, toUserJson, transferOwnership } from "../../domain/auth/users.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
 import { jsonBody, queryParams } from "../validate.ts";
@@ -36,7 +37,8 @@ export function userRoutes(deps: AppDeps) {
       jsonBody(inviteSchema),
       async (c) => {
         const body = c.req.valid("json");
-        return c.json(toUserJson(await inviteUser(deps, c.get("user"), body.email, body.role)));
+        const signIn = await signInUrl(deps, new URL(c.req.url).origin);
+        return c.json(toUserJson(await inviteUser(deps, c.get("user"), body.email, body.role, { signInUrl: signIn })));
       },
     )
     .post(
