@@ -72,7 +72,7 @@ describe("tester page device hint in Chromium", () => {
     await p.locator("a.btn-primary").click();
     expect(await p.locator("#hint-devices").innerText()).toContain("Your registered device is in this build.");
     // Nothing on the page is wider than the phone.
-    expect(await p.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375);
+    expect(await p.evaluate("document.documentElement.scrollWidth")).toBeLessThanOrEqual(375);
     await ctx.close();
   });
 });

@@ -23,6 +23,16 @@ export function isTesterLinkPost(method: string, path: string): boolean {
   return method === "POST" && TESTER_LINK_POST.test(path);
 }
 
+const ORIGINLESS_POST = /^\/apps\/(?:[A-Za-z0-9_-]{1,100}\/enroll\/callback|opt-out\/[A-Za-z0-9_-]{1,100})$/;
+
+/**
+ * Posts that arrive with no Origin at all and need none: a device's enrolment answer (sent by iOS, not a page) and
+ * a mail provider's one-click opt-out (RFC 8058). The token in the path is the credential; no cookie is read.
+ */
+export function isOriginlessTesterPost(method: string, path: string): boolean {
+  return method === "POST" && ORIGINLESS_POST.test(path);
+}
+
 /** The origin the request was addressed to, as the browser would write it. */
 function ownOrigin(url: string, host: string | undefined): string {
   const parsed = new URL(url);
