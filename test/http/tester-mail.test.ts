@@ -158,6 +158,16 @@ describe("tester mail", () => {
     expect(mails[0]!.raw).toContain("as developer");
   });
 
+  it("a tester removed before their mail left gets none, and the sealed link is dropped all the same", async () => {
+    const ch = (await t.call("GET", channelsPath, { token: dev })).body.find((c: { name: string }) => c.name === "beta");
+    const added = await t.call("POST", `${channelsPath}/${ch.id}/testers`, { token: dev, body: { email: "gone@example.com" } });
+    expect((await t.call("DELETE", `${channelsPath}/${ch.id}/testers/${added.body.id}`, { token: dev })).status).toBe(204);
+    await drainOutbox();
+    const row = (await t.deps.db.select().from(outbox).where(eq(outbox.targetId, added.body.id)).get())!;
+    expect([row.status, row.lastError, row.payload]).toEqual(["disabled", "tester removed", null]);
+    expect(mailsTo("gone@example.com")).toEqual([]);
+  });
+
   it("a mail to a host the outbound guard refuses fails at once with destination_not_allowed", async () => {
     const guarded = await makeTestApp({ config: { HANGAR_OUTBOUND_ALLOW: "" } });
     const w2 = await artifactWorld(guarded);

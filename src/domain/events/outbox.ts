@@ -422,7 +422,14 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
   if ("skip" in prepared) {
     await deps.db
       .update(outbox)
-      .set({ status: prepared.skip, lastError: prepared.error, leaseOwner: null, leaseUntilMs: null, updatedAt: now })
+      .set({
+        status: prepared.skip,
+        lastError: prepared.error,
+        leaseOwner: null,
+        leaseUntilMs: null,
+        updatedAt: now,
+        ...(row.targetKind === "mail" ? { payload: null } : {}),
+      })
       .where(ours);
     return;
   }
