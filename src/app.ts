@@ -39,6 +39,7 @@ import { testsRoutes } from "./http/routes/tests.ts";
 import { retentionRoutes } from "./http/routes/retention.ts";
 import { channelsRoutes } from "./http/routes/channels.ts";
 import { smtpSettingsRoutes } from "./http/routes/smtp-settings.ts";
+import { devicesRoutes } from "./http/routes/devices.ts";
 
 /**
  * Builds Hangar's handler set: every route, written against Fetch `Request`/`Response`.
@@ -84,6 +85,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     retentionRoutes,
     channelsRoutes,
     smtpSettingsRoutes,
+    devicesRoutes,
     webRoutes,
   ]) {
     app.route("/", routes(deps));

@@ -8,6 +8,7 @@ import type { LogSignal } from "./domain/logs/log-signal.ts";
 import type { MetricsRegistry } from "./domain/common/metrics.ts";
 import type { UserRow } from "./domain/auth/users.ts";
 import type { ArtifactStore, StoreTarget } from "./storage/types.ts";
+import type { MailSender } from "./domain/events/mail.ts";
 
 /** Time source in epoch seconds. Tests pass a ManualClock; nothing else reads the wall clock. */
 export interface Clock {
@@ -57,6 +58,11 @@ export interface AppDeps {
    * (plain http is allowed there only). Absent: IP literals and localhost only (src/domain/common/outbound.ts).
    */
   checkDestination?: (url: string) => Promise<{ listed: boolean }>;
+  /**
+   * Sends one mail through the SMTP settings' server, its host under the outbound guard (docs/api.md §18; Node:
+   * src/runtime/mail.ts). Absent (Workers): mails in the outbox fail with `mail_unsupported`.
+   */
+  sendMail?: MailSender;
   /** `git ls-remote` for branch resolution (Node: the real git binary, src/runtime/git.ts). */
   git: GitClient;
   /** Wakes this process's long-polling claims when a build is queued; other daemons poll the database. */

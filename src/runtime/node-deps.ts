@@ -14,6 +14,7 @@ import { readQueueVersion } from "../domain/builds/scheduler.ts";
 import { describeError } from "../errors.ts";
 import { createNodeGitClient } from "./git.ts";
 import { createNodeOutbound } from "./outbound.ts";
+import { createNodeMailSender } from "./mail.ts";
 import { checkWritableDir } from "./writable-dir.ts";
 import { nodeProcessMetrics } from "./process-metrics.ts";
 import { nodeDiskSpace } from "./disk-space.ts";
@@ -153,6 +154,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       fetch: outbound.fetch,
       checkDestination: async (url) => ({ listed: (await outbound.resolve(url)).listed }),
       git: createNodeGitClient({ allow: config.outboundAllow }),
+      sendMail: createNodeMailSender(outbound.resolve),
       // One loop per daemon reads the queue version while claims wait: builds queued through other daemons
       // sharing the database wake this daemon's long-polls (docs/api.md §8).
       jobSignal: new JobSignal({

@@ -13,6 +13,7 @@ import { openNodeArtifactStore } from "../../src/storage/node-stores.ts";
 import { JobSignal } from "../../src/domain/builds/job-signal.ts";
 import { createNodeGitClient } from "../../src/runtime/git.ts";
 import { createNodeOutbound } from "../../src/runtime/outbound.ts";
+import { createNodeMailSender } from "../../src/runtime/mail.ts";
 import { checkWritableDir } from "../../src/runtime/writable-dir.ts";
 import { nodeRunnerBundle } from "../../src/runtime/runner-bundle.ts";
 import { nodeDiskSpace } from "../../src/runtime/disk-space.ts";
@@ -92,6 +93,7 @@ export async function makeTestApp(options: { config?: Record<string, string>; de
     fetch: outbound.fetch,
     checkDestination: async (url) => ({ listed: (await outbound.resolve(url)).listed }),
     git: createNodeGitClient({ allow: config.outboundAllow }),
+    sendMail: createNodeMailSender(outbound.resolve),
     jobSignal: new JobSignal(),
     openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
     // This checkout's dist/hangar-runner.mjs, as the daemon serves it (built by `npm install`).

@@ -318,6 +318,8 @@ async function localInstanceWalk(): Promise<void> {
       params: { project_id: project, channel_id: channel, tester_id: tester },
     });
     await callOp(t, "DELETE /v1/projects/{project_id}/channels/{channel_id}", inChannel);
+    await callOp(t, "GET /v1/projects/{project_id}/devices", inProject);
+    await callOp(t, "GET /v1/projects/{project_id}/devices/export", inProject);
     await callOp(t, "GET /v1/settings/smtp", as);
     await callOp(t, "PUT /v1/settings/smtp", as);
 

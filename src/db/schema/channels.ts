@@ -30,9 +30,40 @@ export const testers = sqliteTable(
     tokenHash: text("token_hash").notNull(),
     /** Set by the opt-out link of a release mail: no more release mails. */
     mailOptOutAt: integer("mail_opt_out_at"),
+    /**
+     * The opt-out link's token (docs/decisions.md "Tester mail"): its hash finds the tester, the sealed copy goes
+     * into each release mail. Null for testers added before mail existed: made on their first release mail.
+     */
+    optOutTokenHash: text("opt_out_token_hash"),
+    optOutTokenSealed: text("opt_out_token_sealed"),
+    /** The base the tester's link was made on, for the opt-out links of release mails; null before mail existed. */
+    linkBase: text("link_base"),
     ...lifecycleDates,
   },
-  (t) => [uniqueIndex("testers_token_hash_unique").on(t.tokenHash), uniqueIndex("testers_channel_email_unique").on(t.channelId, t.email)],
+  (t) => [
+    uniqueIndex("testers_token_hash_unique").on(t.tokenHash),
+    uniqueIndex("testers_channel_email_unique").on(t.channelId, t.email),
+    uniqueIndex("testers_opt_out_token_hash_unique").on(t.optOutTokenHash),
+  ],
+);
+
+/**
+ * iOS devices registered through the Profile Service enrolment (docs/api.md §18): one row per project and UDID, the
+ * latest tester who enrolled it. The device's answer is stored as read, never trusted for more than a name.
+ */
+export const devices = sqliteTable(
+  "devices",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    udid: text("udid").notNull(),
+    product: text("product"),
+    version: text("version"),
+    serial: text("serial"),
+    testerId: text("tester_id"),
+    ...lifecycleDates,
+  },
+  (t) => [uniqueIndex("devices_project_udid_unique").on(t.projectId, t.udid), index("devices_tester_id").on(t.testerId)],
 );
 
 /**

@@ -83,7 +83,7 @@ export const NOTIFICATION_EVENTS = [
 ] as const;
 export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
 
-export const OUTBOX_TARGET_KINDS = ["commit_status", "notification"] as const;
+export const OUTBOX_TARGET_KINDS = ["commit_status", "notification", "mail"] as const;
 export type OutboxTargetKind = (typeof OUTBOX_TARGET_KINDS)[number];
 
 export const OUTBOX_STATUSES = ["pending", "delivered", "failed", "superseded", "disabled"] as const;

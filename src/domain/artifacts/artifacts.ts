@@ -8,6 +8,7 @@ import { UploadRejectedError, type ArtifactStore, type StorageLocation, type Sto
 import { readActiveStorageSettings, type StoredArtifactStorageSettings, ARTIFACT_STORAGE_SETTING } from "../settings/artifact-storage-settings.ts";
 import { loadInstance, readSetting } from "../setup/instance.ts";
 import { artifactPlatform, extractAppMetadata, type AppMetadata } from "./app-metadata.ts";
+import type { StoredAppSigning } from "./mobileprovision.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
 import { claimUploadToken, newUrlToken, releaseUploadToken, resolveUrlToken } from "../auth/url-tokens.ts";
 import type { ArtifactKind } from "../../db/schema/constants.ts";
@@ -186,10 +187,17 @@ export function toArtifactJson(row: ArtifactRow) {
     status: row.status,
     kind: row.kind,
     install_metadata: (row.installMetadata as InstallMetadata | null) ?? null,
-    app: (row.appMetadata as AppMetadata | null) ?? null,
+    app: publicAppMetadata(row.appMetadata as AppMetadata | null),
     created_at: row.createdAt,
     updated_at: row.updatedAt,
   };
+}
+
+/** The app metadata as docs/api.md §7 answers it: the profile's device list stays inside (the tester page's hint). */
+function publicAppMetadata(app: AppMetadata | null): AppMetadata | null {
+  if (!app?.signing) return app ?? null;
+  const { provisioned_devices: _devices, ...signing } = app.signing as StoredAppSigning;
+  return { ...app, signing };
 }
 
 /** The base URL links to the daemon are built on: the public URL in remote mode, else where the caller came. */

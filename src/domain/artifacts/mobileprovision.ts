@@ -16,6 +16,16 @@ export interface AppSigning {
   device_count: number | null;
 }
 
+/** The signing as stored with the artifact's metadata: what the API answers, and the profile's device list. */
+export interface StoredAppSigning extends AppSigning {
+  /**
+   * The UDIDs of ProvisionedDevices (upper case), for the tester page's "is my device in it" (docs/api.md §18);
+   * stored with the metadata, never answered by the API (src/domain/artifacts/artifacts.ts). Absent in metadata
+   * read before it was kept.
+   */
+  provisioned_devices?: string[] | null;
+}
+
 export class CmsFormatError extends Error {}
 
 interface Tlv {
@@ -115,7 +125,7 @@ const isDict = (v: unknown): v is Record<string, PlistValue> =>
  * ProvisionsAllDevices is enterprise (in-house); a device list with get-task-allow is development, without it
  * ad hoc; no device list is App Store (which no device installs over the air).
  */
-export async function readProvisioningProfile(bytes: Uint8Array): Promise<AppSigning> {
+export async function readProvisioningProfile(bytes: Uint8Array): Promise<StoredAppSigning> {
   const plist = await parsePlist(cmsSignedContent(bytes));
   if (!isDict(plist)) throw new CmsFormatError("the profile is not a dictionary");
   const text = (v: PlistValue | undefined): string | null => (typeof v === "string" && v.trim() !== "" ? v.trim() : null);
@@ -132,5 +142,6 @@ export async function readProvisioningProfile(bytes: Uint8Array): Promise<AppSig
     team: teamName,
     expires_at: expiresAt,
     device_count: devices ? devices.length : null,
+    provisioned_devices: devices ? devices.filter((d): d is string => typeof d === "string").map((d) => d.trim().toUpperCase()) : null,
   };
 }

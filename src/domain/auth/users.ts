@@ -1,10 +1,11 @@
 import { and, asc, eq, inArray, ne, sql, type SQL } from "drizzle-orm";
 import type { AuthMethod, UserRole } from "../../db/schema/constants.ts";
-import { instance, userSessions, users } from "../../db/schema/index.ts";
+import { instance, outbox, userSessions, users } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement, auditStatementWhen } from "../common/audit.ts";
 import { createUserSession, revokeUserSessionsStatement } from "./sessions.ts";
+import { mailOutboxRow, smtpConfigured } from "../events/mail.ts";
 
 export type UserRow = typeof users.$inferSelect;
 type DbDeps = Pick<AppDeps, "db" | "clock">;
@@ -153,7 +154,11 @@ function assertManager(actor: Actor): void {
   if (actor.role !== "owner" && actor.role !== "admin") throw new ApiError(403, "forbidden", "only the owner or an admin can manage users");
 }
 
-export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role: UserRole): Promise<UserRow> {
+/**
+ * Invites a user. With SMTP settings and `signInUrl` (src/domain/events/mail.ts signInUrl) an invite mail goes into
+ * the outbox in the same batch; a lost race leaves a mail row whose user does not exist, which is skipped at send.
+ */
+export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role: UserRole, options: { signInUrl?: string } = {}): Promise<UserRow> {
   assertManager(actor);
   const now = deps.clock.now();
   const normalized = normalizeEmail(email);
@@ -169,6 +174,10 @@ export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role
     createdAt: now,
     updatedAt: now,
   };
+  const mail =
+    options.signInUrl && (await smtpConfigured(deps))
+      ? [deps.db.insert(outbox).values(mailOutboxRow(deps, { event: "invite", targetId: row.id, payload: { sign_in_url: options.signInUrl } }))]
+      : [];
   // ON CONFLICT DO NOTHING on the unique email: two racing invites make one user and one 409.
   const [inserted] = await deps.db.batch([
     deps.db.insert(users).values(row).onConflictDoNothing().returning(),
@@ -177,6 +186,7 @@ export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role
       { action: "user.invited", actor, targetType: "user", targetId: row.id, details: { email: normalized, role } },
       sql`exists (select 1 from ${users} where ${users.id} = ${row.id})`,
     ),
+    ...mail,
   ]);
   const created = inserted[0];
   if (!created) {

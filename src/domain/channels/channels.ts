@@ -3,7 +3,7 @@
 // account: each gets a personal link `/apps/{token}` (only its SHA-256 hash is stored, as for every URL token).
 import { and, count, desc, eq, inArray, isNotNull } from "drizzle-orm";
 import { z } from "zod";
-import { artifacts, builds, channels, installs, pipelines, testers } from "../../db/schema/index.ts";
+import { artifacts, builds, channels, installs, outbox, pipelines, testers } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import type { AppMetadata } from "../artifacts/app-metadata.ts";
@@ -15,6 +15,7 @@ import { MAX_REF_GLOB_LENGTH, matchesAnyRefGlob } from "../common/ref-glob.ts";
 import { getProject } from "../projects/projects.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
 import { publicBase } from "../events/webhooks.ts";
+import { mailOutboxRow, newOptOutToken, smtpConfigured } from "../events/mail.ts";
 
 export type ChannelRow = typeof channels.$inferSelect;
 export type TesterRow = typeof testers.$inferSelect;
@@ -319,8 +320,12 @@ export function toTesterJson(t: TesterRow, installCount: number) {
   };
 }
 
+/**
+ * Adds a tester. With SMTP settings the link also goes out by mail: the outbox row is written with the tester and
+ * carries the link sealed, dropped once the mail is sent or given up (docs/decisions.md "Tester mail").
+ */
 export async function addTester(
-  deps: DbClock,
+  deps: Pick<AppDeps, "db" | "clock" | "secrets">,
   actor: UserRow,
   projectId: string,
   channelId: string,
@@ -330,6 +335,8 @@ export async function addTester(
   const ch = await getChannel(deps, projectId, channelId);
   const token = randomToken();
   const now = deps.clock.now();
+  const base = await deliveryBase(deps, requestOrigin);
+  const pageUrl = testerPageUrl(base, token);
   const row: TesterRow = {
     id: crypto.randomUUID(),
     channelId: ch.id,
@@ -337,12 +344,23 @@ export async function addTester(
     name: input.name ?? null,
     tokenHash: await sha256Hex(token),
     mailOptOutAt: null,
+    ...(await newOptOutToken(deps)),
+    linkBase: base,
     createdAt: now,
     updatedAt: now,
   };
+  const mailed = await smtpConfigured(deps);
+  const mail = mailed
+    ? [
+        deps.db
+          .insert(outbox)
+          .values(mailOutboxRow(deps, { event: "tester_link", targetId: row.id, payload: { link_sealed: await deps.secrets.seal(pageUrl) } })),
+      ]
+    : [];
   try {
     await deps.db.batch([
       deps.db.insert(testers).values(row),
+      ...mail,
       auditStatement(deps, { action: "tester.create", actor, targetType: "tester", targetId: row.id, details: { channel_id: ch.id } }),
     ]);
   } catch (err) {
@@ -350,7 +368,7 @@ export async function addTester(
     throw err;
   }
   // The link is shown this once; only its hash is kept.
-  return { tester: row, token, page_url: testerPageUrl(await deliveryBase(deps, requestOrigin), token) };
+  return { tester: row, token, page_url: pageUrl, mailed };
 }
 
 export async function listTesters(deps: Db, projectId: string, channelId: string) {
@@ -400,3 +418,30 @@ export async function resolveTesterLink(deps: Db, token: string): Promise<{ test
 }
 
 export { publicBase };
+
+/** The tester behind a release mail's opt-out link; 404 not_found for an unknown one (or a removed tester). */
+export async function testerByOptOutToken(deps: Db, token: string): Promise<TesterRow> {
+  if (token.length > 100) throw new ApiError(404, "not_found", "no such link");
+  const tester = await deps.db
+    .select()
+    .from(testers)
+    .where(eq(testers.optOutTokenHash, await sha256Hex(token)))
+    .get();
+  if (!tester) throw new ApiError(404, "not_found", "no such link");
+  return tester;
+}
+
+/** Turns a tester's release mails off (the opt-out link; no account needed). Idempotent. */
+export async function optOutOfReleaseMail(deps: DbClock, token: string): Promise<TesterRow> {
+  const tester = await testerByOptOutToken(deps, token);
+  if (tester.mailOptOutAt !== null) return tester;
+  const now = deps.clock.now();
+  await deps.db.update(testers).set({ mailOptOutAt: now, updatedAt: now }).where(eq(testers.id, tester.id));
+  return { ...tester, mailOptOutAt: now };
+}
+
+/** The channel name a tester belongs to, for the opt-out page. */
+export async function channelOfTester(deps: Db, tester: TesterRow): Promise<string> {
+  const channel = await deps.db.select({ name: channels.name }).from(channels).where(eq(channels.id, tester.channelId)).get();
+  return channel?.name ?? "this channel";
+}

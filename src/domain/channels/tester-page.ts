@@ -6,12 +6,15 @@ import type { AppMetadata } from "../artifacts/app-metadata.ts";
 import { loadArtifactIcon } from "../artifacts/artifacts.ts";
 import { createInstallLink } from "../artifacts/install.ts";
 import { channelReleases, resolveTesterLink, type ReleaseEntry } from "./channels.ts";
+import { testerDeviceUdids } from "./devices.ts";
 
 type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore">;
 
 export interface TesterPageData {
   channel_name: string;
   tester_name: string | null;
+  /** UDIDs this tester registered for the channel's project (docs/api.md §18). */
+  tester_devices: string[];
   releases: Array<ReleaseEntry & { app_metadata: AppMetadata | null; size_bytes: number; has_icon: boolean }>;
 }
 
@@ -21,6 +24,7 @@ export async function testerPage(deps: Pick<AppDeps, "db">, token: string): Prom
   return {
     channel_name: channel.name,
     tester_name: tester.name,
+    tester_devices: await testerDeviceUdids(deps, tester.id),
     releases: releases.map((r) => {
       const meta = (r.artifact.appMetadata as AppMetadata | null) ?? null;
       return { ...r, app_metadata: meta, size_bytes: r.artifact.sizeBytes, has_icon: meta?.has_icon ?? false };

@@ -1,7 +1,19 @@
 import { failedTestsSentence, firstFailingTests, toTestsSummary } from "../tests/test-reports.ts";
 import { and, asc, desc, eq, gt, inArray, isNull, lt, ne, or, sql } from "drizzle-orm";
 import type { NotificationEvent } from "../../db/schema/constants.ts";
-import { buildEvents, builds, notifications, outbox, outboxAttempts, pipelines, projects, webhooks } from "../../db/schema/index.ts";
+import {
+  artifacts,
+  buildEvents,
+  builds,
+  channels,
+  notifications,
+  outbox,
+  outboxAttempts,
+  pipelines,
+  projects,
+  testers,
+  webhooks,
+} from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { describeError } from "../../errors.ts";
 import { clientOf, oneRow } from "../../db/fixed-sql.ts";
@@ -21,10 +33,12 @@ import { readNetworkSettings } from "../settings/network-settings.ts";
 import { findDestinationNotAllowed } from "../common/outbound.ts";
 import { openSourceCredentials } from "../projects/projects.ts";
 import { matchesAnyRefGlob } from "../common/ref-glob.ts";
+import { artifactPlatform } from "../artifacts/app-metadata.ts";
+import { MailSendError, mailOutboxRow, prepareMail, readSmtpServer, smtpConfigured, type MailMessage } from "./mail.ts";
 
 export type OutboxRow = typeof outbox.$inferSelect;
 type NotificationRow = typeof notifications.$inferSelect;
-type OutboxDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "log">;
+type OutboxDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "log" | "sendMail">;
 
 /** How long one claimed delivery is ours: well past the 10 s send timeout, so a live sender never loses it. */
 export const OUTBOX_LEASE_MS = 30_000;
@@ -96,7 +110,9 @@ export async function expandBuildEvents(deps: Pick<AppDeps, "db" | "clock">, lim
       )}) AND (
         EXISTS (SELECT 1 FROM ${notifications} n WHERE n.project_id = b.project_id AND n.disabled_at IS NULL)
         OR EXISTS (SELECT 1 FROM ${webhooks} w JOIN ${projects} p ON p.id = w.project_id
-          WHERE w.project_id = b.project_id AND w.report_status = 1 AND w.disabled_at IS NULL AND p.source_credentials_sealed IS NOT NULL)))
+          WHERE w.project_id = b.project_id AND w.report_status = 1 AND w.disabled_at IS NULL AND p.source_credentials_sealed IS NOT NULL)
+        OR (e.event = 'succeeded' AND EXISTS (SELECT 1 FROM ${channels} c JOIN ${testers} t ON t.channel_id = c.id
+          WHERE c.pipeline_id = b.pipeline_id AND t.mail_opt_out_at IS NULL))))
     ORDER BY e.seq LIMIT ${EXPAND_CLOSE_LIMIT})`);
   const events = await deps.db.select().from(buildEvents).where(eq(buildEvents.expanded, 0)).orderBy(asc(buildEvents.seq)).limit(limit);
   let sliceStart = performance.now();
@@ -147,10 +163,46 @@ export async function expandBuildEvents(deps: Pick<AppDeps, "db" | "clock">, lim
       const messageEvent = notificationEventFor(event.event, fixed, target.on as string[]);
       if (messageEvent) row("notification", target.id, messageEvent);
     }
+    if (event.event === "succeeded") {
+      for (const testerId of await releaseMailRecipients(deps, build)) {
+        rows.push(mailOutboxRow(deps, { event: "release", targetId: testerId, payload: null, buildId: build.id, eventSeq: event.seq }));
+      }
+    }
     if (rows.length === 0) await markDone;
     else await deps.db.batch([deps.db.insert(outbox).values(rows).onConflictDoNothing(), markDone]);
   }
   return closed.rowsAffected + events.length;
+}
+
+/**
+ * The testers who get a mail about this succeeded build (docs/api.md §18): with SMTP set, those of each channel the
+ * build is a release of (the channel's pipeline, a matching branch, an installable artifact of its platforms)
+ * who did not turn release mails off.
+ */
+async function releaseMailRecipients(deps: Pick<AppDeps, "db">, build: BuildRow): Promise<string[]> {
+  const candidates = await deps.db.select().from(channels).where(eq(channels.pipelineId, build.pipelineId));
+  const onBranch = candidates.filter((ch) => !ch.branches || matchesAnyRefGlob(ch.branches, build.branch));
+  if (onBranch.length === 0 || !(await smtpConfigured(deps))) return [];
+  const files = await deps.db
+    .select({ filename: artifacts.filename })
+    .from(artifacts)
+    .where(and(eq(artifacts.buildId, build.id), eq(artifacts.status, "available")));
+  const platforms = new Set(files.map((f) => artifactPlatform(f.filename)).filter((p) => p !== null));
+  const released = onBranch.filter((ch) => (ch.platforms ?? ["ios", "android"]).some((p) => platforms.has(p as "ios" | "android")));
+  if (released.length === 0) return [];
+  const rows = await deps.db
+    .select({ id: testers.id })
+    .from(testers)
+    .where(
+      and(
+        inArray(
+          testers.channelId,
+          released.map((ch) => ch.id),
+        ),
+        isNull(testers.mailOptOutAt),
+      ),
+    );
+  return rows.map((r) => r.id);
 }
 
 /** Events with nobody to tell closed by one statement; a bound keeps that statement short on a huge backlog. */
@@ -260,7 +312,7 @@ export async function notificationRequest(
   }
 }
 
-type Prepared = { request: OutboundRequest } | { skip: OutboxRow["status"]; error: string };
+type Prepared = { request: OutboundRequest } | { mail: MailMessage } | { skip: OutboxRow["status"]; error: string };
 
 /** A message about no build (a signing health notice): its data was written with the row. */
 async function prepareNotice(deps: OutboxDeps, row: OutboxRow): Promise<Prepared> {
@@ -285,6 +337,7 @@ async function prepareNotice(deps: OutboxDeps, row: OutboxRow): Promise<Prepared
 }
 
 async function prepare(deps: OutboxDeps, row: OutboxRow): Promise<Prepared> {
+  if (row.targetKind === "mail") return prepareMail(deps, row);
   if (row.buildId === null && row.payload !== null && row.targetKind === "notification") return prepareNotice(deps, row);
   const build = row.buildId ? await deps.db.select().from(builds).where(eq(builds.id, row.buildId)).get() : undefined;
   if (!build) return { skip: "failed", error: "build deleted" };
@@ -341,6 +394,21 @@ function disableTarget(deps: Pick<AppDeps, "db" | "clock">, row: Pick<OutboxRow,
   ] as const;
 }
 
+/** One mail through the SMTP settings' server; the reply code stands where an HTTP delivery keeps its status. */
+async function sendOneMail(deps: OutboxDeps, mail: MailMessage): Promise<SendResult> {
+  const server = await readSmtpServer(deps);
+  if (!server) return { statusCode: null, error: "smtp_not_configured" };
+  if (!deps.sendMail) return { statusCode: null, error: "mail_unsupported" };
+  try {
+    const { code } = await deps.sendMail(server, mail);
+    return { statusCode: code, error: null };
+  } catch (err) {
+    if (findDestinationNotAllowed(err)) return { statusCode: null, error: "destination_not_allowed" };
+    if (err instanceof MailSendError) return { statusCode: err.code, error: `smtp_error: ${err.message.slice(0, 200)}` };
+    return { statusCode: null, error: `network_error: ${describeError(err).slice(0, 200)}` };
+  }
+}
+
 /** Sends one leased delivery and records the attempt; every write is guarded by our lease. */
 export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string): Promise<void> {
   const ours = and(eq(outbox.seq, row.seq), eq(outbox.leaseOwner, owner), eq(outbox.status, "pending"));
@@ -354,12 +422,19 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
   if ("skip" in prepared) {
     await deps.db
       .update(outbox)
-      .set({ status: prepared.skip, lastError: prepared.error, leaseOwner: null, leaseUntilMs: null, updatedAt: now })
+      .set({
+        status: prepared.skip,
+        lastError: prepared.error,
+        leaseOwner: null,
+        leaseUntilMs: null,
+        updatedAt: now,
+        ...(row.targetKind === "mail" ? { payload: null } : {}),
+      })
       .where(ours);
     return;
   }
   const attempt = row.attempts + 1;
-  const result = await postOutbound(deps, prepared.request);
+  const result = "mail" in prepared ? await sendOneMail(deps, prepared.mail) : await postOutbound(deps, prepared.request);
   const record = deps.db.insert(outboxAttempts).values({
     id: crypto.randomUUID(),
     outboxSeq: row.seq,
@@ -371,15 +446,17 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
     createdAt: deps.clock.now(),
   });
   const done = { leaseOwner: null, leaseUntilMs: null, attempts: attempt, updatedAt: deps.clock.now() };
+  // A mail's payload may hold a tester's link (sealed): it is kept only while the mail may still be sent.
+  const dropPayload = row.targetKind === "mail" ? { payload: null } : {};
   if (result.error === null) {
     await deps.db.batch([
       deps.db
         .update(outbox)
-        .set({ ...done, status: "delivered", lastError: null })
+        .set({ ...done, ...dropPayload, status: "delivered", lastError: null })
         .where(ours),
       record,
     ]);
-  } else if (result.statusCode === 410) {
+  } else if (result.statusCode === 410 && row.targetKind !== "mail") {
     await deps.db.batch([
       deps.db
         .update(outbox)
@@ -390,12 +467,17 @@ export async function deliverOne(deps: OutboxDeps, row: OutboxRow, owner: string
     ]);
   } else {
     // A refused destination is a setting to fix, not a passing fault: retrying it cannot succeed.
-    const final = attempt >= OUTBOX_MAX_ATTEMPTS || result.error === "destination_not_allowed";
+    const final =
+      attempt >= OUTBOX_MAX_ATTEMPTS ||
+      result.error === "destination_not_allowed" ||
+      result.error === "smtp_not_configured" ||
+      result.error === "mail_unsupported";
     await deps.db.batch([
       deps.db
         .update(outbox)
         .set({
           ...done,
+          ...(final ? dropPayload : {}),
           status: final ? "failed" : "pending",
           lastError: result.error,
           nextAttemptAtMs: nowMs() + retryDelayMs(deps.config.outboxRetryBaseMs, attempt),

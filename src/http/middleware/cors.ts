@@ -10,16 +10,27 @@ const ALLOW_HEADERS = "Authorization, Content-Type, X-Request-Id";
 const EXPOSE_HEADERS = "Content-Disposition, Content-Length, X-Request-Id";
 const PREFLIGHT_MAX_AGE_S = "600";
 
-const TESTER_LINK_POST = /^\/apps\/[A-Za-z0-9_-]{1,100}\/install$/;
+const TESTER_LINK_POST = /^\/apps\/(?:[A-Za-z0-9_-]{1,100}\/(?:install|enroll\/callback)|opt-out\/[A-Za-z0-9_-]{1,100})$/;
 
 /**
- * The tester page's Install form (docs/decisions.md "Tester distribution"). The page is served with
+ * The tester page's Install form, the device's enrolment answer and the release mail's opt-out (docs/decisions.md
+ * "Tester distribution", "Tester mail"). The page is served with
  * `Referrer-Policy: no-referrer`, under which browsers send `Origin: null` on every POST it makes, so the Origin
  * check cannot tell it apart; it needs none: the credential is the token in the path, not a cookie, so another
  * site cannot forge the request without already holding the link.
  */
 export function isTesterLinkPost(method: string, path: string): boolean {
   return method === "POST" && TESTER_LINK_POST.test(path);
+}
+
+const ORIGINLESS_POST = /^\/apps\/(?:[A-Za-z0-9_-]{1,100}\/enroll\/callback|opt-out\/[A-Za-z0-9_-]{1,100})$/;
+
+/**
+ * Posts that arrive with no Origin at all and need none: a device's enrolment answer (sent by iOS, not a page) and
+ * a mail provider's one-click opt-out (RFC 8058). The token in the path is the credential; no cookie is read.
+ */
+export function isOriginlessTesterPost(method: string, path: string): boolean {
+  return method === "POST" && ORIGINLESS_POST.test(path);
 }
 
 /** The origin the request was addressed to, as the browser would write it. */

@@ -4,6 +4,7 @@ import { ASSIGNABLE_ROLES } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { listAuditEvents } from "../../domain/common/audit.ts";
+import { signInUrl } from "../../domain/events/mail.ts";
 import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, toUserJson, transferOwnership } from "../../domain/auth/users.ts";
 import { signInLink } from "../../domain/auth/sign-in-link.ts";
 import { requireUser, ROLES } from "../middleware/auth.ts";
@@ -37,9 +38,11 @@ export function userRoutes(deps: AppDeps) {
       jsonBody(inviteSchema),
       async (c) => {
         const body = c.req.valid("json");
-        const invited = await inviteUser(deps, c.get("user"), body.email, body.role);
-        // The link to pass on (or why there is none yet): docs/api.md §21.
-        return c.json({ ...toUserJson(invited), ...(await signInLink(deps)) });
+        const link = await signInLink(deps);
+        // The link to pass on (or why there is none yet): docs/api.md §21. The mail falls back to this request's origin.
+        const mailLink = link.sign_in_url ?? (await signInUrl(deps, new URL(c.req.url).origin));
+        const invited = await inviteUser(deps, c.get("user"), body.email, body.role, { signInUrl: mailLink });
+        return c.json({ ...toUserJson(invited), ...link });
       },
     )
     .post(

@@ -1,6 +1,6 @@
 // Tester channels in the UI (docs/spec.md §18): a Channels section on the project page (every role reads, builders
-// create), and a page per channel with its releases and testers. A tester's link is shown once, to copy: Hangar
-// sends no mail without SMTP settings, so the person who adds a tester passes the link on.
+// create), and a page per channel with its releases and testers. A tester's link is shown once, to copy: with SMTP
+// settings Hangar mails it too; without them the person who adds a tester passes the link on.
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { Child } from "hono/jsx";
@@ -90,7 +90,7 @@ function ChannelPage(props: {
   channel: ChannelRow;
   releases: Releases;
   testers: Testers;
-  newLink?: { email: string; url: string };
+  newLink?: { email: string; url: string; mailed: boolean };
 }) {
   const { ctx, project, channel } = props;
   const builder = isBuilder(ctx);
@@ -109,7 +109,11 @@ function ChannelPage(props: {
         <Section
           title="Tester link"
           id="tester-link"
-          description="Shown this once. Send it to the tester: it always opens the latest build of this channel."
+          description={
+            props.newLink.mailed
+              ? "Shown this once. Hangar is mailing it to the tester too: it always opens the latest build of this channel."
+              : "Shown this once. Hangar sends no mail without SMTP settings (Settings): copy the link and send it to the tester yourself. It always opens the latest build of this channel."
+          }
         >
           <CopyField id="tester-page-url" label={`Link for ${props.newLink.email}`} value={props.newLink.url} />
         </Section>
@@ -140,7 +144,10 @@ function ChannelPage(props: {
       <Section title="Testers" id="testers">
         {props.testers.length === 0 ? <p class="muted">No tester yet.</p> : null}
         {props.testers.length > 0 ? (
-          <Table headers={builder ? ["Email", "Name", "Installs", ""] : ["Email", "Name", "Installs"]} id="tester-table">
+          <Table
+            headers={builder ? ["Email", "Name", "Installs", "Release mail", ""] : ["Email", "Name", "Installs", "Release mail"]}
+            id="tester-table"
+          >
             {props.testers.map((t) => (
               <tr>
                 <td>
@@ -150,6 +157,7 @@ function ChannelPage(props: {
                   <Name value={t.name} />
                 </td>
                 <td>{t.installs}</td>
+                <td>{t.mail_opt_out ? "turned off" : "on"}</td>
                 {builder ? (
                   <td>
                     <PostForm action={`${base}/testers/${t.id}/delete`} class="inline-form">
@@ -160,6 +168,12 @@ function ChannelPage(props: {
               </tr>
             ))}
           </Table>
+        ) : null}
+        {builder ? (
+          <p class="muted">
+            Testers register their iPhones from their page (ad-hoc builds):{" "}
+            <a href={`/v1/projects/${project.id}/devices/export`}>Apple's device file</a> for the developer portal.
+          </p>
         ) : null}
         {builder ? (
           <PostForm action={`${base}/testers`} id="add-tester">
@@ -187,7 +201,7 @@ function invalid(issues: { path: PropertyKey[]; message: string }[]): ApiError {
 export function channelPages(deps: AppDeps) {
   const readers = requireBrowserUser(deps, { roles: ROLES.everyone });
   const builders = requireBrowserUser(deps, { roles: ROLES.builders });
-  const show = async (c: Context<AppEnv>, newLink?: { email: string; url: string }) => {
+  const show = async (c: Context<AppEnv>, newLink?: { email: string; url: string; mailed: boolean }) => {
     const project = await getProject(deps, c.req.param("project_id")!);
     const channel = await getChannel(deps, project.id, c.req.param("channel_id")!);
     const [releases, testers] = await Promise.all([channelReleases(deps, channel), listTesters(deps, project.id, channel.id)]);
@@ -231,7 +245,7 @@ export function channelPages(deps: AppDeps) {
       );
       // The link exists only in this answer: shown here to copy, never stored.
       c.header("Referrer-Policy", "no-referrer");
-      return show(c, { email: added.tester.email, url: added.page_url });
+      return show(c, { email: added.tester.email, url: added.page_url, mailed: added.mailed });
     })
     .post("/projects/:project_id/channels/:channel_id/testers/:tester_id/delete", builders, async (c) => {
       const { project_id, channel_id, tester_id } = c.req.param();

@@ -1,11 +1,13 @@
 // The tester page `/apps/{token}` (docs/spec.md §18): a tester without an account finds the channel's latest build
 // here, with its notes, an Install button (a POST that makes a one-hour install session and goes to its page), a QR
 // code for a desktop visitor, and the earlier releases. Public: the token is the key. No JavaScript needed.
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { raw } from "hono/html";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { deliveryBase, testerPageUrl } from "../../domain/channels/channels.ts";
+import { channelOfTester, deliveryBase, optOutOfReleaseMail, testerByOptOutToken, testerPageUrl } from "../../domain/channels/channels.ts";
+import type { AppSigning } from "../../domain/artifacts/app-metadata.ts";
+import type { StoredAppSigning } from "../../domain/artifacts/mobileprovision.ts";
 import { testerIcon, testerInstall, testerPage, type TesterPageData } from "../../domain/channels/tester-page.ts";
 import { Name, PostForm } from "../components.tsx";
 import { Layout, type PageCtx } from "../layout.tsx";
@@ -86,6 +88,8 @@ function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; 
       </li>,
     );
     hints.push(...signingHints(latest.app_metadata?.signing ?? null, device, ctx.now));
+    const deviceHint = <DeviceHint token={token} signing={latest.app_metadata?.signing ?? null} registered={data.tester_devices} />;
+    if (deviceHint) hints.push(deviceHint);
   } else {
     hints.push(
       <li id="hint-android">
@@ -154,6 +158,96 @@ function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; 
   );
 }
 
+/**
+ * Whether this tester's registered devices are in an ad-hoc (or development) build's profile, and the way to
+ * register one (docs/api.md §18): the enrolment profile, opened in Safari on the device.
+ */
+function DeviceHint(props: { token: string; signing: AppSigning | null; registered: string[] }) {
+  const { signing, registered } = props;
+  if (!signing || (signing.kind !== "ad_hoc" && signing.kind !== "development")) return null;
+  const listed = (signing as StoredAppSigning).provisioned_devices;
+  const enroll = (
+    <a href={`/apps/${props.token}/enroll`} id="enroll-link">
+      Register this iPhone
+    </a>
+  );
+  if (registered.length === 0) {
+    return (
+      <li id="hint-devices">
+        You have registered no device yet. {enroll} (open this page in Safari on it): Hangar receives its UDID and the team can add it to the next
+        build.
+      </li>
+    );
+  }
+  if (!listed) {
+    return (
+      <li id="hint-devices">
+        You registered {registered.length} device{registered.length === 1 ? "" : "s"}; Hangar cannot tell whether this build includes{" "}
+        {registered.length === 1 ? "it" : "them"}. {enroll}
+      </li>
+    );
+  }
+  const inProfile = new Set(listed.map((u) => u.toUpperCase()));
+  const included = registered.filter((u) => inProfile.has(u.toUpperCase()));
+  const missing = registered.length - included.length;
+  return (
+    <li id="hint-devices">
+      {missing === 0
+        ? `Your registered device${registered.length === 1 ? " is" : "s are"} in this build.`
+        : included.length === 0
+          ? `Your registered device${registered.length === 1 ? " is" : "s are"} not in this build yet: the team has to add ${registered.length === 1 ? "it" : "them"} to the profile and build again.`
+          : `${included.length} of your ${registered.length} registered devices ${included.length === 1 ? "is" : "are"} in this build; the others have to wait for a new build.`}{" "}
+      Another iPhone? {enroll}.
+    </li>
+  );
+}
+
+function EnrolledPage(props: { ctx: PageCtx; token: string }) {
+  return (
+    <Layout ctx={props.ctx} title="Device registered" narrow head={<Head ctx={props.ctx} />}>
+      <section class="card install tester" id="enrolled">
+        <h1>Device registered</h1>
+        <p>
+          The team now has this device's identifier. It can install a build once the team adds the device to the app's provisioning profile and builds
+          again; your page says when a build includes it.
+        </p>
+        <p>You may remove the “Register this device” profile in Settings › General › VPN &amp; Device Management: it installed nothing.</p>
+        <p>
+          <a class="btn btn-primary" href={`/apps/${props.token}`}>
+            Back to your page
+          </a>
+        </p>
+      </section>
+    </Layout>
+  );
+}
+
+function OptOutPage(props: { ctx: PageCtx; token: string; done: boolean; channel: string }) {
+  return (
+    <Layout ctx={props.ctx} title="Release mails" narrow head={<Head ctx={props.ctx} />}>
+      <section class="card install tester" id="opt-out">
+        <h1>Release mails</h1>
+        {props.done ? (
+          <p id="opted-out">
+            Done: you get no more mails about new builds of <Name value={props.channel} />. Your page still shows every new build.
+          </p>
+        ) : (
+          <>
+            <p>
+              Stop the mails Hangar sends you when a new build of <Name value={props.channel} /> is ready?
+            </p>
+            <PostForm action={`/apps/opt-out/${props.token}`}>
+              <button type="submit" class="btn btn-primary" id="confirm-opt-out">
+                Stop release mails
+              </button>
+            </PostForm>
+          </>
+        )}
+      </section>
+    </Layout>
+  );
+}
+
 function UnknownLink(props: { ctx: PageCtx }) {
   return (
     <Layout ctx={props.ctx} title="This link is not valid" narrow head={<Head ctx={props.ctx} />}>
@@ -166,40 +260,68 @@ function UnknownLink(props: { ctx: PageCtx }) {
 }
 
 export function testerPages(deps: AppDeps) {
-  return new Hono<AppEnv>()
-    .get("/apps/:token", async (c) => {
-      const token = c.req.param("token");
-      const ctx = pageContext(c, deps);
-      let data: TesterPageData;
-      try {
-        data = await testerPage(deps, token);
-      } catch (err) {
-        if (err instanceof ApiError && err.status === 404) return renderPage(c, <UnknownLink ctx={ctx} />, 404);
-        throw err;
-      }
-      const { device, inAppOrOtherBrowser } = deviceOf(c.req.header("user-agent") ?? "");
-      c.header("vary", "User-Agent");
-      // The QR code opens this same page on the phone, at the address tester links are given out with.
-      const pageUrl = testerPageUrl(await deliveryBase(deps, new URL(c.req.url).origin), token);
-      return renderPage(c, <TesterPage ctx={ctx} data={data} token={token} pageUrl={pageUrl} device={device} otherBrowser={inAppOrOtherBrowser} />);
-    })
-    .get("/apps/:token/icon/:artifact_id", async (c) => {
-      const png = await testerIcon(deps, c.req.param("token"), c.req.param("artifact_id"));
-      return new Response(png, {
-        headers: {
-          "content-type": "image/png",
-          "content-length": String(png.length),
-          "cache-control": "no-store",
-          "x-content-type-options": "nosniff",
-          "referrer-policy": "no-referrer",
-        },
-      });
-    })
-    .post("/apps/:token/install", async (c) => {
-      const form = await c.req.parseBody();
-      const artifactId = typeof form.artifact_id === "string" ? form.artifact_id : "";
-      // 412/422 (no HTTPS delivery URL, App Store signing) render as a page in words (web onError).
-      const link = await testerInstall(deps, c.req.param("token"), artifactId);
-      return c.redirect(link.page_url, 303);
-    });
+  const optOutPage = async (c: Context<AppEnv>, done: boolean) => {
+    const token = c.req.param("token")!;
+    const ctx = pageContext(c, deps);
+    try {
+      const tester = done ? await optOutOfReleaseMail(deps, token) : await testerByOptOutToken(deps, token);
+      const channel = await channelOfTester(deps, tester);
+      return renderPage(c, <OptOutPage ctx={ctx} token={token} done={done || tester.mailOptOutAt !== null} channel={channel} />);
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) return renderPage(c, <UnknownLink ctx={ctx} />, 404);
+      throw err;
+    }
+  };
+  return (
+    new Hono<AppEnv>()
+      // Opening the link asks; the button turns mails off: link scanners of mail providers open every link.
+      .get("/apps/opt-out/:token", (c) => optOutPage(c, false))
+      .post("/apps/opt-out/:token", (c) => optOutPage(c, true))
+      .get("/apps/:token/enroll/done", async (c) => {
+        const token = c.req.param("token");
+        const ctx = pageContext(c, deps);
+        try {
+          await testerPage(deps, token);
+        } catch (err) {
+          if (err instanceof ApiError && err.status === 404) return renderPage(c, <UnknownLink ctx={ctx} />, 404);
+          throw err;
+        }
+        return renderPage(c, <EnrolledPage ctx={ctx} token={token} />);
+      })
+      .get("/apps/:token", async (c) => {
+        const token = c.req.param("token");
+        const ctx = pageContext(c, deps);
+        let data: TesterPageData;
+        try {
+          data = await testerPage(deps, token);
+        } catch (err) {
+          if (err instanceof ApiError && err.status === 404) return renderPage(c, <UnknownLink ctx={ctx} />, 404);
+          throw err;
+        }
+        const { device, inAppOrOtherBrowser } = deviceOf(c.req.header("user-agent") ?? "");
+        c.header("vary", "User-Agent");
+        // The QR code opens this same page on the phone, at the address tester links are given out with.
+        const pageUrl = testerPageUrl(await deliveryBase(deps, new URL(c.req.url).origin), token);
+        return renderPage(c, <TesterPage ctx={ctx} data={data} token={token} pageUrl={pageUrl} device={device} otherBrowser={inAppOrOtherBrowser} />);
+      })
+      .get("/apps/:token/icon/:artifact_id", async (c) => {
+        const png = await testerIcon(deps, c.req.param("token"), c.req.param("artifact_id"));
+        return new Response(png, {
+          headers: {
+            "content-type": "image/png",
+            "content-length": String(png.length),
+            "cache-control": "no-store",
+            "x-content-type-options": "nosniff",
+            "referrer-policy": "no-referrer",
+          },
+        });
+      })
+      .post("/apps/:token/install", async (c) => {
+        const form = await c.req.parseBody();
+        const artifactId = typeof form.artifact_id === "string" ? form.artifact_id : "";
+        // 412/422 (no HTTPS delivery URL, App Store signing) render as a page in words (web onError).
+        const link = await testerInstall(deps, c.req.param("token"), artifactId);
+        return c.redirect(link.page_url, 303);
+      })
+  );
 }

@@ -2,6 +2,7 @@ import { Hono, type Context } from "hono";
 import { ASSIGNABLE_ROLES, type UserRole } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
+import { signInUrl } from "../../domain/events/mail.ts";
 import { changeUserRole, disableUser, enableUser, inviteUser, listUsers, transferOwnership, type UserRow } from "../../domain/auth/users.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
@@ -195,8 +196,9 @@ export function usersPages(deps: AppDeps) {
         );
       }
       try {
-        const user = await inviteUser(deps, c.get("user"), email, role);
         const link = await signInLink(deps);
+        const mailLink = link.sign_in_url ?? (await signInUrl(deps, new URL(c.req.url).origin));
+        const user = await inviteUser(deps, c.get("user"), email, role, { signInUrl: mailLink });
         setFlash(
           c,
           "ok",
