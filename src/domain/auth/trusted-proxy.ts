@@ -353,8 +353,9 @@ export async function isTrustedProxyConfigured(deps: Pick<AppDeps, "db">): Promi
   return (await loadDocument(deps)) !== null;
 }
 
-/** A configured trusted proxy with no shared secret and no CIDRs: any loopback process can pose as the proxy. */
+/** A configured trusted proxy with no shared secret, no CIDRs and no assertion: any loopback process can pose as the proxy. */
 export async function isTrustedProxyUnguarded(deps: Pick<AppDeps, "db">): Promise<boolean> {
   const doc = await loadDocument(deps);
-  return doc !== null && !doc.shared_secret_sealed && (doc.trusted_proxy_cidrs ?? []).length === 0;
+  // A signed assertion proves the proxy by itself: a local process cannot sign one (docs/api.md §21).
+  return doc !== null && !doc.shared_secret_sealed && (doc.trusted_proxy_cidrs ?? []).length === 0 && !doc.assertion;
 }
