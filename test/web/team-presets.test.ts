@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { makeTestApp } from "../helpers/app.ts";
 import { launchBrowser, newContext, serveTestApp } from "../helpers/browser.ts";
 import { completeLocalSetup } from "../helpers/factories.ts";
+import { issueBootstrapToken } from "../../src/domain/setup/setup.ts";
+import { CookieJar, page } from "../helpers/web.ts";
 import { type JwksIssuer, startJwksIssuer } from "../helpers/jwks-issuer.ts";
 
 let browser: Browser;
@@ -77,5 +79,43 @@ describe("team-access presets", { timeout: 60_000 }, () => {
         email_claim: "email",
       },
     });
+  });
+});
+
+describe("team-access presets in the setup wizard", () => {
+  it("fill the proxy step (identity header or signed assertion) and the OIDC step; saving stores the assertion", async () => {
+    const t = await makeTestApp();
+    const jar = new CookieJar();
+    const { token } = await issueBootstrapToken(t.deps);
+    expect((await page(t, "POST", "/setup/token", { jar, form: { token } })).status).toBe(303);
+    await page(t, "POST", "/setup/mode", { jar, form: { mode: "trusted_proxy" } });
+
+    const tailscale = await page(t, "GET", "/setup?step=proxy&preset=tailscale", { jar });
+    expect(tailscale.text).toContain('value="Tailscale-User-Login"');
+    const pomerium = await page(t, "GET", "/setup?step=proxy&preset=pomerium", { jar });
+    expect(pomerium.text).toContain('value="X-Pomerium-Jwt-Assertion"');
+    expect(pomerium.text).toContain('value="https://&lt;route-host&gt;/.well-known/pomerium/jwks.json"');
+
+    const form = {
+      header_preset: "x-hangar-user-email",
+      trusted_proxy_cidrs: "",
+      shared_secret: "",
+      assertion_header: "X-Pomerium-Jwt-Assertion",
+      jwks_url: issuer.jwksUrl,
+      assertion_issuer: "ci.example.com",
+      audience: "",
+    };
+    const missingAudience = await page(t, "POST", "/setup/proxy", { jar, form });
+    expect(missingAudience.status).toBe(400);
+    expect(missingAudience.text).toContain("Required for a signed assertion.");
+    const saved = await page(t, "POST", "/setup/proxy", { jar, form: { ...form, audience: "ci.example.com" } });
+    expect(saved.status, saved.text).toBe(303);
+    const shown = await page(t, "GET", "/setup", { jar });
+    expect(shown.text).toContain(`value="${issuer.jwksUrl}"`);
+
+    await page(t, "GET", "/setup?step=mode", { jar });
+    await page(t, "POST", "/setup/mode", { jar, form: { mode: "oidc" } });
+    const gitlab = await page(t, "GET", "/setup?step=oidc&preset=gitlab", { jar });
+    expect(gitlab.text).toContain('value="https://gitlab.com"');
   });
 });
