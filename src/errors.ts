@@ -45,6 +45,8 @@ export const ERROR_CODES = [
   "trusted_proxy_peer_not_allowed",
   "trusted_proxy_owner_email_mismatch",
   "trusted_proxy_not_configured",
+  "trusted_proxy_assertion_missing",
+  "trusted_proxy_assertion_invalid",
   // auth
   "setup_incomplete",
   "oidc_not_configured",

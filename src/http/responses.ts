@@ -30,7 +30,7 @@ import type { createInstallLink } from "../domain/artifacts/install.ts";
 import type { LOCAL_LOGIN_MODES, localLogin, readLocalLoginSetting } from "../domain/auth/local-login.ts";
 import type { configureOidcSettings, configureSetupOidc, completeOidcSignIn, startOidcSignIn, verifySetupOwnerOidc } from "../domain/auth/oidc.ts";
 import type { readPreferences, updatePreferences } from "../domain/auth/preferences.ts";
-import type { claimTrustedProxyOwner, configureTrustedProxy } from "../domain/auth/trusted-proxy.ts";
+import type { claimTrustedProxyOwner, configureTrustedProxy, readTrustedProxySettingsJson } from "../domain/auth/trusted-proxy.ts";
 import type { toUserJson, transferOwnership } from "../domain/auth/users.ts";
 import type { signInLink } from "../domain/auth/sign-in-link.ts";
 import type { getBuildWithQueue, toBuildJson, toCreatedBuildJson } from "../domain/builds/builds.ts";
@@ -92,6 +92,13 @@ function buildAnswerSchemas() {
   const SetupCompleteJson = z.object({ state: z.literal("ready"), instance_id: z.string() });
   const OidcConfiguredJson = z.object({ state: z.literal("idp_configured"), discovered_issuer: z.string(), session_expires_at: time });
   const AuthorizationJson = z.object({ authorization_url: z.string(), state: z.string() });
+  const ProxyAssertionJson = z.object({
+    header: z.string(),
+    jwks_url: z.string(),
+    issuer: z.string(),
+    audience: z.string(),
+    email_claim: z.string(),
+  });
   const TrustedProxyConfiguredJson = z.object({
     state: z.enum(SETUP_STATES),
     setup_owner_email: z.string().nullable(),
@@ -99,8 +106,19 @@ function buildAnswerSchemas() {
     trusted_proxy_cidrs: z.array(z.string()),
     has_shared_secret: z.boolean(),
     has_gateway_access_ticket: z.boolean(),
+    assertion: ProxyAssertionJson.nullable(),
     configured_at: time,
     session_expires_at: time,
+  });
+  const TrustedProxySettingsJson = z.object({
+    configured: z.boolean(),
+    in_use: z.boolean(),
+    user_email_header: z.string(),
+    trusted_proxy_cidrs: z.array(z.string()),
+    has_shared_secret: z.boolean(),
+    has_gateway_access_ticket: z.boolean(),
+    assertion: ProxyAssertionJson.nullable(),
+    configured_at: time.nullable(),
   });
 
   const SignedInJson = z.object({
@@ -476,6 +494,7 @@ function buildAnswerSchemas() {
     OidcConfiguredJson,
     AuthorizationJson,
     TrustedProxyConfiguredJson,
+    TrustedProxySettingsJson,
     SignedInJson,
     UserJson,
     InvitedUserJson,
@@ -542,6 +561,7 @@ export const SetupCompleteJson = z.lazy(() => answers().SetupCompleteJson);
 export const OidcConfiguredJson = z.lazy(() => answers().OidcConfiguredJson);
 export const AuthorizationJson = z.lazy(() => answers().AuthorizationJson);
 export const TrustedProxyConfiguredJson = z.lazy(() => answers().TrustedProxyConfiguredJson);
+export const TrustedProxySettingsJson = z.lazy(() => answers().TrustedProxySettingsJson);
 export const SignedInJson = z.lazy(() => answers().SignedInJson);
 export const UserJson = z.lazy(() => answers().UserJson);
 export const InvitedUserJson = z.lazy(() => answers().InvitedUserJson);
@@ -630,6 +650,7 @@ export type ResponseSchemaTies = [
   Tie<SameShape<Answer<typeof configureOidcSettings>, Output<typeof OidcSettingsJson>>>,
   Tie<SameShape<Answer<typeof configureTrustedProxy> & { session_expires_at: number }, Output<typeof TrustedProxyConfiguredJson>>>,
   Tie<SameShape<Answer<typeof claimTrustedProxyOwner> & { session_expires_at: number }, Output<typeof OwnerCreatedJson>>>,
+  Tie<SameShape<Answer<typeof readTrustedProxySettingsJson>, Output<typeof TrustedProxySettingsJson>>>,
   Tie<SameShape<Answer<typeof localLogin>, Output<typeof SignedInJson>>>,
   Tie<SameShape<ReturnType<typeof toUserJson>, Output<typeof UserJson>>>,
   Tie<SameShape<ReturnType<typeof toUserJson> & Answer<typeof signInLink>, Output<typeof InvitedUserJson>>>,

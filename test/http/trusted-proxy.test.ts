@@ -78,6 +78,7 @@ describe("POST /v1/setup/trusted-proxy/configure", () => {
       trusted_proxy_cidrs: ["10.0.0.0/8", "fd00::/8", "192.0.2.7/32"],
       has_shared_secret: true,
       has_gateway_access_ticket: true,
+      assertion: null,
       configured_at: t.clock.now(),
       session_expires_at: t.clock.now() + 30 * 60,
     });

@@ -319,6 +319,8 @@ export async function configureOidcSettings(deps: Deps, actor: Pick<UserRow, "id
   const settings = await prepareSettings(deps, input);
   await deps.db.batch([
     writeSettingStatement(deps, OIDC_SETTING, settings),
+    // The provider saved last is the remote sign-in (the trusted proxy's settings do the same, docs/decisions.md).
+    deps.db.update(instance).set({ remoteAuthMode: "oidc", updatedAt: settings.configured_at }).where(eq(instance.id, 1)),
     auditStatement(deps, {
       action: "settings.oidc_configured",
       actor,

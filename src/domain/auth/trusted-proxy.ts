@@ -2,16 +2,23 @@ import ipaddr from "ipaddr.js";
 import { parseCidr } from "../common/cidr.ts";
 // Re-exported: callers (and tests) import it from here since before it moved.
 export { parseCidr };
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { instance, instanceSettings } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { recordAudit } from "../common/audit.ts";
+import { auditStatement, recordAudit } from "../common/audit.ts";
 import { constantTimeEqual } from "../common/crypto.ts";
-import { loadInstance, readSetting } from "../setup/instance.ts";
+import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "../setup/setup.ts";
-import { newOwnerValues, normalizeEmail, signIn } from "./users.ts";
+import {
+  assertionFieldsSchema,
+  type AssertionInput,
+  prepareAssertionSettings,
+  type ProxyAssertionSettings,
+  verifiedAssertionEmail,
+} from "./proxy-assertion.ts";
+import { newOwnerValues, normalizeEmail, signIn, type UserRow } from "./users.ts";
 
 /** Settings key of the trusted-proxy document in instance_settings. */
 export const TRUSTED_PROXY_SETTING = "trusted_proxy";
@@ -29,6 +36,8 @@ export interface StoredTrustedProxySettings {
   trusted_proxy_cidrs: string[];
   shared_secret_sealed: string | null;
   gateway_access_ticket_sealed: string | null;
+  /** A signed assertion the proxy must send (docs/api.md §21); absent in documents written before it existed. */
+  assertion?: ProxyAssertionSettings | null;
   configured_at: number;
 }
 
@@ -39,10 +48,14 @@ export interface TrustedProxySettings {
   cidrs: string[];
   hasSharedSecret: boolean;
   gatewayAccessTicket: string | null;
+  assertion: ProxyAssertionSettings | null;
   configuredAt: number;
 }
 
 type SecretDeps = Pick<AppDeps, "db" | "clock" | "secrets">;
+/** Configure checks the key set URL with the outbound guard; sign-in fetches the key set. */
+type ConfigureDeps = SecretDeps & Pick<AppDeps, "checkDestination" | "config">;
+type SignInDeps = SecretDeps & Pick<AppDeps, "fetch">;
 
 // ---------------------------------------------------------------------------------------------------------
 // Addresses and CIDRs
@@ -130,6 +143,9 @@ export const sharedSecretSchema = z
 
 export const gatewayTicketSchema = z.string().min(1).max(4096).regex(VISIBLE_ASCII, "must be visible ASCII without spaces");
 
+/** The `assertion` object: the header rules of the identity header, and the key set, issuer and audience. */
+export const assertionSchema = assertionFieldsSchema.extend({ header: userEmailHeaderSchema });
+
 const identityEmailSchema = z.email().max(320);
 
 // ---------------------------------------------------------------------------------------------------------
@@ -149,6 +165,7 @@ export async function readTrustedProxySettings(deps: Pick<AppDeps, "db" | "secre
     cidrs: doc.trusted_proxy_cidrs,
     hasSharedSecret: doc.shared_secret_sealed !== null,
     gatewayAccessTicket: doc.gateway_access_ticket_sealed ? await deps.secrets.open(doc.gateway_access_ticket_sealed) : null,
+    assertion: doc.assertion ?? null,
     configuredAt: doc.configured_at,
   };
 }
@@ -161,6 +178,8 @@ export interface ConfigureTrustedProxyInput {
   shared_secret?: string | null;
   /** Omitted: keep the stored one; null: remove it. */
   gateway_access_ticket?: string | null;
+  /** Omitted or null: no signed assertion (the plain identity header is believed). */
+  assertion?: AssertionInput | null;
 }
 
 function assertTrustedProxyMode(inst: { runtimeMode: string; remoteAuthMode: string }, what: string): void {
@@ -169,20 +188,12 @@ function assertTrustedProxyMode(inst: { runtimeMode: string; remoteAuthMode: str
   }
 }
 
-/**
- * Setup: stores the configuration and moves bootstrap_pending → idp_configured (repeatable there). The
- * document write is conditional on the state change having landed in the same batch, so a configure racing
- * an owner claim never rewrites the settings the owner was claimed under.
- */
-export async function configureTrustedProxy(deps: SecretDeps, input: ConfigureTrustedProxyInput) {
-  const inst = await loadInstance(deps);
-  const next = assertSetupOperation(inst, "configure_trusted_proxy");
-  assertTrustedProxyMode(inst, "trusted-proxy configuration");
+/** The document a configure writes: secrets sealed (or kept when omitted), CIDRs canonical, the key set URL checked. */
+async function buildDocument(deps: ConfigureDeps, input: ConfigureTrustedProxyInput): Promise<StoredTrustedProxySettings> {
   const previous = await loadDocument(deps);
-  const now = deps.clock.now();
   const sealOrKeep = async (value: string | null | undefined, kept: string | null | undefined) =>
     value === undefined ? (kept ?? null) : value === null ? null : deps.secrets.seal(value);
-  const doc: StoredTrustedProxySettings = {
+  return {
     setup_owner_email: input.setup_owner_email ? normalizeEmail(input.setup_owner_email) : null,
     user_email_header: input.user_email_header ?? DEFAULT_USER_EMAIL_HEADER,
     trusted_proxy_cidrs: (input.trusted_proxy_cidrs ?? []).map((cidr) => {
@@ -191,8 +202,33 @@ export async function configureTrustedProxy(deps: SecretDeps, input: ConfigureTr
     }),
     shared_secret_sealed: await sealOrKeep(input.shared_secret, previous?.shared_secret_sealed),
     gateway_access_ticket_sealed: await sealOrKeep(input.gateway_access_ticket, previous?.gateway_access_ticket_sealed),
-    configured_at: now,
+    assertion: input.assertion ? await prepareAssertionSettings(deps, input.assertion) : null,
+    configured_at: deps.clock.now(),
   };
+}
+
+/** The configuration as the API shows it: no secret, only whether one is stored. */
+function documentJson(doc: StoredTrustedProxySettings) {
+  return {
+    user_email_header: doc.user_email_header,
+    trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
+    has_shared_secret: doc.shared_secret_sealed !== null,
+    has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
+    assertion: doc.assertion ?? null,
+  };
+}
+
+/**
+ * Setup: stores the configuration and moves bootstrap_pending → idp_configured (repeatable there). The
+ * document write is conditional on the state change having landed in the same batch, so a configure racing
+ * an owner claim never rewrites the settings the owner was claimed under.
+ */
+export async function configureTrustedProxy(deps: ConfigureDeps, input: ConfigureTrustedProxyInput) {
+  const inst = await loadInstance(deps);
+  const next = assertSetupOperation(inst, "configure_trusted_proxy");
+  assertTrustedProxyMode(inst, "trusted-proxy configuration");
+  const doc = await buildDocument(deps, input);
+  const now = doc.configured_at;
   const json = JSON.stringify(doc);
   const transitionLanded = sql`exists (select 1 from ${instance} where ${instance.id} = 1 and ${instance.state} = ${next} and ${instance.ownerUserId} is null)`;
   const [moved] = await deps.db.batch([
@@ -203,27 +239,49 @@ export async function configureTrustedProxy(deps: SecretDeps, input: ConfigureTr
       .onConflictDoUpdate({ target: instanceSettings.key, set: { value: sql`excluded.value`, updatedAt: now } }),
   ]);
   if (moved.length === 0) throw new ApiError(409, "invalid_state", "the owner was already created");
+  const shown = documentJson(doc);
   // Recorded only once the change has landed.
   await recordAudit(deps, {
     action: "setup.trusted_proxy_configured",
     targetType: "instance",
     targetId: inst.instanceId,
-    details: {
-      user_email_header: doc.user_email_header,
-      trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
-      has_shared_secret: doc.shared_secret_sealed !== null,
-      has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
-    },
+    details: shown,
   });
-  return {
-    state: next,
-    setup_owner_email: doc.setup_owner_email,
-    user_email_header: doc.user_email_header,
-    trusted_proxy_cidrs: doc.trusted_proxy_cidrs,
-    has_shared_secret: doc.shared_secret_sealed !== null,
-    has_gateway_access_ticket: doc.gateway_access_ticket_sealed !== null,
-    configured_at: now,
-  };
+  return { state: next, setup_owner_email: doc.setup_owner_email, ...shown, configured_at: now };
+}
+
+/** GET /v1/settings/trusted-proxy: the stored configuration (defaults before any), and whether it is the remote sign-in. */
+export async function readTrustedProxySettingsJson(deps: Pick<AppDeps, "db" | "clock">) {
+  const inst = await loadInstance(deps);
+  const doc = await loadDocument(deps);
+  const shown = doc
+    ? documentJson(doc)
+    : {
+        user_email_header: DEFAULT_USER_EMAIL_HEADER,
+        trusted_proxy_cidrs: [],
+        has_shared_secret: false,
+        has_gateway_access_ticket: false,
+        assertion: null,
+      };
+  return { configured: doc !== null, in_use: inst.remoteAuthMode === "trusted_proxy", ...shown, configured_at: doc?.configured_at ?? null };
+}
+
+/**
+ * After setup (PUT /v1/settings/trusted-proxy, owner only; docs/api.md §21): replaces the configuration and makes
+ * the trusted proxy the remote sign-in (remote_auth_mode), so an instance set up on one Mac can open to the team
+ * through Tailscale or an access gateway. Secrets omitted are kept, as in setup.
+ */
+export async function updateTrustedProxySettings(deps: ConfigureDeps, actor: Pick<UserRow, "id" | "email">, input: ConfigureTrustedProxyInput) {
+  const inst = await loadInstance(deps);
+  if (inst.state !== "ready") throw new ApiError(409, "invalid_state", "the trusted proxy is configured through setup until setup is complete");
+  const doc = await buildDocument(deps, { ...input, setup_owner_email: null });
+  const shown = documentJson(doc);
+  await deps.db.batch([
+    writeSettingStatement(deps, TRUSTED_PROXY_SETTING, doc),
+    deps.db.update(instance).set({ remoteAuthMode: "trusted_proxy", updatedAt: doc.configured_at }).where(eq(instance.id, 1)),
+    auditStatement(deps, { action: "settings.trusted_proxy_configured", actor, targetType: "instance", targetId: inst.instanceId, details: shown }),
+  ]);
+  return readTrustedProxySettingsJson(deps);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -239,7 +297,7 @@ export interface ProxyRequest {
  * The email a trusted proxy asserts, checked in this order: peer in the allowlist, the shared secret
  * (constant-time), then the identity header. Header lookups are case-insensitive (`Headers.get`).
  */
-export async function assertedEmail(deps: Pick<AppDeps, "secrets">, doc: StoredTrustedProxySettings, req: ProxyRequest): Promise<string> {
+export async function assertedEmail(deps: SignInDeps, doc: StoredTrustedProxySettings, req: ProxyRequest): Promise<string> {
   if (!isTrustedPeer(req.peer, doc.trusted_proxy_cidrs)) {
     throw new ApiError(403, "trusted_proxy_peer_not_allowed", "this request did not come from a trusted proxy");
   }
@@ -250,6 +308,8 @@ export async function assertedEmail(deps: Pick<AppDeps, "secrets">, doc: StoredT
     if (!constantTimeEqual(given, expected))
       throw new ApiError(401, "trusted_proxy_shared_secret_invalid", "the proxy's shared secret does not match");
   }
+  // With a signed assertion configured, its email claim is the identity and the plain header is ignored (docs/api.md §21).
+  if (doc.assertion) return normalizeEmail(await verifiedAssertionEmail(deps, doc.assertion, req.headers));
   const identity = req.headers.get(doc.user_email_header)?.trim();
   if (!identity) throw new ApiError(401, "trusted_proxy_identity_missing", `the identity header ${doc.user_email_header} is missing`);
   if (!identityEmailSchema.safeParse(identity).success) {
@@ -265,7 +325,7 @@ async function requireDocument(deps: Pick<AppDeps, "db">): Promise<StoredTrusted
 }
 
 /** Setup: the proxy-asserted user becomes the owner (idp_configured → owner_created). */
-export async function claimTrustedProxyOwner(deps: SecretDeps, req: ProxyRequest) {
+export async function claimTrustedProxyOwner(deps: SignInDeps, req: ProxyRequest) {
   const inst = await loadInstance(deps);
   if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
   assertTrustedProxyMode(inst, "claiming the owner through a trusted proxy");
@@ -280,7 +340,7 @@ export async function claimTrustedProxyOwner(deps: SecretDeps, req: ProxyRequest
 }
 
 /** Sign-in through the proxy (docs/spec.md trusted-proxy login rules 1–5). */
-export async function trustedProxyLogin(deps: SecretDeps, req: ProxyRequest) {
+export async function trustedProxyLogin(deps: SignInDeps, req: ProxyRequest) {
   const inst = await loadInstance(deps);
   assertTrustedProxyMode(inst, "trusted-proxy login");
   const doc = await requireDocument(deps);
@@ -293,8 +353,9 @@ export async function isTrustedProxyConfigured(deps: Pick<AppDeps, "db">): Promi
   return (await loadDocument(deps)) !== null;
 }
 
-/** A configured trusted proxy with no shared secret and no CIDRs: any loopback process can pose as the proxy. */
+/** A configured trusted proxy with no shared secret, no CIDRs and no assertion: any loopback process can pose as the proxy. */
 export async function isTrustedProxyUnguarded(deps: Pick<AppDeps, "db">): Promise<boolean> {
   const doc = await loadDocument(deps);
-  return doc !== null && !doc.shared_secret_sealed && (doc.trusted_proxy_cidrs ?? []).length === 0;
+  // A signed assertion proves the proxy by itself: a local process cannot sign one (docs/api.md §21).
+  return doc !== null && !doc.shared_secret_sealed && (doc.trusted_proxy_cidrs ?? []).length === 0 && !doc.assertion;
 }

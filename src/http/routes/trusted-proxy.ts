@@ -2,15 +2,18 @@ import { Hono } from "hono";
 import { z } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
+  assertionSchema,
   cidrListSchema,
   claimTrustedProxyOwner,
   configureTrustedProxy,
   gatewayTicketSchema,
   sharedSecretSchema,
+  readTrustedProxySettingsJson,
   trustedProxyLogin,
+  updateTrustedProxySettings,
   userEmailHeaderSchema,
 } from "../../domain/auth/trusted-proxy.ts";
-import { requireSetupSession } from "../middleware/auth.ts";
+import { requireSetupSession, requireUser, ROLES } from "../middleware/auth.ts";
 import { requireReady } from "../middleware/ready.ts";
 import { jsonBody } from "../validate.ts";
 import { emailSchema } from "./setup.schemas.ts";
@@ -23,7 +26,19 @@ const configureSchema = z.object({
   trusted_proxy_cidrs: cidrListSchema.optional(),
   shared_secret: sharedSecretSchema.nullable().optional(),
   gateway_access_ticket: gatewayTicketSchema.nullable().optional(),
+  assertion: assertionSchema.nullable().optional(),
 });
+
+/** After setup there is no owner to expect: the owner exists. */
+const settingsSchema = configureSchema.omit({ setup_owner_email: true });
+
+const ASSERTION_EXAMPLE = {
+  header: "Cf-Access-Jwt-Assertion",
+  jwks_url: "https://your-team.cloudflareaccess.com/cdn-cgi/access/certs",
+  issuer: "https://your-team.cloudflareaccess.com",
+  audience: "application-audience-tag",
+};
+const ASSERTION_ERRORS = { 401: ["trusted_proxy_assertion_missing", "trusted_proxy_assertion_invalid"] } as const;
 
 /** Trusted-proxy setup (configure, owner claim) and sign-in. The peer address comes from the host, never a header. */
 export function trustedProxyRoutes(deps: AppDeps) {
@@ -34,7 +49,7 @@ export function trustedProxyRoutes(deps: AppDeps) {
       apiDoc({
         summary: "Setup: configure sign-in through a trusted reverse proxy",
         responses: { 200: json.TrustedProxyConfiguredJson },
-        errors: { 409: ["invalid_state"] },
+        errors: { 400: ["invalid_input", "destination_not_allowed"], 409: ["invalid_state"] },
         example: {
           body: {
             setup_owner_email: "owner@example.com",
@@ -63,6 +78,7 @@ export function trustedProxyRoutes(deps: AppDeps) {
             "trusted_proxy_shared_secret_invalid",
             "trusted_proxy_owner_email_mismatch",
           ],
+          ...ASSERTION_ERRORS,
           409: ["invalid_state"],
         },
         example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
@@ -87,11 +103,30 @@ export function trustedProxyRoutes(deps: AppDeps) {
             "trusted_proxy_identity_invalid",
             "user_not_found",
           ],
+          ...ASSERTION_ERRORS,
           409: ["setup_incomplete", "trusted_proxy_not_configured"],
         },
         example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
       }),
       requireReady(deps),
       async (c) => c.json(await trustedProxyLogin(deps, { peer: deps.getPeerAddress(c), headers: c.req.raw.headers })),
+    )
+    .get(
+      "/v1/settings/trusted-proxy",
+      apiDoc({ summary: "Read the trusted-proxy configuration (no secrets)", responses: { 200: json.TrustedProxySettingsJson } }),
+      requireUser(deps, { roles: ROLES.managers, code: "insufficient_role" }),
+      async (c) => c.json(await readTrustedProxySettingsJson(deps)),
+    )
+    .put(
+      "/v1/settings/trusted-proxy",
+      apiDoc({
+        summary: "Configure sign-in through a trusted proxy after setup, and make it the remote sign-in (owner)",
+        responses: { 200: json.TrustedProxySettingsJson },
+        errors: { 400: ["invalid_input", "destination_not_allowed"], 409: ["invalid_state"] },
+        example: { body: { user_email_header: "Tailscale-User-Login", trusted_proxy_cidrs: [], assertion: ASSERTION_EXAMPLE } },
+      }),
+      requireUser(deps, { roles: ROLES.owner, code: "external_access_owner_required" }),
+      jsonBody(settingsSchema),
+      async (c) => c.json(await updateTrustedProxySettings(deps, c.get("user"), c.req.valid("json"))),
     );
 }

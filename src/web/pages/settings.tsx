@@ -9,7 +9,15 @@ import { readNetworkSettings, updateNetworkSettings } from "../../domain/setting
 import { configureOidcSettings, readOidcSettings, standardCallbackUri } from "../../domain/auth/oidc.ts";
 import { readPreferences, updatePreferences } from "../../domain/auth/preferences.ts";
 import { runPreflight, type Preflight } from "../../domain/setup/preflight.ts";
+import {
+  cidrListSchema,
+  readTrustedProxySettingsJson,
+  sharedSecretSchema,
+  updateTrustedProxySettings,
+  userEmailHeaderSchema,
+} from "../../domain/auth/trusted-proxy.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
+import { AssertionFields, assertionFromForm, OIDC_PRESETS, PresetLinks, PROXY_PRESETS, presetById, type ProxyPreset } from "../team-presets.tsx";
 import { Button, Checkbox, CopyField, Field, PostForm, RadioGroup, Section, TextArea } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
@@ -21,13 +29,14 @@ import { readInstancePolicy, type EffectivePolicy } from "../../domain/retention
 import { nameDirectory, type NameDirectory } from "../../domain/projects/projects.ts";
 import { DiskSection, RetentionSection, retentionPages } from "./retention.tsx";
 
-type SectionId = "mode" | "network" | "oidc" | "storage" | "local-login" | "retention";
+type SectionId = "mode" | "network" | "oidc" | "trusted-proxy" | "storage" | "local-login" | "retention";
 
 interface SettingsData {
   preferences: Awaited<ReturnType<typeof readPreferences>>["preferences"];
   preflight: Preflight;
   network: Awaited<ReturnType<typeof readNetworkSettings>>;
   oidc: { issuer_url: string; client_id: string; has_client_secret: boolean } | null;
+  trustedProxy: Awaited<ReturnType<typeof readTrustedProxySettingsJson>>;
   callbackUri: string;
   storage: Awaited<ReturnType<typeof readArtifactStorageSettings>>;
   localLogin: LocalLoginMode;
@@ -105,8 +114,81 @@ function Checklist(props: { preflight: Preflight }) {
   );
 }
 
-function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormProblem | null }) {
+/** The trusted-proxy form's values: what was refused, else a chosen preset's, else what is stored. */
+function proxyFormValues(data: SettingsData, problem: FormProblem | null, preset: ProxyPreset | null): Record<string, string> {
+  if (problem?.section === "trusted-proxy") return problem.values;
+  const stored = data.trustedProxy;
+  const cidrs = stored.trusted_proxy_cidrs.join("\n");
+  if (preset) return { user_email_header: "", trusted_proxy_cidrs: cidrs, ...preset.values };
+  const a = stored.assertion;
+  return {
+    user_email_header: stored.configured ? stored.user_email_header : "",
+    trusted_proxy_cidrs: cidrs,
+    assertion_header: a?.header ?? "",
+    jwks_url: a?.jwks_url ?? "",
+    assertion_issuer: a?.issuer ?? "",
+    audience: a?.audience ?? "",
+    email_claim: a && a.email_claim !== "email" ? a.email_claim : "",
+  };
+}
+
+function TrustedProxySection(props: { data: SettingsData; problem: FormProblem | null; preset: ProxyPreset | null }) {
+  const values = proxyFormValues(props.data, props.problem, props.preset);
+  const stored = props.data.trustedProxy;
+  return (
+    <Section
+      title="Sign-in through a trusted proxy"
+      id="trusted-proxy"
+      description="Tailscale Serve, an access gateway or oauth2-proxy signs your team in and tells Hangar who they are. Saving makes it the sign-in of External Access."
+    >
+      <Problem problem={props.problem} section="trusted-proxy" />
+      <PresetLinks list={PROXY_PRESETS} href={(id) => `/settings?proxy_preset=${id}#trusted-proxy`} chosen={props.preset} id="proxy-presets" />
+      <PostForm action="/settings/trusted-proxy">
+        <Field
+          label="Identity header"
+          name="user_email_header"
+          value={values.user_email_header}
+          placeholder="x-hangar-user-email"
+          spellcheck={false}
+          hint="The header holding the user's email; the default when empty."
+        />
+        <TextArea
+          label="Proxy addresses (CIDR)"
+          name="trusted_proxy_cidrs"
+          value={values.trusted_proxy_cidrs}
+          hint="One per line. Empty: only a proxy on this machine (127.0.0.1, ::1) is trusted."
+        />
+        <Field
+          label="Shared secret"
+          name="shared_secret"
+          type="password"
+          autocomplete="off"
+          hint={
+            stored.has_shared_secret
+              ? "A secret is stored; leave empty to keep it. The proxy sends it as X-Hangar-Trusted-Proxy-Secret."
+              : "Optional, at least 16 characters: the proxy sends it as X-Hangar-Trusted-Proxy-Secret."
+          }
+        />
+        <AssertionFields values={values} />
+        <Button>Save the trusted proxy</Button>
+      </PostForm>
+      {stored.configured ? (
+        <p class="hint" id="trusted-proxy-state">
+          {stored.in_use ? "The trusted proxy is the sign-in of External Access." : "Saved, but OIDC is the sign-in of External Access now."}
+        </p>
+      ) : null}
+    </Section>
+  );
+}
+
+function SettingsPage(props: {
+  ctx: PageCtx;
+  data: SettingsData;
+  problem?: FormProblem | null;
+  presets?: { proxy: ProxyPreset | null; oidc: ProxyPreset | null };
+}) {
   const { data } = props;
+  const oidcPreset = props.presets?.oidc ?? null;
   const isOwner = props.ctx.user?.role === "owner";
   const problem = props.problem ?? null;
   const v = (section: SectionId, key: string, fallback: string | null | undefined) =>
@@ -178,13 +260,14 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
       {isOwner ? (
         <Section title="Sign-in with OIDC" id="oidc" description="Your identity provider, for signing in from other machines.">
           <Problem problem={problem} section="oidc" />
+          <PresetLinks list={OIDC_PRESETS} href={(id) => `/settings?oidc_preset=${id}#oidc`} chosen={oidcPreset} id="oidc-presets" />
           <CopyField id="oidc-redirect" label="Redirect URI to register at the provider" value={data.callbackUri} />
           <PostForm action="/settings/oidc">
             <Field
               label="Issuer URL"
               name="issuer_url"
               type="url"
-              value={v("oidc", "issuer_url", data.oidc?.issuer_url)}
+              value={v("oidc", "issuer_url", oidcPreset?.values.issuer_url ?? data.oidc?.issuer_url)}
               placeholder="https://accounts.example.com"
             />
             <Field label="Client ID" name="client_id" value={v("oidc", "client_id", data.oidc?.client_id)} autocomplete="off" />
@@ -199,6 +282,8 @@ function SettingsPage(props: { ctx: PageCtx; data: SettingsData; problem?: FormP
           </PostForm>
         </Section>
       ) : null}
+
+      {isOwner ? <TrustedProxySection data={data} problem={problem} preset={props.presets?.proxy ?? null} /> : null}
 
       <Section
         title="Artifact storage"
@@ -316,6 +401,7 @@ async function loadSettings(deps: AppDeps, requestUrl: string): Promise<Settings
     preflight: await runPreflight(deps),
     network: await readNetworkSettings(deps),
     oidc: oidc ? { issuer_url: oidc.issuer_url, client_id: oidc.client_id, has_client_secret: oidc.client_secret_sealed !== null } : null,
+    trustedProxy: await readTrustedProxySettingsJson(deps),
     callbackUri: await standardCallbackUri(deps, new URL(requestUrl).origin),
     storage: await readArtifactStorageSettings(deps),
     localLogin: (await readLocalLoginSetting(deps)).mode,
@@ -349,7 +435,7 @@ export function settingsPages(deps: AppDeps) {
       return c.redirect(`/settings#${section}`, 303);
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
-      const { secret_access_key: _s, client_secret: _c, ...values } = form;
+      const { secret_access_key: _s, client_secret: _c, shared_secret: _p, ...values } = form;
       const problem = { section, message: settingsError(err), values };
       return renderPage(
         c,
@@ -368,7 +454,10 @@ export function settingsPages(deps: AppDeps) {
   );
   return new Hono<AppEnv>()
     .route("/", retention)
-    .get("/settings", managers, async (c) => renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} />))
+    .get("/settings", managers, async (c) => {
+      const presets = { proxy: presetById(PROXY_PRESETS, c.req.query("proxy_preset")), oidc: presetById(OIDC_PRESETS, c.req.query("oidc_preset")) };
+      return renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} presets={presets} />);
+    })
     .post("/settings/mode", owner, async (c) => {
       const form = strings(await c.req.parseBody());
       const target = form.runtime_mode === "remote" ? "remote" : "local";
@@ -421,6 +510,36 @@ export function settingsPages(deps: AppDeps) {
           ...(secret !== "" ? { client_secret: secret } : {}),
         });
         return `The provider ${saved.discovered_issuer} answered; sign-in with OIDC is configured.`;
+      }),
+    )
+    .post(
+      "/settings/trusted-proxy",
+      owner,
+      change("trusted-proxy", async (c, form) => {
+        const headerText = (form.user_email_header ?? "").trim();
+        const header = headerText === "" ? null : userEmailHeaderSchema.safeParse(headerText);
+        if (header && !header.success)
+          throw new ApiError(400, "invalid_input", "the identity header must be an HTTP header name that is not reserved");
+        const cidrs = lines(form.trusted_proxy_cidrs);
+        const cidrCheck = cidrListSchema.safeParse(cidrs);
+        if (!cidrCheck.success) throw new ApiError(400, "invalid_input", `not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`);
+        const secret = form.shared_secret ?? "";
+        if (secret !== "" && !sharedSecretSchema.safeParse(secret).success)
+          throw new ApiError(400, "invalid_input", "the shared secret must be 16 to 512 visible characters without spaces");
+        const assertion = assertionFromForm(form);
+        if (!assertion.ok)
+          throw new ApiError(
+            400,
+            "invalid_input",
+            `signed assertion, ${Object.entries(assertion.errors).map(([field, message]) => `${field}: ${message}`)[0] ?? "not valid"}`,
+          );
+        await updateTrustedProxySettings(deps, c.get("user"), {
+          ...(header ? { user_email_header: header.data } : {}),
+          trusted_proxy_cidrs: cidrs,
+          ...(secret !== "" ? { shared_secret: secret } : {}),
+          assertion: assertion.assertion,
+        });
+        return "The trusted proxy is saved and is now the sign-in of External Access.";
       }),
     )
     .post(

@@ -22,6 +22,7 @@ import {
 import { findUserById, signIn } from "../../domain/auth/users.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { Button, CopyField, Field, PostForm, RadioGroup, Select, TextArea } from "../components.tsx";
+import { AssertionFields, assertionFromForm, OIDC_PRESETS, PresetLinks, PROXY_PRESETS, presetById, type ProxyPreset } from "../team-presets.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
@@ -180,10 +181,12 @@ function OidcStep(props: {
   callback: string;
   configured: { issuer: string; clientId: string } | null;
   form?: FormState;
+  preset?: ProxyPreset | null;
 }) {
-  const v = props.form?.values ?? {};
+  const v = { ...props.preset?.values, ...props.form?.values };
   return (
     <Wizard ctx={props.ctx} step="oidc" title="Your identity provider" form={props.form}>
+      <PresetLinks list={OIDC_PRESETS} href={(id) => `/setup?step=oidc&preset=${id}`} chosen={props.preset ?? null} id="oidc-presets" />
       <p>Register Hangar as an OIDC client (authorization code flow) at your provider with this redirect URI:</p>
       <CopyField id="redirect-uri" label="Redirect URI" value={props.callback} />
       <PostForm action="/setup/oidc">
@@ -241,10 +244,24 @@ const HEADER_PRESETS = [
 
 function ProxyStep(props: {
   ctx: PageCtx;
-  configured: { header: string; cidrs: string[]; ownerEmail: string | null; hasSecret: boolean } | null;
+  configured: { header: string; cidrs: string[]; ownerEmail: string | null; hasSecret: boolean; assertion: Record<string, string> } | null;
   form?: FormState;
+  preset?: ProxyPreset | null;
 }) {
-  const v = props.form?.values ?? {};
+  const presetValues = props.preset?.values ?? {};
+  // A preset's identity header goes into the custom header field; its assertion fields replace the stored ones.
+  const fromPreset: Record<string, string> = props.preset
+    ? {
+        header_preset: presetValues.user_email_header ? "custom" : DEFAULT_USER_EMAIL_HEADER,
+        custom_header: presetValues.user_email_header ?? "",
+        assertion_header: "",
+        jwks_url: "",
+        assertion_issuer: "",
+        audience: "",
+        ...presetValues,
+      }
+    : {};
+  const v = { ...fromPreset, ...props.form?.values };
   const e = props.form?.errors ?? {};
   const storedHeader = props.configured?.header;
   const presetOf = (h: string | undefined) =>
@@ -254,6 +271,7 @@ function ProxyStep(props: {
   return (
     <Wizard ctx={props.ctx} step="proxy" title="Your trusted proxy" form={props.form}>
       <p>Your proxy signs people in and sends Hangar their email in a header. Hangar believes that header only from the proxy's addresses.</p>
+      <PresetLinks list={PROXY_PRESETS} href={(id) => `/setup?step=proxy&preset=${id}`} chosen={props.preset ?? null} id="proxy-presets" />
       <PostForm action="/setup/proxy">
         <Select
           label="Identity header"
@@ -328,6 +346,7 @@ function ProxyStep(props: {
           error={e.gateway_access_ticket}
           hint="Optional, access gateway only: lets iPhones fetch installs through the gateway."
         />
+        <AssertionFields values={props.form?.values || props.preset ? v : (props.configured?.assertion ?? {})} errors={e} />
         <div class="actions">
           <Button variant={props.configured ? "secondary" : "primary"}>{props.configured ? "Save again" : "Save"}</Button>
           <Button href="/setup?step=mode" variant="secondary">
@@ -498,14 +517,31 @@ async function renderStep(deps: AppDeps, c: Context<AppEnv>, step: Step, form?: 
       const configured = stored ? { issuer: stored.issuer_url, clientId: stored.client_id } : null;
       // The owner's sign-in form posts here and is redirected to the provider: CSP form-action must allow it.
       if (stored) c.set("cspFormActions", [...new Set([new URL(stored.issuer_url).origin, new URL(stored.discovered_issuer).origin])]);
-      return renderPage(c, <OidcStep ctx={ctx} inst={inst} callback={callback} configured={configured} form={form} />, status as 200);
+      const preset = presetById(OIDC_PRESETS, c.req.query("preset"));
+      return renderPage(c, <OidcStep ctx={ctx} inst={inst} callback={callback} configured={configured} form={form} preset={preset} />, status as 200);
     }
     case "proxy": {
       const stored = inst.state === "idp_configured" ? await readTrustedProxySettings(deps) : null;
+      const a = stored?.assertion;
       const configured = stored
-        ? { header: stored.userEmailHeader, cidrs: stored.cidrs, ownerEmail: stored.setupOwnerEmail, hasSecret: stored.hasSharedSecret }
+        ? {
+            header: stored.userEmailHeader,
+            cidrs: stored.cidrs,
+            ownerEmail: stored.setupOwnerEmail,
+            hasSecret: stored.hasSharedSecret,
+            assertion: (a
+              ? {
+                  assertion_header: a.header,
+                  jwks_url: a.jwks_url,
+                  assertion_issuer: a.issuer,
+                  audience: a.audience,
+                  email_claim: a.email_claim === "email" ? "" : a.email_claim,
+                }
+              : {}) as Record<string, string>,
+          }
         : null;
-      return renderPage(c, <ProxyStep ctx={ctx} configured={configured} form={form} />, status as 200);
+      const preset = presetById(PROXY_PRESETS, c.req.query("preset"));
+      return renderPage(c, <ProxyStep ctx={ctx} configured={configured} form={form} preset={preset} />, status as 200);
     }
     case "complete": {
       const owner = inst.ownerUserId ? await findUserById(deps, inst.ownerUserId) : undefined;
@@ -644,7 +680,10 @@ export function setupPages(deps: AppDeps) {
           errors.gateway_access_ticket = "The ticket must be visible characters without spaces.";
         if (ownerEmail !== "" && !emailSchema.safeParse(ownerEmail).success)
           errors.setup_owner_email = "Enter a valid email address, or leave it empty.";
-        if (Object.keys(errors).length > 0 || !header.success) {
+        const assertionFields = ["assertion_header", "jwks_url", "assertion_issuer", "audience", "email_claim"];
+        const assertion = assertionFromForm(Object.fromEntries(assertionFields.map((name) => [name, formString(form, name)])));
+        if (!assertion.ok) Object.assign(errors, assertion.errors);
+        if (Object.keys(errors).length > 0 || !header.success || !assertion.ok) {
           return renderStep(
             deps,
             c,
@@ -656,6 +695,7 @@ export function setupPages(deps: AppDeps) {
                 trusted_proxy_cidrs: formString(form, "trusted_proxy_cidrs"),
                 setup_owner_email: ownerEmail,
                 shared_secret: secret,
+                ...Object.fromEntries(assertionFields.map((name) => [name, formString(form, name)])),
               },
               errors,
             },
@@ -668,6 +708,7 @@ export function setupPages(deps: AppDeps) {
           setup_owner_email: ownerEmail === "" ? null : ownerEmail,
           ...(secret !== "" ? { shared_secret: secret } : {}),
           ...(ticket !== "" ? { gateway_access_ticket: ticket } : {}),
+          assertion: assertion.assertion,
         });
         setFlash(c, "ok", "Saved. Now claim ownership through your proxy.");
         return c.redirect("/setup?step=proxy", 303);
