@@ -109,7 +109,7 @@ function isAllowedProviderUrl(url: URL, allow: OutboundAllowList): boolean {
 /** The configured issuer URL, or 400 invalid_input saying why it is refused. */
 export function checkIssuerUrl(raw: string): string {
   const issuer = raw.trim();
-  const refuse = (message: string) => new ApiError(400, "invalid_input", message, [{ path: "issuer_url", message }]);
+  const refuse = (message: string) => new ApiError("invalid_input", message, [{ path: "issuer_url", message }]);
   let url: URL;
   try {
     url = new URL(issuer);
@@ -215,8 +215,8 @@ async function discoverForFlow(deps: Deps, issuerUrl: string): Promise<Discovery
   try {
     return await discover(deps, issuerUrl);
   } catch (err) {
-    if (err instanceof DiscoveryFailure) throw new ApiError(502, "oidc_discovery_error", err.message);
-    if (err instanceof DestinationNotAllowedError) throw new ApiError(502, "oidc_discovery_error", err.message);
+    if (err instanceof DiscoveryFailure) throw new ApiError("oidc_discovery_error", err.message);
+    if (err instanceof DestinationNotAllowedError) throw new ApiError("oidc_discovery_error", err.message);
     throw err;
   }
 }
@@ -233,28 +233,28 @@ export async function readOidcSettings(deps: Pick<AppDeps, "db">): Promise<Store
 async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<StoredOidcSettings> {
   const issuerUrl = checkIssuerUrl(input.issuer_url);
   const clientId = input.client_id.trim();
-  if (!clientId) throw new ApiError(400, "invalid_input", "client_id must not be empty", [{ path: "client_id", message: "must not be empty" }]);
+  if (!clientId) throw new ApiError("invalid_input", "client_id must not be empty", [{ path: "client_id", message: "must not be empty" }]);
   // The outbound guard first (docs/api.md §12): a refused place is named, and never fetched.
   // Plain http is a development convenience for allowed destinations only; anything else is an input error.
   const isHttp = new URL(issuerUrl).protocol === "http:";
   const httpRefused = () => {
     const message = "issuer_url must use https (plain http is accepted only for destinations in HANGAR_OUTBOUND_ALLOW)";
-    return new ApiError(400, "invalid_input", message, [{ path: "issuer_url", message }]);
+    return new ApiError("invalid_input", message, [{ path: "issuer_url", message }]);
   };
   try {
     const { listed } = await checkDestinationNow(deps, issuerUrl);
     if (isHttp && !listed) throw httpRefused();
   } catch (err) {
     if (err instanceof DestinationNotAllowedError)
-      throw isHttp ? httpRefused() : new ApiError(400, "destination_not_allowed", `issuer_url: ${err.message}`);
+      throw isHttp ? httpRefused() : new ApiError("destination_not_allowed", `issuer_url: ${err.message}`);
     throw err;
   }
   let doc: DiscoveryDocument;
   try {
     doc = await discover(deps, issuerUrl);
   } catch (err) {
-    if (err instanceof DestinationNotAllowedError) throw new ApiError(400, "destination_not_allowed", `issuer_url: ${err.message}`);
-    if (err instanceof DiscoveryFailure) throw new ApiError(400, "oidc_discovery_failed", err.message);
+    if (err instanceof DestinationNotAllowedError) throw new ApiError("destination_not_allowed", `issuer_url: ${err.message}`);
+    if (err instanceof DiscoveryFailure) throw new ApiError("oidc_discovery_failed", err.message);
     throw err;
   }
   const previous = await readOidcSettings(deps);
@@ -265,7 +265,7 @@ async function prepareSettings(deps: Deps, input: OidcConfigureInput): Promise<S
     try {
       sealed = await deps.secrets.seal(input.client_secret);
     } catch {
-      throw new ApiError(500, "encryption_error", "the client secret could not be encrypted");
+      throw new ApiError("encryption_error", "the client secret could not be encrypted");
     }
   } else if (input.client_secret === undefined) {
     // A secret is write-only: re-saving the same provider and client without it keeps the stored one.
@@ -290,7 +290,7 @@ export async function configureSetupOidc(deps: Deps, input: OidcConfigureInput) 
     // The document lands only with the state change, so a setup that moved on meanwhile is left alone.
     writeSettingIfStateStatement(deps, settings, "idp_configured"),
   ]);
-  if (moved.length === 0) throw new ApiError(409, "invalid_state", "the setup state changed; read setup-status again");
+  if (moved.length === 0) throw new ApiError("invalid_state", "the setup state changed; read setup-status again");
   // Recorded only once the change has landed.
   await recordAudit(deps, {
     action: "setup.oidc_configured",
@@ -315,7 +315,7 @@ function writeSettingIfStateStatement(deps: Deps, settings: StoredOidcSettings, 
 /** PUT /v1/settings/external-access/oidc: the owner replaces the configuration once setup is ready. */
 export async function configureOidcSettings(deps: Deps, actor: Pick<UserRow, "id" | "email">, input: OidcConfigureInput) {
   const inst = await loadInstance(deps);
-  if (inst.state !== "ready") throw new ApiError(409, "invalid_state", "OIDC is configured through setup until setup is complete");
+  if (inst.state !== "ready") throw new ApiError("invalid_state", "OIDC is configured through setup until setup is complete");
   const settings = await prepareSettings(deps, input);
   await deps.db.batch([
     writeSettingStatement(deps, OIDC_SETTING, settings),
@@ -343,21 +343,20 @@ function checkRedirectUri(raw: string): string {
   try {
     url = new URL(raw);
   } catch {
-    throw new ApiError(400, "invalid_redirect_uri", "redirect_uri must be an absolute URL");
+    throw new ApiError("invalid_redirect_uri", "redirect_uri must be an absolute URL");
   }
   if ((url.protocol !== "https:" && url.protocol !== "http:") || url.hash || raw.length > 2048) {
-    throw new ApiError(400, "invalid_redirect_uri", "redirect_uri must be an http(s) URL without a fragment");
+    throw new ApiError("invalid_redirect_uri", "redirect_uri must be an http(s) URL without a fragment");
   }
   return raw;
 }
 
 function tooManyPending(): ApiError {
-  return new ApiError(429, "too_many_pending", `more than ${MAX_PENDING} sign-ins are pending; try again in a few minutes`);
+  return new ApiError("too_many_pending", `more than ${MAX_PENDING} sign-ins are pending; try again in a few minutes`);
 }
 
 function tooManyPendingForClient(): ApiError {
   return new ApiError(
-    429,
     "too_many_pending",
     `${MAX_PENDING_PER_CLIENT} sign-ins from this address are pending already; finish one or try again in a few minutes`,
   );
@@ -367,14 +366,14 @@ function tooManyPendingForClient(): ApiError {
 async function assertOidcClientAllowed(deps: Pick<AppDeps, "db" | "clock">, client: OidcClient): Promise<void> {
   const inst = await loadInstance(deps);
   if (inst.runtimeMode === "local" && !client.isLoopback) {
-    throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in is only available from this machine");
+    throw new ApiError("local_login_loopback_required", "in local mode, sign-in is only available from this machine");
   }
 }
 
 /** A database failure around pending requests is the spec's 500 store_error; its details go to the log only. */
 function storeError(deps: Deps, err: unknown): ApiError {
   deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc pending request store failed", error: describeError(err) });
-  return new ApiError(500, "store_error", "the sign-in request could not be stored or read");
+  return new ApiError("store_error", "the sign-in request could not be stored or read");
 }
 
 async function loadConfigured(deps: Deps, missing: () => ApiError): Promise<StoredOidcSettings> {
@@ -383,8 +382,8 @@ async function loadConfigured(deps: Deps, missing: () => ApiError): Promise<Stor
   return settings;
 }
 
-const setupNotConfigured = () => new ApiError(409, "invalid_state", "OIDC is not configured; call /v1/setup/oidc/configure first");
-const loginNotConfigured = () => new ApiError(500, "oidc_not_configured", "OIDC sign-in is not configured on this instance");
+const setupNotConfigured = () => new ApiError("invalid_state", "OIDC is not configured; call /v1/setup/oidc/configure first");
+const loginNotConfigured = () => new ApiError("oidc_not_configured", "OIDC sign-in is not configured on this instance");
 
 /**
  * Starts an authorization request: the state, PKCE verifier and nonce are kept server-side keyed by the state's
@@ -429,7 +428,7 @@ async function startAuthorization(deps: Deps, purpose: OidcPurpose, settings: St
   try {
     sealedVerifier = await deps.secrets.seal(verifier);
   } catch {
-    throw new ApiError(500, "encryption_error", "the sign-in request could not be encrypted");
+    throw new ApiError("encryption_error", "the sign-in request could not be encrypted");
   }
   const stateHash = await sha256Hex(state);
   let inserted: unknown[];
@@ -483,7 +482,7 @@ async function openSecret(deps: Deps, sealed: string, what: string): Promise<str
   try {
     return await deps.secrets.open(sealed);
   } catch {
-    throw new ApiError(500, "decryption_error", `the stored ${what} cannot be decrypted (was master.key replaced?)`);
+    throw new ApiError("decryption_error", `the stored ${what} cannot be decrypted (was master.key replaced?)`);
   }
 }
 
@@ -511,7 +510,7 @@ async function exchangeCode(
   const headers: Record<string, string> = { "content-type": "application/x-www-form-urlencoded", accept: "application/json" };
   // RFC 6749 §2.3.1: both parts form-encoded before base64 (the result is ASCII, so btoa is safe).
   if (secret !== null) headers.authorization = `Basic ${btoa(`${encodeURIComponent(settings.client_id)}:${encodeURIComponent(secret)}`)}`;
-  const refuse = (detail: string) => new ApiError(502, "token_exchange_error", `the provider refused the authorization code${detail}`);
+  const refuse = (detail: string) => new ApiError("token_exchange_error", `the provider refused the authorization code${detail}`);
   let status: number;
   let data: unknown;
   try {
@@ -593,17 +592,17 @@ async function verifyIdToken(
       requiredClaims: ["sub", "exp", "iat"],
     }));
   } catch (err) {
-    throw new ApiError(502, "id_token_verification_error", `the ID token failed verification: ${verificationReason(err)}`);
+    throw new ApiError("id_token_verification_error", `the ID token failed verification: ${verificationReason(err)}`);
   }
   if (Array.isArray(payload.aud) && payload.aud.length > 1 && payload.azp !== clientId) {
-    throw new ApiError(502, "id_token_verification_error", "the ID token has several audiences and no azp naming this client");
+    throw new ApiError("id_token_verification_error", "the ID token has several audiences and no azp naming this client");
   }
   if (payload.azp !== undefined && payload.azp !== clientId) {
-    throw new ApiError(502, "id_token_verification_error", "the ID token's azp names another client");
+    throw new ApiError("id_token_verification_error", "the ID token's azp names another client");
   }
   // jose does not know our nonce: compare it here, in constant time.
   if (typeof payload.nonce !== "string" || !constantTimeEqual(payload.nonce, input.nonce)) {
-    throw new ApiError(502, "id_token_verification_error", "the ID token's nonce does not match the sign-in request");
+    throw new ApiError("id_token_verification_error", "the ID token's nonce does not match the sign-in request");
   }
   return payload;
 }
@@ -668,13 +667,12 @@ async function identityFrom(
     }
   }
   const email = claimString(claims, "email", 320);
-  if (!email || !EMAIL.test(email)) throw new ApiError(502, "missing_email", "the provider did not return an email address for this account");
+  if (!email || !EMAIL.test(email)) throw new ApiError("missing_email", "the provider did not return an email address for this account");
   // Users are found by email: an address the provider does not vouch for must not match one (docs/api.md §3).
   // Absent counts as unverified, unless the owner trusts this provider's addresses.
   const verified = claims.email_verified === true || claims.email_verified === "true";
   if (!verified && !trustUnverifiedEmail) {
     throw new ApiError(
-      502,
       "missing_email",
       "the provider does not say this account's email address is verified (set trust_unverified_email to accept it)",
     );
@@ -714,8 +712,8 @@ async function finishAuthorization(
   } catch (err) {
     throw storeError(deps, err);
   }
-  if (!row) throw new ApiError(400, "invalid_state", "unknown or already used sign-in state; start the sign-in again");
-  if (row.expiresAt <= deps.clock.now()) throw new ApiError(400, "auth_expired", "the sign-in request is older than 10 minutes; start again");
+  if (!row) throw ApiError.withSecondStatus("invalid_state", "unknown or already used sign-in state; start the sign-in again");
+  if (row.expiresAt <= deps.clock.now()) throw new ApiError("auth_expired", "the sign-in request is older than 10 minutes; start again");
 
   const settings = await loadConfigured(deps, missing);
   const secret = settings.client_secret_sealed === null ? null : await openSecret(deps, settings.client_secret_sealed, "client secret");
@@ -723,7 +721,7 @@ async function finishAuthorization(
   const doc = await discoverForFlow(deps, settings.issuer_url);
   const tokens = await exchangeCode(deps, settings, secret, doc, row.redirectUri, input.code, verifier);
   if (typeof tokens.id_token !== "string" || tokens.id_token === "") {
-    throw new ApiError(502, "missing_id_token", "the provider answered without an ID token");
+    throw new ApiError("missing_id_token", "the provider answered without an ID token");
   }
   const payload = await verifyIdToken(deps, { idToken: tokens.id_token, doc, clientId: settings.client_id, secret, nonce: row.nonce });
   return identityFrom(deps, payload, doc, tokens.access_token, settings.trust_unverified_email === true);
@@ -761,7 +759,7 @@ export async function completeOidcSignIn(deps: Deps, input: { code: string; stat
   } catch (err) {
     if (err instanceof ApiError) throw err;
     deps.log({ time: new Date().toISOString(), level: "error", msg: "oidc session creation failed", error: describeError(err) });
-    throw new ApiError(500, "session_error", "the session could not be created");
+    throw new ApiError("session_error", "the session could not be created");
   }
 }
 

@@ -38,8 +38,8 @@ export async function touchSetupSession(deps: DbDeps, token: string): Promise<{ 
     .get();
   if (renewed) return { id: renewed.id, expiresAt };
   const existing = await deps.db.select({ id: setupSessions.id }).from(setupSessions).where(eq(setupSessions.tokenHash, tokenHash)).get();
-  if (existing) throw new ApiError(401, "session_expired", "the setup session has expired; verify a new bootstrap token");
-  throw new ApiError(401, "invalid_session", "the setup session is not valid");
+  if (existing) throw new ApiError("session_expired", "the setup session has expired; verify a new bootstrap token");
+  throw new ApiError("invalid_session", "the setup session is not valid");
 }
 
 export function deleteAllSetupSessionsStatement(deps: Pick<AppDeps, "db">) {
@@ -58,7 +58,7 @@ export async function createUserSession(deps: DbDeps, userId: string, authMethod
   const inserted = await deps.db.run(sql`INSERT INTO ${userSessions} (id, token_hash, user_id, auth_method, expires_at, created_at)
     SELECT ${crypto.randomUUID()}, ${await sha256Hex(token)}, ${userId}, ${authMethod}, ${expiresAt}, ${now}
     FROM ${users} WHERE ${users.id} = ${userId} AND ${users.status} != 'disabled'`);
-  if (inserted.rowsAffected !== 1) throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  if (inserted.rowsAffected !== 1) throw new ApiError("user_not_found", "no active or invited user has this email");
   return { token, expiresAt };
 }
 
@@ -84,7 +84,7 @@ export async function validateUserSession(deps: DbDeps, token: string): Promise<
   const tokenHash = await sha256Hex(token);
   const row = await lookupSession(deps.db, tokenHash);
   if (!row || row.expiresAt <= deps.clock.now() || row.user.status === "disabled") {
-    throw new ApiError(401, "invalid_session", "the session is invalid or has expired");
+    throw new ApiError("invalid_session", "the session is invalid or has expired");
   }
   return { sessionId: row.sessionId, user: row.user };
 }

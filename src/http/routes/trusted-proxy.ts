@@ -57,12 +57,13 @@ export function trustedProxyRoutes(deps: AppDeps) {
         summary: "Setup: the owner claims the instance through the trusted proxy",
         responses: { 200: json.OwnerCreatedJson },
         errors: {
-          403: [
-            "trusted_proxy_peer_not_allowed",
+          401: [
             "trusted_proxy_shared_secret_missing",
             "trusted_proxy_shared_secret_invalid",
-            "trusted_proxy_owner_email_mismatch",
+            "trusted_proxy_identity_missing",
+            "trusted_proxy_identity_invalid",
           ],
+          403: ["trusted_proxy_peer_not_allowed", "trusted_proxy_owner_email_mismatch"],
           409: ["invalid_state"],
         },
         example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
@@ -79,14 +80,13 @@ export function trustedProxyRoutes(deps: AppDeps) {
         summary: "Sign in through the trusted proxy (its headers name the user)",
         responses: { 200: json.SignedInJson },
         errors: {
-          403: [
-            "trusted_proxy_peer_not_allowed",
+          401: [
             "trusted_proxy_shared_secret_missing",
             "trusted_proxy_shared_secret_invalid",
             "trusted_proxy_identity_missing",
             "trusted_proxy_identity_invalid",
-            "user_not_found",
           ],
+          403: ["trusted_proxy_peer_not_allowed", "user_not_found"],
           409: ["setup_incomplete", "trusted_proxy_not_configured"],
         },
         example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
