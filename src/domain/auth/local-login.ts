@@ -3,7 +3,8 @@ import { instanceSettings } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
-import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "../settings/instance-settings.ts";
 import { countActiveUsers, signIn, type UserRow } from "./users.ts";
 
 export const LOCAL_LOGIN_MODES = ["loopback", "cli_only"] as const;

@@ -1,7 +1,7 @@
 import ipaddr from "ipaddr.js";
 import type { AppDeps } from "../../deps.ts";
 import { isTrustedPeer, TRUSTED_PROXY_SETTING, type StoredTrustedProxySettings } from "./trusted-proxy.ts";
-import { readSetting } from "../setup/instance.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 
 /** Who starts or finishes an OIDC sign-in: whether the request is loopback (docs/api.md §3) and whom its starts count against. */
 export interface OidcClient {

@@ -9,7 +9,8 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { recordAudit } from "../common/audit.ts";
 import { constantTimeEqual } from "../common/crypto.ts";
-import { loadInstance, readSetting } from "../setup/instance.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "../setup/setup.ts";
 import { newOwnerValues, normalizeEmail, signIn } from "./users.ts";
 

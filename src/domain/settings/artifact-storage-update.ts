@@ -3,7 +3,7 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { ARTIFACT_STORAGE_SETTING, defaultLocalBaseDir, type StoredArtifactStorageSettings } from "./artifact-storage-settings.ts";
 import { auditStatement } from "../common/audit.ts";
-import { readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "./instance-settings.ts";
 import { checkDestinationNow, DestinationNotAllowedError } from "../common/outbound.ts";
 import type { UserRow } from "../auth/users.ts";
 

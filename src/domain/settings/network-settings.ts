@@ -2,7 +2,8 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
 import { isThisMachineOnlyHostname } from "./hostnames.ts";
-import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "./instance-settings.ts";
 import type { UserRow } from "../auth/users.ts";
 
 /** Settings key of the External Access network document in instance_settings. */

@@ -1,6 +1,6 @@
 import type { ErrorCode } from "../../errors.ts";
 import type { AppDeps } from "../../deps.ts";
-import { readSetting } from "./instance.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 import { OIDC_SETTING } from "../auth/oidc.ts";
 import { isThisMachineOnlyHostname } from "../settings/hostnames.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
