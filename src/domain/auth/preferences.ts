@@ -4,7 +4,7 @@ import { instance } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatementWhen } from "../common/audit.ts";
-import { isLoopbackHostname, isUnspecifiedAddress } from "../settings/hostnames.ts";
+import { isLoopbackHostname, isUnspecifiedAddress } from "../common/addresses.ts";
 import { loadInstance, type InstanceRow } from "../setup/instance.ts";
 import { resetRemoteLocalLoginStatement } from "./local-login.ts";
 import { runPreflight } from "../setup/preflight.ts";

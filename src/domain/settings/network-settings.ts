@@ -1,7 +1,7 @@
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
-import { isThisMachineOnlyHostname } from "./hostnames.ts";
+import { isThisMachineOnlyHostname } from "../common/addresses.ts";
 import { loadInstance } from "../setup/instance.ts";
 import { readSetting, writeSettingStatement } from "./instance-settings.ts";
 import type { UserRow } from "../auth/users.ts";
