@@ -1,9 +1,8 @@
-import { and, eq, getTableColumns, gt, lte, sql } from "drizzle-orm";
-import { clientOf, decodeColumns, oneRow } from "../../db/fixed-sql.ts";
+import { and, eq, gt, lte, sql } from "drizzle-orm";
+import { lookupSessionByTokenHash } from "../../db/queries/sessions.ts";
 import type { AuthMethod } from "../../db/schema/constants.ts";
 import { localLoginCodes, setupSessions, userSessions, users } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
-import type { Db } from "../../db/types.ts";
 import { ApiError } from "../../errors.ts";
 import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 import type { UserRow } from "./users.ts";
@@ -62,27 +61,10 @@ export async function createUserSession(deps: DbDeps, userId: string, authMethod
   return { token, expiresAt };
 }
 
-/**
- * The session lookup every authenticated request runs, as fixed SQL read in one call (docs/benchmarks.md: drizzle's
- * prepared query still mapped its result through the select's field tree, and the driver read the row through an
- * iterator). The user's columns come from the table definition, so a column added to `users` is read here too,
- * and each value goes through its column's own decoding, as drizzle would.
- */
-const userColumns = Object.entries(getTableColumns(users));
-const SESSION_LOOKUP_SQL = `SELECT s.id, s.expires_at, ${userColumns.map(([, column]) => `u."${column.name}"`).join(", ")}
-  FROM user_sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ?`;
-
-async function lookupSession(db: Db, tokenHash: string): Promise<{ sessionId: string; expiresAt: number; user: UserRow } | undefined> {
-  // token_hash is unique (user_sessions_token_hash_unique): at most one row.
-  const row = (await clientOf(db).execute(oneRow(SESSION_LOOKUP_SQL, [tokenHash]))).rows[0];
-  if (!row) return undefined;
-  return { sessionId: row[0] as string, expiresAt: Number(row[1]), user: decodeColumns<UserRow>(row, userColumns, 2) };
-}
-
 /** The user behind a session token; disabled users and expired sessions are refused alike. */
 export async function validateUserSession(deps: DbDeps, token: string): Promise<{ sessionId: string; user: UserRow }> {
   const tokenHash = await sha256Hex(token);
-  const row = await lookupSession(deps.db, tokenHash);
+  const row = await lookupSessionByTokenHash(deps.db, tokenHash);
   if (!row || row.expiresAt <= deps.clock.now() || row.user.status === "disabled") {
     throw new ApiError("invalid_session", "the session is invalid or has expired");
   }

@@ -2,6 +2,7 @@ import type { Row } from "@libsql/client";
 import { and, eq } from "drizzle-orm";
 import { z } from "zod";
 import { clientOf } from "../../db/fixed-sql.ts";
+import { queueVersion } from "../../db/queries/queue-version.ts";
 import { builds, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -200,11 +201,8 @@ export async function claimJob(
 
 /** The queue version (`queue_version`, bumped by triggers as builds become queued), read by each daemon's JobSignal loop. */
 export async function readQueueVersion(db: SchedDeps["db"]): Promise<number> {
-  const row = (await clientOf(db).execute(QUEUE_VERSION_SQL)).rows[0];
-  return row ? Number(row.version) : 0;
+  return queueVersion(db);
 }
-
-const QUEUE_VERSION_SQL = "SELECT version FROM queue_version WHERE id = 1";
 
 async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<boolean> {
   const row = await deps.db.select({ status: runners.status }).from(runners).where(eq(runners.id, runnerId)).get();
