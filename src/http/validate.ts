@@ -20,7 +20,7 @@ async function assertJsonContentType(c: Context): Promise<void> {
   const contentType = c.req.header("content-type");
   if (contentType && JSON_CONTENT_TYPE.test(contentType)) return;
   const text = await c.req.text();
-  if (text.length > 0) throw new ApiError(400, "invalid_input", "the body must be JSON (Content-Type: application/json)");
+  if (text.length > 0) throw new ApiError("invalid_input", "the body must be JSON (Content-Type: application/json)");
 }
 
 /**
@@ -29,7 +29,7 @@ async function assertJsonContentType(c: Context): Promise<void> {
  */
 export function jsonBody<T extends ZodType>(schema: T) {
   const inner = zValidator("json", schema, (result) => {
-    if (!result.success) throw new ApiError(400, "invalid_input", "request body failed validation", toIssues(result.error.issues));
+    if (!result.success) throw new ApiError("invalid_input", "request body failed validation", toIssues(result.error.issues));
   });
   const middleware = createMiddleware(async (c, next) => {
     await assertJsonContentType(c);
@@ -42,7 +42,7 @@ export function jsonBody<T extends ZodType>(schema: T) {
 /** The same for the query string. */
 export function queryParams<T extends ZodType>(schema: T) {
   const middleware = zValidator("query", schema, (result) => {
-    if (!result.success) throw new ApiError(400, "invalid_input", "query parameters failed validation", toIssues(result.error.issues));
+    if (!result.success) throw new ApiError("invalid_input", "query parameters failed validation", toIssues(result.error.issues));
   });
   VALIDATOR_SCHEMAS.set(middleware, { target: "query", schema });
   return middleware;

@@ -37,7 +37,7 @@ const unavailableGit: GitClient = {
 /** Artifacts on Workers live in S3 or R2 (through aws4fetch); there is no local disk to write to. */
 function openWorkerArtifactStore(target: StoreTarget, fetchFn: typeof fetch): ArtifactStore {
   if (target.provider === "local") {
-    throw new ApiError(500, "internal_error", "local-disk artifact storage is not available on Workers; configure S3 or R2");
+    throw new ApiError("internal_error", "local-disk artifact storage is not available on Workers; configure S3 or R2");
   }
   return createS3Store(target, { fetch: fetchFn, now: () => systemClock.now() });
 }

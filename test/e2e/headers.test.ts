@@ -10,7 +10,7 @@ import { networkInterfaces } from "node:os";
 import { join, relative } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDb } from "../../src/db/client.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { systemClock } from "../../src/deps.ts";
 import { createHttpServer } from "../../src/runtime/http-server.ts";

@@ -8,7 +8,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { artifacts, builds, pipelines, projects } from "../../src/db/schema/index.ts";
 import { openDb, type OpenedDb } from "../../src/db/client.ts";
 import { migrateDb } from "../../src/db/migrate.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { RETENTION_SETTING } from "../../src/domain/retention/policy.ts";
 import { makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 

@@ -9,7 +9,7 @@ import { rmSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openDb } from "../../src/db/client.ts";
 import { systemClock } from "../../src/deps.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { http, makeDataDir, runCli, startDaemon, type Daemon } from "../helpers/daemon.ts";
 

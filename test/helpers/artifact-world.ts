@@ -9,7 +9,7 @@ import { builds, pipelines, projects, runners } from "../../src/db/schema/index.
 import type { BuildStatus } from "../../src/db/schema/constants.ts";
 import { randomToken, sha256Hex } from "../../src/domain/common/crypto.ts";
 import { ARTIFACT_STORAGE_SETTING } from "../../src/domain/settings/artifact-storage-settings.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import type { TestApp } from "./app.ts";
 import { completeLocalSetup } from "./factories.ts";
 

@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { inflateRawSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import {

@@ -3,7 +3,7 @@
 import { eq } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { builds, pipelines } from "../../src/db/schema/index.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
 import { makeApk } from "../helpers/app-fixtures.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";

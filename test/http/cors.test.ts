@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup, sessionFor } from "../helpers/factories.ts";

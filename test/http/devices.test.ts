@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { builds, devices, pipelines } from "../../src/db/schema/index.ts";
 import { parsePlist } from "../../src/domain/artifacts/ipa-metadata.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { cmsSign, DEMO_INFO, makeIpaArchive, makePlist, makeProfile } from "../helpers/app-fixtures.ts";
 import { makeTestApp, toCallResult, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, insertBuild, uploadArtifact, type ArtifactWorld } from "../helpers/artifact-world.ts";

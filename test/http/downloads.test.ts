@@ -2,7 +2,7 @@ import { rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { ARTIFACT_STORAGE_SETTING } from "../../src/domain/settings/artifact-storage-settings.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, pathOf, sha256Of, uploadArtifact, useS3Storage, type ArtifactWorld } from "../helpers/artifact-world.ts";

@@ -1,6 +1,6 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
 import { TRUSTED_PROXY_SETTING } from "../../src/domain/auth/trusted-proxy.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";

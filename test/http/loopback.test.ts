@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { isLoopbackAddress, isLoopbackHost, isLoopbackRequest } from "../../src/http/middleware/loopback.ts";
+import { isLoopbackAddress, isLoopbackHost } from "../../src/domain/common/addresses.ts";
+import { isLoopbackRequest } from "../../src/http/middleware/loopback.ts";
 import { makeTestApp } from "../helpers/app.ts";
 import { completeLocalSetup } from "../helpers/factories.ts";
 

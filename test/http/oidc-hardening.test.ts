@@ -3,7 +3,7 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { users } from "../../src/db/schema/index.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { TRUSTED_PROXY_SETTING } from "../../src/domain/auth/trusted-proxy.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { sessionFor, setInstance } from "../helpers/factories.ts";

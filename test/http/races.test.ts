@@ -5,7 +5,7 @@ import { eq, SQL } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { artifacts, instance, urlTokens, userSessions, users } from "../../src/db/schema/index.ts";
 import { readActiveStorageSettings } from "../../src/domain/settings/artifact-storage-settings.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import type { Db } from "../../src/db/types.ts";
 import { sweep } from "../../src/domain/builds/sweeper.ts";

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { auditEvents } from "../../src/db/schema/index.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { NETWORK_SETTING, readNetworkSettings } from "../../src/domain/settings/network-settings.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 import { TRUSTED_PROXY_SETTING } from "../../src/domain/auth/trusted-proxy.ts";

@@ -1,7 +1,7 @@
 // SMTP settings for tester mail (docs/spec.md §18): owner and admin only, password write-only and sealed, the host
 // under the outbound guard.
 import { beforeAll, describe, expect, it } from "vitest";
-import { readSetting } from "../../src/domain/setup/instance.ts";
+import { readSetting } from "../../src/domain/settings/instance-settings.ts";
 import { SMTP_SETTING } from "../../src/domain/settings/smtp-settings.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, userWithRole } from "../helpers/factories.ts";

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { builds, outbox, outboxAttempts, pipelines } from "../../src/db/schema/index.ts";
 import { runOutboxOnce } from "../../src/domain/events/outbox.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { makeApk } from "../helpers/app-fixtures.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, insertBuild, uploadArtifact, type ArtifactWorld } from "../helpers/artifact-world.ts";

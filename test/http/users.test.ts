@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { auditEvents, instance, userSessions, users } from "../../src/db/schema/index.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { completeLocalSetup, createUser, sessionFor, userWithRole } from "../helpers/factories.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { OIDC_SETTING } from "../../src/domain/setup/preflight.ts";
 
 const UNKNOWN_ID = "00000000-0000-4000-8000-000000000000";

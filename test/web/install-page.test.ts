@@ -3,7 +3,7 @@
 import jsQR from "jsqr";
 import type { Browser, BrowserContext } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { DEMO_INFO, decodePng, encodeCgbi, encodePng, makeApk, makeIpaArchive, makeProfile, samplePixels } from "../helpers/app-fixtures.ts";

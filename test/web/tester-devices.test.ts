@@ -6,7 +6,7 @@ import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { builds, pipelines } from "../../src/db/schema/index.ts";
 import { NETWORK_SETTING } from "../../src/domain/settings/network-settings.ts";
-import { writeSetting } from "../../src/domain/setup/instance.ts";
+import { writeSetting } from "../../src/domain/settings/instance-settings.ts";
 import { cmsSign, DEMO_INFO, makeIpaArchive, makePlist, makeProfile } from "../helpers/app-fixtures.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, insertBuild, uploadArtifact } from "../helpers/artifact-world.ts";

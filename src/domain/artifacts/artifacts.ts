@@ -6,7 +6,8 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { UploadRejectedError, type ArtifactStore, type StorageLocation, type StoreTarget } from "../../storage/types.ts";
 import { readActiveStorageSettings, type StoredArtifactStorageSettings, ARTIFACT_STORAGE_SETTING } from "../settings/artifact-storage-settings.ts";
-import { loadInstance, readSetting } from "../setup/instance.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 import { artifactPlatform, extractAppMetadata, type AppMetadata } from "./app-metadata.ts";
 import type { StoredAppSigning } from "./mobileprovision.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
@@ -97,7 +98,7 @@ export async function serveArtifactBytes(deps: Deps, artifact: ArtifactRow, rang
   const store = await openStoreAt(deps, location);
   const size = artifact.sizeBytes;
   // Bytes removed behind our back (a cleaned disk) are a 404 now rather than a body cut off after the headers.
-  if ((await store.head(location.key))?.sizeBytes !== size) throw new ApiError(404, "not_found", "the artifact's bytes are no longer stored");
+  if ((await store.head(location.key))?.sizeBytes !== size) throw new ApiError("not_found", "the artifact's bytes are no longer stored");
   const headers: Record<string, string> = {
     "content-type": artifact.contentType,
     "content-disposition": contentDisposition(artifact.filename),
@@ -216,14 +217,14 @@ export async function daemonBaseUrl(deps: Pick<AppDeps, "db" | "clock">, request
 /** The build a runner works on; 404 when it is not this runner's job (docs/api.md §6). */
 async function loadRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string) {
   const build = await deps.db.select().from(builds).where(eq(builds.id, jobId)).get();
-  if (!build || build.runnerId !== runnerId) throw new ApiError(404, "not_found", "no such job on this runner");
+  if (!build || build.runnerId !== runnerId) throw new ApiError("not_found", "no such job on this runner");
   return build;
 }
 
 async function loadRunnerArtifact(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string, artifactId: string): Promise<ArtifactRow> {
   await loadRunnerJob(deps, runnerId, jobId);
   const row = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifactId)).get();
-  if (!row || row.buildId !== jobId || row.runnerId !== runnerId) throw new ApiError(404, "not_found", "no such artifact for this job");
+  if (!row || row.buildId !== jobId || row.runnerId !== runnerId) throw new ApiError("not_found", "no such artifact for this job");
   return row;
 }
 
@@ -244,12 +245,12 @@ export interface CreateArtifactInput {
 export async function createArtifact(deps: Deps, input: CreateArtifactInput & { runnerId: string; jobId: string; requestOrigin: string }) {
   const build = await loadRunnerJob(deps, input.runnerId, input.jobId);
   if (!UPLOADABLE_BUILD_STATUSES.has(build.status)) {
-    throw new ApiError(409, "job_not_active", `artifacts cannot be added to a ${build.status} build`);
+    throw new ApiError("job_not_active", `artifacts cannot be added to a ${build.status} build`);
   }
   const id = crypto.randomUUID();
   const location = await newStorageLocation(deps, build.id, id);
   if (location.provider === "local" && input.size_bytes > deps.config.maxUploadBytes) {
-    throw new ApiError(413, "upload_too_large", `local uploads are limited to ${deps.config.maxUploadBytes} bytes`);
+    throw new ApiError("upload_too_large", `local uploads are limited to ${deps.config.maxUploadBytes} bytes`);
   }
   const now = deps.clock.now();
   const row: ArtifactRow = {
@@ -302,21 +303,20 @@ export async function receiveLocalUpload(
   const claimed = await claimUploadToken(deps, input.token);
   try {
     const artifact = await deps.db.select().from(artifacts).where(eq(artifacts.id, claimed.artifactId)).get();
-    if (!artifact || artifact.status !== "pending") throw new ApiError(410, "token_expired", "this upload is no longer open");
+    if (!artifact || artifact.status !== "pending") throw new ApiError("token_expired", "this upload is no longer open");
     const location = artifact.storageLocation as StorageLocation;
     const max = deps.config.maxUploadBytes;
     // Refuse what the headers already tell, before reading a byte.
     if (input.contentLength !== undefined) {
       const declared = Number(input.contentLength);
-      if (Number.isFinite(declared) && declared > max)
-        throw new ApiError(413, "upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
+      if (Number.isFinite(declared) && declared > max) throw new ApiError("upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
       if (Number.isFinite(declared) && declared !== artifact.sizeBytes) {
-        throw new ApiError(400, "size_mismatch", `Content-Length is ${declared}, ${artifact.sizeBytes} bytes were declared`);
+        throw new ApiError("size_mismatch", `Content-Length is ${declared}, ${artifact.sizeBytes} bytes were declared`);
       }
     }
-    if (artifact.sizeBytes > max) throw new ApiError(413, "upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
+    if (artifact.sizeBytes > max) throw new ApiError("upload_too_large", `the body exceeds the upload limit of ${max} bytes`);
     const store = await openStoreAt(deps, location);
-    if (!store.writeStream) throw new ApiError(404, "not_found", "this artifact is not stored on local disk");
+    if (!store.writeStream) throw new ApiError("not_found", "this artifact is not stored on local disk");
     const body: AsyncIterable<Uint8Array> = input.body ?? (async function* () {})();
     let sha256: string;
     try {
@@ -327,7 +327,7 @@ export async function receiveLocalUpload(
       }));
     } catch (err) {
       if (err instanceof UploadRejectedError) {
-        throw new ApiError(err.reason === "upload_too_large" ? 413 : 400, err.reason, err.message);
+        throw new ApiError(err.reason, err.message);
       }
       throw err;
     }
@@ -340,7 +340,7 @@ export async function receiveLocalUpload(
       .get();
     if (!updated) {
       await store.remove(location.key);
-      throw new ApiError(410, "token_expired", "this upload is no longer open");
+      throw new ApiError("token_expired", "this upload is no longer open");
     }
     return { artifact: toArtifactJson(updated), received_bytes: updated.sizeBytes, sha256 };
   } catch (err) {
@@ -358,13 +358,12 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     if (artifact.kind === "junit") await storeTestReport(deps, artifact.id);
     return toArtifactJson(artifact);
   }
-  if (artifact.status !== "pending") throw new ApiError(409, "invalid_transition", `the artifact is ${artifact.status}`);
+  if (artifact.status !== "pending") throw new ApiError("invalid_transition", `the artifact is ${artifact.status}`);
   const location = artifact.storageLocation as StorageLocation;
   const store = await openStoreAt(deps, location);
   const stored = await store.head(location.key);
   if (!stored || stored.sizeBytes !== artifact.sizeBytes) {
     throw new ApiError(
-      409,
       "upload_incomplete",
       stored ? `the stored object has ${stored.sizeBytes} bytes, ${artifact.sizeBytes} were declared` : "nothing has been uploaded yet",
     );
@@ -405,8 +404,8 @@ export async function completeArtifact(deps: Deps, input: { runnerId: string; jo
     const current = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifact.id)).get();
     if (current?.status === "available") return toArtifactJson(current);
     if (current?.status === "pending")
-      throw new ApiError(409, "invalid_transition", "the upload link expired over an hour ago; the artifact is left for cleanup");
-    throw new ApiError(409, "invalid_transition", "the artifact was aborted meanwhile");
+      throw new ApiError("invalid_transition", "the upload link expired over an hour ago; the artifact is left for cleanup");
+    throw new ApiError("invalid_transition", "the artifact was aborted meanwhile");
   }
   await deps.db.delete(urlTokens).where(and(eq(urlTokens.artifactId, artifact.id), eq(urlTokens.kind, "upload")));
   if (updated.kind === "junit") await storeTestReport(deps, updated.id);
@@ -434,7 +433,7 @@ export function resumeReportIngestion(deps: Deps): Promise<number> {
 /** POST …/artifacts/{id}/abort: status `aborted`, stored bytes deleted, upload link void. */
 export async function abortArtifact(deps: Deps, input: { runnerId: string; jobId: string; artifactId: string }) {
   const artifact = await loadRunnerArtifact(deps, input.runnerId, input.jobId, input.artifactId);
-  if (artifact.status === "available") throw new ApiError(409, "invalid_transition", "a completed artifact cannot be aborted");
+  if (artifact.status === "available") throw new ApiError("invalid_transition", "a completed artifact cannot be aborted");
   const now = deps.clock.now();
   const [updated] = await deps.db.batch([
     deps.db
@@ -453,7 +452,7 @@ export async function abortArtifact(deps: Deps, input: { runnerId: string; jobId
       ),
   ]);
   const row = updated[0];
-  if (!row) throw new ApiError(409, "invalid_transition", "the artifact was completed meanwhile");
+  if (!row) throw new ApiError("invalid_transition", "the artifact was completed meanwhile");
   const location = row.storageLocation as StorageLocation;
   await (await openStoreAt(deps, location)).remove(location.key);
   return toArtifactJson(row);
@@ -464,7 +463,7 @@ export async function abortArtifact(deps: Deps, input: { runnerId: string; jobId
 
 export async function listBuildArtifacts(deps: Pick<AppDeps, "db">, buildId: string) {
   const build = await deps.db.select({ id: builds.id }).from(builds).where(eq(builds.id, buildId)).get();
-  if (!build) throw new ApiError(404, "not_found", "no such build");
+  if (!build) throw new ApiError("not_found", "no such build");
   const rows = await deps.db
     .select()
     .from(artifacts)
@@ -477,7 +476,7 @@ export async function listBuildArtifacts(deps: Pick<AppDeps, "db">, buildId: str
 /** An artifact users may see (available or expired), or 404 not_found (pending and aborted ones are invisible). */
 async function loadListedArtifact(deps: Pick<AppDeps, "db">, artifactId: string): Promise<ArtifactRow> {
   const row = await deps.db.select().from(artifacts).where(eq(artifacts.id, artifactId)).get();
-  if (!row || (row.status !== "available" && row.status !== "expired")) throw new ApiError(404, "not_found", "no such artifact");
+  if (!row || (row.status !== "available" && row.status !== "expired")) throw new ApiError("not_found", "no such artifact");
   return row;
 }
 
@@ -487,7 +486,7 @@ async function loadListedArtifact(deps: Pick<AppDeps, "db">, artifactId: string)
  */
 export async function loadAvailableArtifact(deps: Pick<AppDeps, "db">, artifactId: string): Promise<ArtifactRow> {
   const row = await loadListedArtifact(deps, artifactId);
-  if (row.status === "expired") throw new ApiError(410, "artifact_expired", "this artifact was deleted by the retention policy");
+  if (row.status === "expired") throw new ApiError("artifact_expired", "this artifact was deleted by the retention policy");
   return row;
 }
 
@@ -506,7 +505,7 @@ export async function loadArtifactIcon(deps: Pick<AppDeps, "db">, artifactId: st
 export async function artifactIcon(deps: Pick<AppDeps, "db">, artifactId: string): Promise<Uint8Array> {
   const artifact = await loadAvailableArtifact(deps, artifactId);
   const png = await loadArtifactIcon(deps, artifact.id);
-  if (!png) throw new ApiError(404, "not_found", "this artifact has no icon");
+  if (!png) throw new ApiError("not_found", "this artifact has no icon");
   return png;
 }
 

@@ -43,7 +43,7 @@ interface InstallDetails {
 function platformOf(artifact: ArtifactRow): Platform {
   if (/\.ipa$/i.test(artifact.filename)) return "ios";
   if (/\.apk$/i.test(artifact.filename)) return "android";
-  throw new ApiError(422, "unsupported_artifact", "only .ipa and .apk artifacts can be installed over the air");
+  throw new ApiError("unsupported_artifact", "only .ipa and .apk artifacts can be installed over the air");
 }
 
 function completeMetadata(value: unknown): InstallMetadata | null {
@@ -73,14 +73,14 @@ export async function createInstallLink(deps: Deps, input: { artifactId: string;
   // Rule 1: the delivery URL when set, else the public URL.
   const network = await readNetworkSettings(deps);
   const base = (network.artifact_delivery_url || network.public_url || "").replace(/\/+$/, "");
-  if (!base) throw new ApiError(412, "install_base_url_missing", "set a public URL or an artifact delivery URL in External Access first");
+  if (!base) throw new ApiError("install_base_url_missing", "set a public URL or an artifact delivery URL in External Access first");
   // iOS installs only from HTTPS manifests and packages.
   if (platform === "ios" && !base.startsWith("https://")) {
-    throw new ApiError(412, "install_https_required", "iOS installs need an HTTPS delivery URL");
+    throw new ApiError("install_https_required", "iOS installs need an HTTPS delivery URL");
   }
   const metadata = completeMetadata(artifact.installMetadata);
   if (platform === "ios" && !metadata) {
-    throw new ApiError(422, "install_metadata_missing", "this IPA has no bundle identifier, version and title to install with");
+    throw new ApiError("install_metadata_missing", "this IPA has no bundle identifier, version and title to install with");
   }
   if (platform === "ios") refuseUninstallable(artifact, deps.clock.now());
   const ticket = platform === "ios" ? await gatewayTicket(deps) : null;
@@ -104,7 +104,6 @@ function refuseUninstallable(artifact: ArtifactRow, now: number): void {
   if (!signing) return;
   if (signing.kind === "app_store") {
     throw new ApiError(
-      422,
       "install_not_possible",
       "this IPA is signed for the App Store: devices install it only from the App Store or TestFlight; export it with an ad-hoc, development or enterprise profile to install it over the air",
     );
@@ -112,7 +111,6 @@ function refuseUninstallable(artifact: ArtifactRow, now: number): void {
   if (signing.expires_at !== null && signing.expires_at <= now) {
     const when = new Date(signing.expires_at * 1000).toISOString().slice(0, 10);
     throw new ApiError(
-      422,
       "install_not_possible",
       `the provisioning profile ${signing.profile_name ? `"${signing.profile_name}" ` : ""}expired on ${when}: devices refuse to install this IPA; sign it again with a current profile`,
     );
@@ -148,7 +146,7 @@ async function resolveInstall(deps: Deps, token: string) {
 export async function installManifest(deps: Deps, input: { token: string }): Promise<string> {
   const { artifact, details, ticket } = await resolveInstall(deps, input.token);
   const metadata = completeMetadata(artifact.installMetadata);
-  if (details.platform !== "ios" || !metadata) throw new ApiError(404, "not_found", "no manifest for this install link");
+  if (details.platform !== "ios" || !metadata) throw new ApiError("not_found", "no manifest for this install link");
   return buildManifestPlist({
     softwarePackageUrl: `${details.base_url}/install/artifact/${input.token}${ticketQuery(ticket)}`,
     bundleIdentifier: metadata.bundle_identifier,
@@ -245,6 +243,6 @@ export async function installPage(deps: Deps, input: { token: string }): Promise
 export async function installIcon(deps: Deps, input: { token: string }): Promise<Uint8Array> {
   const { artifact } = await resolveInstall(deps, input.token);
   const png = await loadArtifactIcon(deps, artifact.id);
-  if (!png) throw new ApiError(404, "not_found", "this app has no icon");
+  if (!png) throw new ApiError("not_found", "this app has no icon");
   return png;
 }

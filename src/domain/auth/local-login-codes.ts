@@ -18,14 +18,14 @@ type DbDeps = Pick<AppDeps, "db" | "clock">;
  */
 export async function resolveCliLoginUser(deps: DbDeps, email?: string): Promise<UserRow> {
   const inst = await loadInstance(deps);
-  if (inst.state !== "ready") throw new ApiError(409, "setup_incomplete", "setup is not complete yet: finish it first (see `hangar setup-token`)");
+  if (inst.state !== "ready") throw new ApiError("setup_incomplete", "setup is not complete yet: finish it first (see `hangar setup-token`)");
   const user =
     email !== undefined
       ? await findUserByEmail(deps, email)
       : inst.ownerUserId
         ? await deps.db.select().from(users).where(eq(users.id, inst.ownerUserId)).get()
         : undefined;
-  if (!user || user.status === "disabled") throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  if (!user || user.status === "disabled") throw new ApiError("user_not_found", "no active or invited user has this email");
   return user;
 }
 
@@ -72,11 +72,11 @@ export async function redeemLocalLoginCode(deps: DbDeps, code: string) {
     .get();
   if (!claimed) {
     const known = await deps.db.select({ id: localLoginCodes.id }).from(localLoginCodes).where(eq(localLoginCodes.codeHash, codeHash)).get();
-    if (known) throw new ApiError(410, "token_expired", "this sign-in link was already used or has expired; run `hangar login` again");
-    throw new ApiError(404, "not_found", "this sign-in link is not valid; run `hangar login` again");
+    if (known) throw new ApiError("token_expired", "this sign-in link was already used or has expired; run `hangar login` again");
+    throw new ApiError("not_found", "this sign-in link is not valid; run `hangar login` again");
   }
   const user = await deps.db.select().from(users).where(eq(users.id, claimed.userId)).get();
-  if (!user) throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  if (!user) throw new ApiError("user_not_found", "no active or invited user has this email");
   return signIn(deps, { email: user.email, method: "local", via: "cli_link" });
 }
 

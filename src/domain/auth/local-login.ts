@@ -3,7 +3,8 @@ import { instanceSettings } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
-import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "../settings/instance-settings.ts";
 import { countActiveUsers, signIn, type UserRow } from "./users.ts";
 
 export const LOCAL_LOGIN_MODES = ["loopback", "cli_only"] as const;
@@ -65,26 +66,25 @@ export function resetRemoteLocalLoginStatement(deps: Pick<AppDeps, "db">) {
 export async function localLogin(deps: Pick<AppDeps, "db" | "clock">, input: { email?: string; isLoopback: boolean }) {
   const inst = await loadInstance(deps);
   if (inst.state !== "ready") {
-    if (inst.runtimeMode === "remote") throw new ApiError(403, "mode_restricted", "local login is refused while setup is incomplete in remote mode");
-    throw new ApiError(409, "setup_incomplete", "setup is not complete yet");
+    if (inst.runtimeMode === "remote") throw new ApiError("mode_restricted", "local login is refused while setup is incomplete in remote mode");
+    throw new ApiError("setup_incomplete", "setup is not complete yet");
   }
   const setting = await readStored(deps);
   if (setting.mode === "cli_only") {
-    throw new ApiError(403, "local_login_disabled", "local login is turned off on this instance: run `hangar login` on the daemon's machine");
+    throw new ApiError("local_login_disabled", "local login is turned off on this instance: run `hangar login` on the daemon's machine");
   }
   if (inst.runtimeMode === "remote" && !setting.allowed_in_remote) {
     throw new ApiError(
-      403,
       "mode_restricted",
       "local login is off in remote mode: run `hangar login` on the daemon's machine, or have the owner turn it back on",
     );
   }
   // Only the socket decides this (docs/api.md §3): a proxy on this machine must not turn outside traffic local.
-  if (!input.isLoopback) throw new ApiError(403, "local_login_loopback_required", "local login is only available from this machine");
+  if (!input.isLoopback) throw new ApiError("local_login_loopback_required", "local login is only available from this machine");
   let email = input.email;
   if (email === undefined) {
     const active = await countActiveUsers(deps);
-    if (active.length !== 1 || !active[0]) throw new ApiError(400, "email_required", "several users are active; give an email");
+    if (active.length !== 1 || !active[0]) throw new ApiError("email_required", "several users are active; give an email");
     email = active[0].email;
   }
   return signIn(deps, { email, method: "local" });

@@ -1,7 +1,8 @@
 import ipaddr from "ipaddr.js";
 import type { AppDeps } from "../../deps.ts";
 import { isTrustedPeer, TRUSTED_PROXY_SETTING, type StoredTrustedProxySettings } from "./trusted-proxy.ts";
-import { readSetting } from "../setup/instance.ts";
+import { isLoopbackAddress } from "../common/addresses.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 
 /** Who starts or finishes an OIDC sign-in: whether the request is loopback (docs/api.md §3) and whom its starts count against. */
 export interface OidcClient {
@@ -51,7 +52,7 @@ export async function resolveOidcClient(
   if (input.forwardedFor !== undefined) {
     const stored = await readSetting<StoredTrustedProxySettings>(deps, TRUSTED_PROXY_SETTING);
     const cidrs = stored?.value.trusted_proxy_cidrs ?? [];
-    const peerIsLoopback = peer !== "unknown" && ipaddr.parse(peer).range() === "loopback";
+    const peerIsLoopback = isLoopbackAddress(peer);
     if (peerIsLoopback || (cidrs.length > 0 && isTrustedPeer(peer, cidrs))) {
       const last = input.forwardedFor.split(",").at(-1);
       key = canonicalAddress(last) ?? peer;

@@ -4,7 +4,7 @@ import { instance } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatementWhen } from "../common/audit.ts";
-import { isLoopbackHostname, isUnspecifiedAddress } from "../settings/hostnames.ts";
+import { isLoopbackHostname, isUnspecifiedAddress } from "../common/addresses.ts";
 import { loadInstance, type InstanceRow } from "../setup/instance.ts";
 import { resetRemoteLocalLoginStatement } from "./local-login.ts";
 import { runPreflight } from "../setup/preflight.ts";
@@ -52,17 +52,17 @@ export interface PreferencesInput {
  */
 export async function updatePreferences(deps: Deps, actor: Pick<UserRow, "id" | "email" | "role">, input: PreferencesInput) {
   if (input.key_storage_mode !== undefined && !(KEY_STORAGE_MODES as readonly string[]).includes(input.key_storage_mode)) {
-    throw new ApiError(400, "unsupported_key_storage_mode", "only key_storage_mode=file is supported");
+    throw new ApiError("unsupported_key_storage_mode", "only key_storage_mode=file is supported");
   }
   const inst = await loadInstance(deps);
   const target = input.runtime_mode ?? inst.runtimeMode;
   if (target === inst.runtimeMode) return { preferences: toPreferencesJson(inst, deps.config.host), sessions_revoked: false };
 
-  if (actor.role !== "owner") throw new ApiError(403, "external_access_owner_required", "only the owner can change the runtime mode");
+  if (actor.role !== "owner") throw new ApiError("external_access_owner_required", "only the owner can change the runtime mode");
   if (target === "remote") {
     const preflight = await runPreflight(deps);
     const failed = preflight.checks.find((c) => !c.ok && c.required);
-    if (failed) throw new ApiError(400, failed.failure_code, `External Access preflight failed: ${failed.message}`);
+    if (failed) throw new ApiError(failed.failure_code, `External Access preflight failed: ${failed.message}`);
   }
   const now = deps.clock.now();
   // Conditional on the mode we read. A racing change to the same mode loses the update, but its sessions

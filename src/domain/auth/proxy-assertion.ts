@@ -65,7 +65,7 @@ export async function prepareAssertionSettings(
   deps: Pick<AppDeps, "checkDestination" | "config">,
   input: AssertionInput,
 ): Promise<ProxyAssertionSettings> {
-  const invalid = (message: string) => new ApiError(400, "invalid_input", message, [{ path: "assertion.jwks_url", message }]);
+  const invalid = (message: string) => new ApiError("invalid_input", message, [{ path: "assertion.jwks_url", message }]);
   let url: URL;
   try {
     url = new URL(input.jwks_url);
@@ -79,7 +79,7 @@ export async function prepareAssertionSettings(
   try {
     ({ listed } = await checkDestinationNow(deps, url.href));
   } catch (err) {
-    if (err instanceof DestinationNotAllowedError) throw new ApiError(400, "destination_not_allowed", `assertion.jwks_url: ${err.message}`);
+    if (err instanceof DestinationNotAllowedError) throw new ApiError("destination_not_allowed", `assertion.jwks_url: ${err.message}`);
     throw err;
   }
   if (url.protocol === "http:" && !listed) {
@@ -204,7 +204,7 @@ async function keySet(deps: Pick<AppDeps, "fetch" | "clock" | "db">, url: string
 const EMAIL = z.email().max(320);
 
 function invalid(reason: string): ApiError {
-  return new ApiError(401, "trusted_proxy_assertion_invalid", `the proxy's signed assertion is not valid: ${reason}`);
+  return new ApiError("trusted_proxy_assertion_invalid", `the proxy's signed assertion is not valid: ${reason}`);
 }
 
 /** jose's refusal in our words: its messages can carry content from the token or the key set. */
@@ -244,7 +244,7 @@ export async function verifiedAssertionEmail(
   headers: Headers,
 ): Promise<string> {
   const token = headers.get(settings.header)?.trim();
-  if (!token) throw new ApiError(401, "trusted_proxy_assertion_missing", `the signed assertion header ${settings.header} is missing`);
+  if (!token) throw new ApiError("trusted_proxy_assertion_missing", `the signed assertion header ${settings.header} is missing`);
   if (token.length > MAX_ASSERTION_CHARS) throw invalid("it is too long");
 
   let cached: { slot: KeySetSlot; keys: CachedKeySet };

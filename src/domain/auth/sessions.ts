@@ -1,9 +1,8 @@
-import { and, eq, getTableColumns, gt, lte, sql } from "drizzle-orm";
-import { clientOf, decodeColumns, oneRow } from "../../db/fixed-sql.ts";
+import { and, eq, gt, lte, sql } from "drizzle-orm";
+import { lookupSessionByTokenHash } from "../../db/queries/sessions.ts";
 import type { AuthMethod } from "../../db/schema/constants.ts";
 import { localLoginCodes, setupSessions, userSessions, users } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
-import type { Db } from "../../db/types.ts";
 import { ApiError } from "../../errors.ts";
 import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 import type { UserRow } from "./users.ts";
@@ -38,8 +37,8 @@ export async function touchSetupSession(deps: DbDeps, token: string): Promise<{ 
     .get();
   if (renewed) return { id: renewed.id, expiresAt };
   const existing = await deps.db.select({ id: setupSessions.id }).from(setupSessions).where(eq(setupSessions.tokenHash, tokenHash)).get();
-  if (existing) throw new ApiError(401, "session_expired", "the setup session has expired; verify a new bootstrap token");
-  throw new ApiError(401, "invalid_session", "the setup session is not valid");
+  if (existing) throw new ApiError("session_expired", "the setup session has expired; verify a new bootstrap token");
+  throw new ApiError("invalid_session", "the setup session is not valid");
 }
 
 export function deleteAllSetupSessionsStatement(deps: Pick<AppDeps, "db">) {
@@ -58,33 +57,16 @@ export async function createUserSession(deps: DbDeps, userId: string, authMethod
   const inserted = await deps.db.run(sql`INSERT INTO ${userSessions} (id, token_hash, user_id, auth_method, expires_at, created_at)
     SELECT ${crypto.randomUUID()}, ${await sha256Hex(token)}, ${userId}, ${authMethod}, ${expiresAt}, ${now}
     FROM ${users} WHERE ${users.id} = ${userId} AND ${users.status} != 'disabled'`);
-  if (inserted.rowsAffected !== 1) throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  if (inserted.rowsAffected !== 1) throw new ApiError("user_not_found", "no active or invited user has this email");
   return { token, expiresAt };
-}
-
-/**
- * The session lookup every authenticated request runs, as fixed SQL read in one call (docs/benchmarks.md: drizzle's
- * prepared query still mapped its result through the select's field tree, and the driver read the row through an
- * iterator). The user's columns come from the table definition, so a column added to `users` is read here too,
- * and each value goes through its column's own decoding, as drizzle would.
- */
-const userColumns = Object.entries(getTableColumns(users));
-const SESSION_LOOKUP_SQL = `SELECT s.id, s.expires_at, ${userColumns.map(([, column]) => `u."${column.name}"`).join(", ")}
-  FROM user_sessions s JOIN users u ON u.id = s.user_id WHERE s.token_hash = ?`;
-
-async function lookupSession(db: Db, tokenHash: string): Promise<{ sessionId: string; expiresAt: number; user: UserRow } | undefined> {
-  // token_hash is unique (user_sessions_token_hash_unique): at most one row.
-  const row = (await clientOf(db).execute(oneRow(SESSION_LOOKUP_SQL, [tokenHash]))).rows[0];
-  if (!row) return undefined;
-  return { sessionId: row[0] as string, expiresAt: Number(row[1]), user: decodeColumns<UserRow>(row, userColumns, 2) };
 }
 
 /** The user behind a session token; disabled users and expired sessions are refused alike. */
 export async function validateUserSession(deps: DbDeps, token: string): Promise<{ sessionId: string; user: UserRow }> {
   const tokenHash = await sha256Hex(token);
-  const row = await lookupSession(deps.db, tokenHash);
+  const row = await lookupSessionByTokenHash(deps.db, tokenHash);
   if (!row || row.expiresAt <= deps.clock.now() || row.user.status === "disabled") {
-    throw new ApiError(401, "invalid_session", "the session is invalid or has expired");
+    throw new ApiError("invalid_session", "the session is invalid or has expired");
   }
   return { sessionId: row.sessionId, user: row.user };
 }

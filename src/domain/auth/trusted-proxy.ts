@@ -9,7 +9,8 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement, recordAudit } from "../common/audit.ts";
 import { constantTimeEqual } from "../common/crypto.ts";
-import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "../settings/instance-settings.ts";
 import { assertSetupOperation, createOwner, transitionStatement } from "../setup/setup.ts";
 import {
   assertionFieldsSchema,
@@ -184,7 +185,7 @@ export interface ConfigureTrustedProxyInput {
 
 function assertTrustedProxyMode(inst: { runtimeMode: string; remoteAuthMode: string }, what: string): void {
   if (inst.runtimeMode !== "remote" || inst.remoteAuthMode !== "trusted_proxy") {
-    throw new ApiError(403, "mode_restricted", `${what} needs runtime_mode=remote with remote_auth_mode=trusted_proxy`);
+    throw new ApiError("mode_restricted", `${what} needs runtime_mode=remote with remote_auth_mode=trusted_proxy`);
   }
 }
 
@@ -238,7 +239,7 @@ export async function configureTrustedProxy(deps: ConfigureDeps, input: Configur
       .select(sql`select ${TRUSTED_PROXY_SETTING}, ${json}, ${now} where ${transitionLanded}`)
       .onConflictDoUpdate({ target: instanceSettings.key, set: { value: sql`excluded.value`, updatedAt: now } }),
   ]);
-  if (moved.length === 0) throw new ApiError(409, "invalid_state", "the owner was already created");
+  if (moved.length === 0) throw new ApiError("invalid_state", "the owner was already created");
   const shown = documentJson(doc);
   // Recorded only once the change has landed.
   await recordAudit(deps, {
@@ -273,7 +274,7 @@ export async function readTrustedProxySettingsJson(deps: Pick<AppDeps, "db" | "c
  */
 export async function updateTrustedProxySettings(deps: ConfigureDeps, actor: Pick<UserRow, "id" | "email">, input: ConfigureTrustedProxyInput) {
   const inst = await loadInstance(deps);
-  if (inst.state !== "ready") throw new ApiError(409, "invalid_state", "the trusted proxy is configured through setup until setup is complete");
+  if (inst.state !== "ready") throw new ApiError("invalid_state", "the trusted proxy is configured through setup until setup is complete");
   const doc = await buildDocument(deps, { ...input, setup_owner_email: null });
   const shown = documentJson(doc);
   await deps.db.batch([
@@ -299,41 +300,40 @@ export interface ProxyRequest {
  */
 export async function assertedEmail(deps: SignInDeps, doc: StoredTrustedProxySettings, req: ProxyRequest): Promise<string> {
   if (!isTrustedPeer(req.peer, doc.trusted_proxy_cidrs)) {
-    throw new ApiError(403, "trusted_proxy_peer_not_allowed", "this request did not come from a trusted proxy");
+    throw new ApiError("trusted_proxy_peer_not_allowed", "this request did not come from a trusted proxy");
   }
   if (doc.shared_secret_sealed !== null) {
     const given = req.headers.get(TRUSTED_PROXY_SECRET_HEADER);
-    if (given === null || given === "") throw new ApiError(401, "trusted_proxy_shared_secret_missing", "the proxy's shared secret header is missing");
+    if (given === null || given === "") throw new ApiError("trusted_proxy_shared_secret_missing", "the proxy's shared secret header is missing");
     const expected = await deps.secrets.open(doc.shared_secret_sealed);
-    if (!constantTimeEqual(given, expected))
-      throw new ApiError(401, "trusted_proxy_shared_secret_invalid", "the proxy's shared secret does not match");
+    if (!constantTimeEqual(given, expected)) throw new ApiError("trusted_proxy_shared_secret_invalid", "the proxy's shared secret does not match");
   }
   // With a signed assertion configured, its email claim is the identity and the plain header is ignored (docs/api.md §21).
   if (doc.assertion) return normalizeEmail(await verifiedAssertionEmail(deps, doc.assertion, req.headers));
   const identity = req.headers.get(doc.user_email_header)?.trim();
-  if (!identity) throw new ApiError(401, "trusted_proxy_identity_missing", `the identity header ${doc.user_email_header} is missing`);
+  if (!identity) throw new ApiError("trusted_proxy_identity_missing", `the identity header ${doc.user_email_header} is missing`);
   if (!identityEmailSchema.safeParse(identity).success) {
-    throw new ApiError(401, "trusted_proxy_identity_invalid", "the identity header does not hold a valid email");
+    throw new ApiError("trusted_proxy_identity_invalid", "the identity header does not hold a valid email");
   }
   return normalizeEmail(identity);
 }
 
 async function requireDocument(deps: Pick<AppDeps, "db">): Promise<StoredTrustedProxySettings> {
   const doc = await loadDocument(deps);
-  if (!doc) throw new ApiError(409, "trusted_proxy_not_configured", "the trusted proxy is not configured yet");
+  if (!doc) throw new ApiError("trusted_proxy_not_configured", "the trusted proxy is not configured yet");
   return doc;
 }
 
 /** Setup: the proxy-asserted user becomes the owner (idp_configured → owner_created). */
 export async function claimTrustedProxyOwner(deps: SignInDeps, req: ProxyRequest) {
   const inst = await loadInstance(deps);
-  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+  if (inst.state === "ready") throw new ApiError("already_configured", "setup is complete");
   assertTrustedProxyMode(inst, "claiming the owner through a trusted proxy");
   const doc = await requireDocument(deps);
   const next = assertSetupOperation(inst, "claim_trusted_proxy_owner");
   const email = await assertedEmail(deps, doc, req);
   if (doc.setup_owner_email !== null && doc.setup_owner_email !== email) {
-    throw new ApiError(403, "trusted_proxy_owner_email_mismatch", "the asserted identity is not the configured setup owner email");
+    throw new ApiError("trusted_proxy_owner_email_mismatch", "the asserted identity is not the configured setup owner email");
   }
   const created = await createOwner(deps, "claim_trusted_proxy_owner", next, newOwnerValues(deps, email));
   return { state: created.state, owner_email: created.owner_email };

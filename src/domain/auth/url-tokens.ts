@@ -46,8 +46,8 @@ export async function resolveUrlToken(
     .from(urlTokens)
     .where(and(eq(urlTokens.tokenHash, await sha256Hex(token)), eq(urlTokens.kind, kind)))
     .get();
-  if (!row) throw new ApiError(404, "not_found", "no such link");
-  if (row.expiresAt <= deps.clock.now()) throw new ApiError(410, expiredCode, "this link has expired");
+  if (!row) throw new ApiError("not_found", "no such link");
+  if (row.expiresAt <= deps.clock.now()) throw new ApiError(expiredCode, "this link has expired");
   return row;
 }
 
@@ -70,8 +70,8 @@ export async function claimUploadToken(deps: Pick<AppDeps, "db" | "clock">, toke
     .from(urlTokens)
     .where(and(eq(urlTokens.tokenHash, hash), eq(urlTokens.kind, "upload")))
     .get();
-  if (!known) throw new ApiError(404, "not_found", "no such upload link");
-  throw new ApiError(410, "token_expired", "this upload link was used already or has expired");
+  if (!known) throw new ApiError("not_found", "no such upload link");
+  throw new ApiError("token_expired", "this upload link was used already or has expired");
 }
 
 /** Gives an upload token back after a refused body, so the runner can retry with the same URL. */

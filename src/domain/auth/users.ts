@@ -92,7 +92,7 @@ export interface SignInIdentity {
  */
 export async function signIn(deps: DbDeps, identity: SignInIdentity) {
   const user = await findUserByEmail(deps, identity.email);
-  if (!user || user.status === "disabled") throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  if (!user || user.status === "disabled") throw new ApiError("user_not_found", "no active or invited user has this email");
   const now = deps.clock.now();
   const changes: Partial<UserRow> = { updatedAt: now };
   if (user.status === "invited") changes.status = "active";
@@ -100,7 +100,7 @@ export async function signIn(deps: DbDeps, identity: SignInIdentity) {
   // (a recycled address, a second tenant) is refused. Disabling the user clears the binding.
   let binding: SQL | undefined;
   if (identity.oidcSubject) {
-    if (!matchesBinding(user, identity)) throw new ApiError(403, "user_not_found", "this email belongs to another account at the identity provider");
+    if (!matchesBinding(user, identity)) throw new ApiError("user_not_found", "this email belongs to another account at the identity provider");
     changes.oidcSubject = identity.oidcSubject;
     if (identity.oidcIssuer) changes.oidcIssuer = identity.oidcIssuer;
     // Re-checked in the update, so two first sign-ins of different accounts racing cannot both bind.
@@ -125,7 +125,7 @@ export async function signIn(deps: DbDeps, identity: SignInIdentity) {
     }),
   ]);
   const signedIn = updated[0];
-  if (!signedIn) throw new ApiError(403, "user_not_found", "no active or invited user has this email");
+  if (!signedIn) throw new ApiError("user_not_found", "no active or invited user has this email");
   const session = await createUserSession(deps, signedIn.id, identity.method);
   return {
     session_token: session.token,
@@ -151,7 +151,7 @@ function matchesBinding(user: UserRow, identity: SignInIdentity): boolean {
 type Actor = Pick<UserRow, "id" | "email" | "role">;
 
 function assertManager(actor: Actor): void {
-  if (actor.role !== "owner" && actor.role !== "admin") throw new ApiError(403, "forbidden", "only the owner or an admin can manage users");
+  if (actor.role !== "owner" && actor.role !== "admin") throw new ApiError("forbidden", "only the owner or an admin can manage users");
 }
 
 /**
@@ -190,14 +190,14 @@ export async function inviteUser(deps: DbDeps, actor: Actor, email: string, role
   ]);
   const created = inserted[0];
   if (!created) {
-    throw new ApiError(409, "already_exists", "a user with this email already exists");
+    throw new ApiError("already_exists", "a user with this email already exists");
   }
   return created;
 }
 
 async function loadTarget(deps: Pick<AppDeps, "db">, userId: string): Promise<UserRow> {
   const target = await findUserById(deps, userId);
-  if (!target) throw new ApiError(404, "not_found", "user not found");
+  if (!target) throw new ApiError("not_found", "user not found");
   return target;
 }
 
@@ -205,7 +205,7 @@ export async function changeUserRole(deps: DbDeps, actor: Actor, userId: string,
   assertManager(actor);
   const target = await loadTarget(deps, userId);
   // The owner role moves only through transfer-owner, in both directions.
-  if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
+  if (target.role === "owner") throw new ApiError("forbidden", "the owner's role changes only through an ownership transfer");
   const [updated] = await deps.db.batch([
     deps.db
       .update(users)
@@ -219,14 +219,14 @@ export async function changeUserRole(deps: DbDeps, actor: Actor, userId: string,
     ),
   ]);
   const row = updated[0];
-  if (!row) throw new ApiError(403, "forbidden", "the owner's role changes only through an ownership transfer");
+  if (!row) throw new ApiError("forbidden", "the owner's role changes only through an ownership transfer");
   return row;
 }
 
 export async function disableUser(deps: DbDeps, actor: Actor, userId: string): Promise<UserRow> {
   assertManager(actor);
   const target = await loadTarget(deps, userId);
-  if (target.role === "owner") throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
+  if (target.role === "owner") throw new ApiError("forbidden", "the owner cannot be disabled; transfer ownership first");
   const [updated] = await deps.db.batch([
     // The OIDC binding goes too: enabling the user again lets its next OIDC sign-in bind afresh (docs/api.md §3).
     deps.db
@@ -242,7 +242,7 @@ export async function disableUser(deps: DbDeps, actor: Actor, userId: string): P
     ),
   ]);
   const row = updated[0];
-  if (!row) throw new ApiError(403, "forbidden", "the owner cannot be disabled; transfer ownership first");
+  if (!row) throw new ApiError("forbidden", "the owner cannot be disabled; transfer ownership first");
   return row;
 }
 
@@ -258,11 +258,11 @@ export async function enableUser(deps: DbDeps, actor: Actor, userId: string): Pr
 
 /** Target becomes owner, previous owner admin, the instance's owner record follows, both users' sessions end. */
 export async function transferOwnership(deps: DbDeps, actor: Actor, email: string) {
-  if (actor.role !== "owner") throw new ApiError(403, "forbidden", "only the owner can transfer ownership");
+  if (actor.role !== "owner") throw new ApiError("forbidden", "only the owner can transfer ownership");
   const target = await findUserByEmail(deps, email);
-  if (!target) throw new ApiError(404, "user_not_found", "no user has this email");
-  if (target.id === actor.id) throw new ApiError(400, "invalid_email", "this user is already the owner");
-  if (target.status !== "active") throw new ApiError(409, "user_not_active", "the target user has not signed in yet or is disabled");
+  if (!target) throw ApiError.withSecondStatus("user_not_found", "no user has this email");
+  if (target.id === actor.id) throw new ApiError("invalid_email", "this user is already the owner");
+  if (target.status !== "active") throw new ApiError("user_not_active", "the target user has not signed in yet or is disabled");
   const now = deps.clock.now();
   // One batch, so both changes land or neither does. The demotion requires the target to still be active;
   // the promotion requires that no owner remains, so it happens exactly when the demotion did. The
@@ -293,6 +293,6 @@ export async function transferOwnership(deps: DbDeps, actor: Actor, email: strin
   ]);
   const previous = results[0][0];
   const owner = results[1][0];
-  if (!previous || !owner) throw new ApiError(409, "user_not_active", "the target user is no longer active, or ownership already moved");
+  if (!previous || !owner) throw new ApiError("user_not_active", "the target user is no longer active, or ownership already moved");
   return { previous_owner: toBriefUserJson(previous), owner: toBriefUserJson(owner) };
 }

@@ -44,8 +44,8 @@ export function canTransition(from: BuildStatus, to: BuildStatus): boolean {
  * canceled it (the runner must stop), 409 invalid_transition for any other refused move.
  */
 export function assertRunnerReport(current: BuildStatus, cancelRequested: boolean, next: ReportableStatus): void {
-  if (current === "canceled" && cancelRequested) throw new ApiError(409, "build_canceled", "the build was canceled");
+  if (current === "canceled" && cancelRequested) throw new ApiError("build_canceled", "the build was canceled");
   if (!reportableFrom(next).includes(current) || !canTransition(current, next)) {
-    throw new ApiError(409, "invalid_transition", `a ${current} build cannot become ${next}`);
+    throw new ApiError("invalid_transition", `a ${current} build cannot become ${next}`);
   }
 }

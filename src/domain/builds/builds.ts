@@ -188,7 +188,7 @@ export async function configForManualBuild(
   if (read.kind === "file") {
     const definition = fileDefinitionFor(read.file, pipeline);
     if (!definition) {
-      throw new ApiError(422, "pipeline_not_in_config", `${read.configPath} at ${commitSha.slice(0, 12)} has no pipeline named "${pipeline.name}"`);
+      throw new ApiError("pipeline_not_in_config", `${read.configPath} at ${commitSha.slice(0, 12)} has no pipeline named "${pipeline.name}"`);
     }
     return { config: definition.config, logPreamble: null };
   }
@@ -196,7 +196,7 @@ export async function configForManualBuild(
     if (pipeline.source === "repository") {
       const where =
         read.configPath === null ? "the project reads no pipeline file" : `${read.configPath} does not exist at ${commitSha.slice(0, 12)}`;
-      throw new ApiError(422, "pipeline_not_in_config", `${where}, and "${pipeline.name}" is defined only there`);
+      throw new ApiError("pipeline_not_in_config", `${where}, and "${pipeline.name}" is defined only there`);
     }
     return { config: pipeline.config as PipelineConfig, logPreamble: null };
   }
@@ -368,7 +368,7 @@ async function insertBuild(
     ),
     ...more,
   ]);
-  if (inserted.rowsAffected !== 1) throw new ApiError(404, "not_found", "the project or pipeline was deleted");
+  if (inserted.rowsAffected !== 1) throw new ApiError("not_found", "the project or pipeline was deleted");
   await refreshRunnersOf(deps, holding);
   deps.jobSignal.notify();
   return getBuild(deps, id);
@@ -383,7 +383,7 @@ export async function buildNumbersOf(deps: Pick<AppDeps, "db">, ids: string[]): 
 
 export async function getBuild(deps: Pick<AppDeps, "db">, id: string): Promise<BuildRow> {
   const row = await deps.db.select().from(builds).where(eq(builds.id, id)).get();
-  if (!row) throw new ApiError(404, "not_found", "no such build");
+  if (!row) throw new ApiError("not_found", "no such build");
   return row;
 }
 
@@ -426,7 +426,7 @@ function decodeCursor(cursor: string): number {
   } catch {
     // fall through to the error below
   }
-  throw new ApiError(400, "invalid_input", "the cursor is not valid");
+  throw new ApiError("invalid_input", "the cursor is not valid");
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Row } from "@libsql/client";
 import { and, eq } from "drizzle-orm";
 import { z } from "zod";
 import { clientOf } from "../../db/fixed-sql.ts";
+import { queueVersion } from "../../db/queries/queue-version.ts";
 import { builds, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -200,11 +201,8 @@ export async function claimJob(
 
 /** The queue version (`queue_version`, bumped by triggers as builds become queued), read by each daemon's JobSignal loop. */
 export async function readQueueVersion(db: SchedDeps["db"]): Promise<number> {
-  const row = (await clientOf(db).execute(QUEUE_VERSION_SQL)).rows[0];
-  return row ? Number(row.version) : 0;
+  return queueVersion(db);
 }
-
-const QUEUE_VERSION_SQL = "SELECT version FROM queue_version WHERE id = 1";
 
 async function isDraining(deps: Pick<AppDeps, "db">, runnerId: string): Promise<boolean> {
   const row = await deps.db.select({ status: runners.status }).from(runners).where(eq(runners.id, runnerId)).get();
@@ -218,7 +216,7 @@ export async function getRunnerJob(deps: Pick<AppDeps, "db">, runnerId: string, 
     .from(builds)
     .where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId)))
     .get();
-  if (!row) throw new ApiError(404, "not_found", "no such job on this runner");
+  if (!row) throw new ApiError("not_found", "no such job on this runner");
   return row;
 }
 
@@ -245,10 +243,10 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
   let exitCode = input.exit_code;
   if (status === "succeeded") {
     exitCode ??= 0;
-    if (exitCode !== 0) throw new ApiError(400, "invalid_input", "a succeeded build needs exit code 0");
+    if (exitCode !== 0) throw new ApiError("invalid_input", "a succeeded build needs exit code 0");
   } else if (status === "failed") {
     exitCode ??= 1;
-    if (exitCode === 0) throw new ApiError(400, "invalid_input", "a failed build needs a non-zero exit code");
+    if (exitCode === 0) throw new ApiError("invalid_input", "a failed build needs a non-zero exit code");
   }
   const now = deps.clock.now();
   const final = isFinalStatus(status);
@@ -289,7 +287,7 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
   const current = await getRunnerJob(deps, runnerId, jobId);
   assertRunnerReport(current.status, current.cancelRequested, status);
   // The guard passed on a fresh read: the state moved under us between the two statements; report the refusal.
-  throw new ApiError(409, "invalid_transition", `a ${current.status} build cannot become ${status}`);
+  throw new ApiError("invalid_transition", `a ${current.status} build cannot become ${status}`);
 }
 
 /**
@@ -322,7 +320,7 @@ interface ReportRow {
 async function activeJobProject(deps: Pick<AppDeps, "db">, runnerId: string, jobId: string) {
   const build = await getRunnerJob(deps, runnerId, jobId);
   if (!(ACTIVE_STATUSES as readonly string[]).includes(build.status)) {
-    throw new ApiError(409, "job_not_active", "the job is not assigned or running");
+    throw new ApiError("job_not_active", "the job is not assigned or running");
   }
   const [project, runner] = await Promise.all([
     getProject(deps, build.projectId),
@@ -353,7 +351,7 @@ export async function checkoutAuth(deps: CredDeps, runnerId: string, jobId: stri
   // Source access is released to every build of the project (docs/api.md §5), protected branch or not.
   const { build, project } = await activeJobProject(deps, runnerId, jobId);
   const creds = await openSourceCredentials(deps, project);
-  if (!creds) throw new ApiError(404, "no_credentials", "the project has no source credentials");
+  if (!creds) throw new ApiError("no_credentials", "the project has no source credentials");
   await recordHandOut(deps, runnerId, build, "checkout");
   return { username: creds.username, password: creds.password, expires_at: build.leaseExpiresAt };
 }
@@ -362,7 +360,7 @@ export async function androidSigning(deps: CredDeps, runnerId: string, jobId: st
   const { build, project, runnerTrust } = await activeJobProject(deps, runnerId, jobId);
   assertCredentialsReleasable(build, project, runnerTrust);
   const signing = await openAndroidSigning(deps, project);
-  if (!signing) throw new ApiError(404, "no_credentials", "the project has no Android signing credentials");
+  if (!signing) throw new ApiError("no_credentials", "the project has no Android signing credentials");
   await recordHandOut(deps, runnerId, build, "android_signing");
   return signing;
 }
@@ -372,7 +370,7 @@ export async function iosSigning(deps: CredDeps, runnerId: string, jobId: string
   assertCredentialsReleasable(build, project, runnerTrust);
   // Every profile with its UUID and bundle id pattern; the first one also in the old single field.
   const signing = await iosSigningForRunner(deps, project);
-  if (!signing) throw new ApiError(404, "no_credentials", "the project has no iOS signing credentials");
+  if (!signing) throw new ApiError("no_credentials", "the project has no iOS signing credentials");
   await recordHandOut(deps, runnerId, build, "ios_signing");
   return signing;
 }

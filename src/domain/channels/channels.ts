@@ -72,13 +72,13 @@ async function assertPipelineOfProject(deps: Db, projectId: string, pipelineId: 
     .where(and(eq(pipelines.id, pipelineId), eq(pipelines.projectId, projectId)))
     .get();
   if (!row || row.deletedAt !== null) {
-    throw new ApiError(400, "invalid_input", "pipeline_id names no pipeline of this project", [
+    throw new ApiError("invalid_input", "pipeline_id names no pipeline of this project", [
       { path: "pipeline_id", message: "no such pipeline in this project" },
     ]);
   }
 }
 
-const duplicateChannel = (name: string) => new ApiError(409, "already_exists", `a channel named "${name}" already exists in this project`);
+const duplicateChannel = (name: string) => new ApiError("already_exists", `a channel named "${name}" already exists in this project`);
 
 function isUniqueViolation(err: unknown): boolean {
   const text = String((err as { message?: string })?.message ?? "") + String((err as { cause?: { message?: string } })?.cause?.message ?? "");
@@ -135,7 +135,7 @@ export async function getChannel(deps: Db, projectId: string, channelId: string)
     .from(channels)
     .where(and(eq(channels.id, channelId), eq(channels.projectId, projectId)))
     .get();
-  if (!row) throw new ApiError(404, "not_found", "no such channel");
+  if (!row) throw new ApiError("not_found", "no such channel");
   return row;
 }
 
@@ -364,7 +364,7 @@ export async function addTester(
       auditStatement(deps, { action: "tester.create", actor, targetType: "tester", targetId: row.id, details: { channel_id: ch.id } }),
     ]);
   } catch (err) {
-    if (isUniqueViolation(err)) throw new ApiError(409, "already_exists", "this email is already a tester of this channel");
+    if (isUniqueViolation(err)) throw new ApiError("already_exists", "this email is already a tester of this channel");
     throw err;
   }
   // The link is shown this once; only its hash is kept.
@@ -399,21 +399,21 @@ export async function removeTester(deps: DbClock, actor: UserRow, projectId: str
     .delete(testers)
     .where(and(eq(testers.id, testerId), eq(testers.channelId, ch.id)))
     .returning({ id: testers.id });
-  if (removed.length === 0) throw new ApiError(404, "not_found", "no such tester");
+  if (removed.length === 0) throw new ApiError("not_found", "no such tester");
   await auditStatement(deps, { action: "tester.delete", actor, targetType: "tester", targetId: testerId, details: { channel_id: ch.id } });
 }
 
 /** The tester and channel behind a tester link; 404 not_found for an unknown or revoked one. */
 export async function resolveTesterLink(deps: Db, token: string): Promise<{ tester: TesterRow; channel: ChannelRow }> {
-  if (token.length > 100) throw new ApiError(404, "not_found", "no such link");
+  if (token.length > 100) throw new ApiError("not_found", "no such link");
   const tester = await deps.db
     .select()
     .from(testers)
     .where(eq(testers.tokenHash, await sha256Hex(token)))
     .get();
-  if (!tester) throw new ApiError(404, "not_found", "no such link");
+  if (!tester) throw new ApiError("not_found", "no such link");
   const channel = await deps.db.select().from(channels).where(eq(channels.id, tester.channelId)).get();
-  if (!channel) throw new ApiError(404, "not_found", "no such link");
+  if (!channel) throw new ApiError("not_found", "no such link");
   return { tester, channel };
 }
 
@@ -421,13 +421,13 @@ export { publicBase };
 
 /** The tester behind a release mail's opt-out link; 404 not_found for an unknown one (or a removed tester). */
 export async function testerByOptOutToken(deps: Db, token: string): Promise<TesterRow> {
-  if (token.length > 100) throw new ApiError(404, "not_found", "no such link");
+  if (token.length > 100) throw new ApiError("not_found", "no such link");
   const tester = await deps.db
     .select()
     .from(testers)
     .where(eq(testers.optOutTokenHash, await sha256Hex(token)))
     .get();
-  if (!tester) throw new ApiError(404, "not_found", "no such link");
+  if (!tester) throw new ApiError("not_found", "no such link");
   return tester;
 }
 

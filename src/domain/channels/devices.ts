@@ -93,11 +93,11 @@ export async function readDeviceAnswer(body: Uint8Array): Promise<DeviceAnswer> 
   try {
     plist = await parsePlist(cmsSignedContent(body));
   } catch {
-    throw new ApiError(400, "invalid_input", "the body is not a signed device answer (CMS SignedData around a property list)");
+    throw new ApiError("invalid_input", "the body is not a signed device answer (CMS SignedData around a property list)");
   }
-  if (!isDict(plist)) throw new ApiError(400, "invalid_input", "the device answer is not a dictionary");
+  if (!isDict(plist)) throw new ApiError("invalid_input", "the device answer is not a dictionary");
   const udid = typeof plist.UDID === "string" ? plist.UDID.trim() : "";
-  if (!UDID.test(udid)) throw new ApiError(400, "invalid_input", "the device answer carries no valid UDID");
+  if (!UDID.test(udid)) throw new ApiError("invalid_input", "the device answer carries no valid UDID");
   return { udid: udid.toUpperCase(), product: attribute(plist.PRODUCT), version: attribute(plist.VERSION), serial: attribute(plist.SERIAL) };
 }
 

@@ -36,7 +36,7 @@ export async function testerPage(deps: Pick<AppDeps, "db">, token: string): Prom
 async function releaseOf(deps: Pick<AppDeps, "db">, token: string, artifactId: string) {
   const { tester, channel } = await resolveTesterLink(deps, token);
   const release = (await channelReleases(deps, channel)).find((r) => r.artifact_id === artifactId);
-  if (!release) throw new ApiError(404, "not_found", "no such release in this channel");
+  if (!release) throw new ApiError("not_found", "no such release in this channel");
   return { tester, release };
 }
 
@@ -49,6 +49,6 @@ export async function testerInstall(deps: Deps, token: string, artifactId: strin
 export async function testerIcon(deps: Pick<AppDeps, "db">, token: string, artifactId: string): Promise<Uint8Array> {
   const { release } = await releaseOf(deps, token, artifactId);
   const png = await loadArtifactIcon(deps, release.artifact_id);
-  if (!png) throw new ApiError(404, "not_found", "this app has no icon");
+  if (!png) throw new ApiError("not_found", "this app has no icon");
   return png;
 }

@@ -6,7 +6,7 @@ import { eq } from "drizzle-orm";
 import { builds, channels, type outbox, projects, testers, users } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { randomToken, sha256Hex } from "../common/crypto.ts";
-import { readSetting } from "../setup/instance.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 import { readNetworkSettings } from "../settings/network-settings.ts";
 
 /** The SMTP server as a sender needs it: the password opened. */

@@ -93,7 +93,7 @@ export async function getProjectNotification(deps: Pick<AppDeps, "db">, projectI
     .from(notifications)
     .where(and(eq(notifications.id, notificationId), eq(notifications.projectId, projectId)))
     .get();
-  if (!row) throw new ApiError(404, "not_found", "no such notification in this project");
+  if (!row) throw new ApiError("not_found", "no such notification in this project");
   return row;
 }
 

@@ -16,7 +16,7 @@ import {
 } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { describeError } from "../../errors.ts";
-import { clientOf, oneRow } from "../../db/fixed-sql.ts";
+import { outboxHasWorkAt } from "../../db/queries/outbox.ts";
 import { toBuildJson, type BuildRow } from "../builds/builds.ts";
 import { apiBaseFor, commitStatusRequest, repoPathFromUrl, type OutboundRequest } from "./commit-status.ts";
 import {
@@ -525,12 +525,8 @@ export async function runOutboxOnce(deps: OutboxDeps, owner: string, options: { 
  * drizzle's query builder a second while nothing happened, enough to get them TurboFan-compiled (docs/benchmarks.md).
  */
 async function outboxHasWork(deps: Pick<AppDeps, "db">): Promise<boolean> {
-  const row = (await clientOf(deps.db).execute(oneRow(OUTBOX_HAS_WORK_SQL, [nowMs()]))).rows[0];
-  return Number(row?.[0] ?? 1) !== 0;
+  return outboxHasWorkAt(deps.db, nowMs());
 }
-
-const OUTBOX_HAS_WORK_SQL = `SELECT EXISTS (SELECT 1 FROM build_events WHERE expanded = 0)
-  OR EXISTS (SELECT 1 FROM outbox WHERE status = 'pending' AND next_attempt_at_ms <= ?)`;
 
 /** A test message to one notification target, sent now and recorded like any attempt. */
 export async function sendNotificationTest(deps: Pick<AppDeps, "db" | "clock" | "secrets" | "fetch">, target: NotificationRow) {

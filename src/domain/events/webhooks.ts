@@ -71,7 +71,7 @@ export async function assertDestinationAllowed(deps: Pick<AppDeps, "checkDestina
     await checkDestinationNow(deps, url);
   } catch (err) {
     const refused = findDestinationNotAllowed(err);
-    if (refused) throw new ApiError(400, "destination_not_allowed", refused.message);
+    if (refused) throw new ApiError("destination_not_allowed", refused.message);
     // A name that does not resolve now may resolve later (a forge being set up): the send will tell.
   }
 }
@@ -129,7 +129,7 @@ async function getProjectWebhook(deps: Pick<AppDeps, "db">, projectId: string, w
     .from(webhooks)
     .where(and(eq(webhooks.id, webhookId), eq(webhooks.projectId, projectId)))
     .get();
-  if (!row) throw new ApiError(404, "not_found", "no such webhook in this project");
+  if (!row) throw new ApiError("not_found", "no such webhook in this project");
   return row;
 }
 
@@ -254,7 +254,7 @@ function parsePayload(body: Uint8Array, contentType: string | null): unknown {
     }
     return JSON.parse(text);
   } catch {
-    throw new ApiError(400, "invalid_input", "the webhook body is not valid JSON");
+    throw new ApiError("invalid_input", "the webhook body is not valid JSON");
   }
 }
 
@@ -264,7 +264,7 @@ function parsePayload(body: Uint8Array, contentType: string | null): unknown {
  */
 export async function findWebhookForDelivery(deps: Pick<AppDeps, "db">, webhookId: string): Promise<WebhookRow> {
   const hook = await deps.db.select().from(webhooks).where(eq(webhooks.id, webhookId)).get();
-  if (!hook) throw new ApiError(404, "not_found", "no such webhook");
+  if (!hook) throw new ApiError("not_found", "no such webhook");
   return hook;
 }
 
@@ -289,7 +289,7 @@ export async function receiveWebhook(
       deliveryInsert(deps, { hook, deliveryId, dedupKey: null, event, outcome: "refused", reason: "missing or wrong signature", buildIds: [] }),
       pruneRefused(deps, hook.id),
     ]);
-    throw new ApiError(401, "invalid_signature", `the ${hook.provider} signature of this delivery is missing or wrong`);
+    throw new ApiError("invalid_signature", `the ${hook.provider} signature of this delivery is missing or wrong`);
   }
   // Accepted deliveries are keyed by their payload's hash (unique per webhook); the delivery id is looked up too.
   const payloadKey = `sha256:${await sha256Hex(body)}`;

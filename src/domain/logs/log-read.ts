@@ -71,7 +71,7 @@ export async function readLog(
 
 /** 410 log_expired once a retention pass deleted the build's log (its build and step results stay). */
 export function assertLogKept(build: { logExpiredAt: number | null }): void {
-  if (build.logExpiredAt !== null) throw new ApiError(410, "log_expired", "this build's log was deleted by the retention policy");
+  if (build.logExpiredAt !== null) throw new ApiError("log_expired", "this build's log was deleted by the retention policy");
 }
 
 /** Bytes of stored log of a build: where the next chunk starts. */

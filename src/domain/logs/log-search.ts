@@ -236,7 +236,7 @@ export async function searchLogs(
       WHERE ${sql.join(filters, sql` AND `)}
       ORDER BY s.rowid DESC LIMIT ${query.limit}`);
   } catch (err) {
-    if (isQueryError(err)) throw new ApiError(400, "invalid_input", "the search query is not valid: check its quotes, parentheses and AND/OR/NOT");
+    if (isQueryError(err)) throw new ApiError("invalid_input", "the search query is not valid: check its quotes, parentheses and AND/OR/NOT");
     throw err;
   }
   const matches = rows

@@ -54,12 +54,12 @@ export async function appendLog(
   const maxBytes = deps.config.maxLogBytes;
   for (let attempt = 0; attempt < APPEND_RETRIES; attempt++) {
     const build = await getRunnerJob(deps, runnerId, jobId);
-    if (build.logExpiredAt !== null) throw new ApiError(409, "invalid_transition", "the build's log was deleted by the retention policy");
+    if (build.logExpiredAt !== null) throw new ApiError("invalid_transition", "the build's log was deleted by the retention policy");
     if (isFinalStatus(build.status) && deps.clock.now() - (build.finishedAt ?? build.updatedAt) > deps.config.logGraceS) {
-      throw new ApiError(409, "invalid_transition", `the build is ${build.status} and its log is closed`);
+      throw new ApiError("invalid_transition", `the build is ${build.status} and its log is closed`);
     }
     const have = build.logBytes;
-    if (offset > have) throw new ApiError(409, "log_offset_mismatch", `expected offset ${have}, got ${offset}`);
+    if (offset > have) throw new ApiError("log_offset_mismatch", `expected offset ${have}, got ${offset}`);
     // A retried chunk (wholly stored already) is ignored; an overlapping one contributes only its new bytes.
     if (offset + chunk.length <= have) return { log_bytes: have };
     const fresh = chunk.subarray(have - offset);
@@ -109,7 +109,7 @@ export async function appendLog(
     }
     // Another append of the same job won the race: look again.
   }
-  throw new ApiError(409, "log_offset_mismatch", "the log changed concurrently; retry at the current offset");
+  throw new ApiError("log_offset_mismatch", "the log changed concurrently; retry at the current offset");
 }
 
 /**

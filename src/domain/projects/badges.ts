@@ -54,7 +54,7 @@ export async function revokeBadge(deps: Pick<AppDeps, "db" | "clock">, actor: Us
       details: { project_id: projectId },
     }),
   ]);
-  if (deleted.rowsAffected !== 1) throw new ApiError(404, "not_found", "this pipeline has no badge");
+  if (deleted.rowsAffected !== 1) throw new ApiError("not_found", "this pipeline has no badge");
 }
 
 /**
@@ -71,10 +71,10 @@ export async function badgeStatus(
     .from(pipelineBadges)
     .where(eq(pipelineBadges.tokenHash, await sha256Hex(token)))
     .get();
-  if (!badge) throw new ApiError(404, "not_found", "no such badge");
+  if (!badge) throw new ApiError("not_found", "no such badge");
   const project = await getProject(deps, badge.projectId).catch(() => null);
   const pipeline = await getPipeline(deps, badge.projectId, badge.pipelineId).catch(() => null);
-  if (!project || !pipeline) throw new ApiError(404, "not_found", "no such badge");
+  if (!project || !pipeline) throw new ApiError("not_found", "no such badge");
   const latest = await deps.db
     .select({ status: builds.status })
     .from(builds)

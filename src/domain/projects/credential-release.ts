@@ -19,21 +19,17 @@ export function assertCredentialsReleasable(
   runnerTrust: RunnerTrust,
 ): void {
   if (build.fromFork || build.trust === "fork") {
-    throw new ApiError(403, "secrets_withheld", "this build is of a pull request from a fork: signing material and secrets are withheld");
+    throw new ApiError("secrets_withheld", "this build is of a pull request from a fork: signing material and secrets are withheld");
   }
   const ref = buildRef(build);
   if (!refIsProtected(project, ref)) {
-    throw new ApiError(
-      403,
-      "secrets_withheld",
-      `${ref.kind} ${JSON.stringify(ref.name)} is not protected: signing material and secrets are withheld`,
-    );
+    throw new ApiError("secrets_withheld", `${ref.kind} ${JSON.stringify(ref.name)} is not protected: signing material and secrets are withheld`);
   }
   if (build.trust !== "protected") {
-    throw new ApiError(403, "secrets_withheld", "this build was queued as an open build: signing material and secrets are withheld");
+    throw new ApiError("secrets_withheld", "this build was queued as an open build: signing material and secrets are withheld");
   }
   if (runnerTrust !== "protected") {
-    throw new ApiError(403, "secrets_withheld", "this runner is open: signing material and secrets are withheld");
+    throw new ApiError("secrets_withheld", "this runner is open: signing material and secrets are withheld");
   }
 }
 

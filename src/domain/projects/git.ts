@@ -31,7 +31,6 @@ export async function assertRepoAllowed(deps: Pick<AppDeps, "db" | "clock" | "co
   const inst = await loadInstance(deps);
   if (inst.runtimeMode === "local") return;
   throw new ApiError(
-    422,
     "source_not_allowed",
     "local paths and file:// repositories are refused in remote mode; set HANGAR_ALLOW_LOCAL_REPOS=1 to allow them",
   );
@@ -76,8 +75,8 @@ export function isValidBranchName(name: string): boolean {
 /** Resolves a branch to its current commit (docs/api.md §5): 422 branch_not_found or source_unreachable. */
 export async function resolveBranch(deps: Pick<AppDeps, "git">, repoUrl: string, branch: string, credentials?: GitCredentials): Promise<string> {
   const result = await deps.git.lsRemote(repoUrl, `refs/heads/${branch}`, credentials);
-  if (!result.ok && result.notAllowed) throw new ApiError(422, "source_not_allowed", `the repository cannot be contacted: ${result.notAllowed}`);
-  if (!result.ok) throw new ApiError(422, "source_unreachable", "the repository could not be reached");
-  if (!result.sha) throw new ApiError(422, "branch_not_found", `branch '${branch}' does not exist in the repository`);
+  if (!result.ok && result.notAllowed) throw new ApiError("source_not_allowed", `the repository cannot be contacted: ${result.notAllowed}`);
+  if (!result.ok) throw new ApiError("source_unreachable", "the repository could not be reached");
+  if (!result.sha) throw new ApiError("branch_not_found", `branch '${branch}' does not exist in the repository`);
   return result.sha;
 }

@@ -59,14 +59,13 @@ export async function readPipelineConfig(
 export function manualTriggerError(read: Extract<ConfigRead, { kind: "invalid" | "unavailable" }>): ApiError {
   if (read.kind === "invalid") {
     return new ApiError(
-      422,
       "invalid_pipeline_config",
       `${read.configPath} at ${read.commitSha.slice(0, 12)} is not a valid pipeline file`,
       read.parsed.issues,
     );
   }
-  if (read.notAllowed) return new ApiError(422, "source_not_allowed", `the repository cannot be contacted: ${read.reason}`);
-  return new ApiError(422, "config_unavailable", `${read.configPath} could not be read: ${read.reason}`);
+  if (read.notAllowed) return new ApiError("source_not_allowed", `the repository cannot be contacted: ${read.reason}`);
+  return new ApiError("config_unavailable", `${read.configPath} could not be read: ${read.reason}`);
 }
 
 /** The log lines of a build that fails at once for its pipeline file (what the commit status and notifications link to). */

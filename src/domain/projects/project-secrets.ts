@@ -143,7 +143,6 @@ export async function putSecret(
   ]);
   if (written.length === 0) {
     throw new ApiError(
-      400,
       "invalid_input",
       `a project holds at most ${MAX_SECRETS_PER_PROJECT} secret variables and ${MAX_SECRET_TOTAL_BYTES / 1024 / 1024} MiB of values in all`,
       [{ path: "value", message: `at most ${MAX_SECRETS_PER_PROJECT} secret variables and 1 MiB of values per project` }],
@@ -176,5 +175,5 @@ export async function deleteSecret(deps: DbDeps, actor: UserRow, projectId: stri
       sql`changes() = 1`,
     ),
   ]);
-  if (deleted.length === 0) throw new ApiError(404, "not_found", "no such secret variable");
+  if (deleted.length === 0) throw new ApiError("not_found", "no such secret variable");
 }

@@ -318,7 +318,7 @@ function hasActiveBuild(column: "project_id" | "pipeline_id", id: string) {
 }
 
 function duplicate(what: string, name: string): ApiError {
-  return new ApiError(409, "already_exists", `a ${what} named "${name}" already exists`);
+  return new ApiError("already_exists", `a ${what} named "${name}" already exists`);
 }
 
 /**
@@ -349,7 +349,7 @@ export async function listProjects(deps: Pick<AppDeps, "db">): Promise<ProjectRo
 /** A live project; 404 for an unknown or deleted one. `includeDeleted` is for reading what old builds point at. */
 export async function getProject(deps: Pick<AppDeps, "db">, id: string, options: { includeDeleted?: boolean } = {}): Promise<ProjectRow> {
   const row = await deps.db.select().from(projects).where(eq(projects.id, id)).get();
-  if (!row || (row.deletedAt !== null && !options.includeDeleted)) throw new ApiError(404, "not_found", "no such project");
+  if (!row || (row.deletedAt !== null && !options.includeDeleted)) throw new ApiError("not_found", "no such project");
   return row;
 }
 
@@ -414,7 +414,7 @@ export async function deleteProject(deps: DbDeps, actor: UserRow, projectId: str
   ]);
   if (deleted.rowsAffected !== 1) {
     await getProject(deps, projectId);
-    throw new ApiError(409, "project_busy", "a build of this project is queued, assigned or running; cancel it or wait for it to finish");
+    throw new ApiError("project_busy", "a build of this project is queued, assigned or running; cancel it or wait for it to finish");
   }
 }
 
@@ -462,7 +462,7 @@ export async function getPipeline(
 ): Promise<PipelineRow> {
   const row = await deps.db.select().from(pipelines).where(eq(pipelines.id, pipelineId)).get();
   if (!row || row.projectId !== projectId || (row.deletedAt !== null && !options.includeDeleted)) {
-    throw new ApiError(404, "not_found", "no such pipeline in this project");
+    throw new ApiError("not_found", "no such pipeline in this project");
   }
   return row;
 }
@@ -515,7 +515,7 @@ export async function deletePipeline(deps: DbDeps, actor: UserRow, projectId: st
   ]);
   if (deleted.rowsAffected !== 1) {
     await getPipeline(deps, projectId, pipelineId);
-    throw new ApiError(409, "project_busy", "a build of this pipeline is queued, assigned or running; cancel it or wait for it to finish");
+    throw new ApiError("project_busy", "a build of this pipeline is queued, assigned or running; cancel it or wait for it to finish");
   }
 }
 
@@ -547,7 +547,7 @@ async function openSealed<T>(deps: Pick<AppDeps, "secrets">, sealed: string | nu
   try {
     return JSON.parse(await deps.secrets.open(sealed)) as T;
   } catch {
-    throw new ApiError(500, "decryption_error", "stored credentials cannot be decrypted");
+    throw new ApiError("decryption_error", "stored credentials cannot be decrypted");
   }
 }
 

@@ -17,7 +17,7 @@ export async function openSecrets(deps: Pick<AppDeps, "db" | "secrets">, project
     try {
       out[row.name] = await deps.secrets.open(row.valueSealed);
     } catch {
-      throw new ApiError(500, "decryption_error", "a stored secret variable cannot be decrypted");
+      throw new ApiError("decryption_error", "a stored secret variable cannot be decrypted");
     }
   }
   return out;

@@ -38,14 +38,13 @@ export async function listPublishes(deps: Pick<AppDeps, "db">, buildId: string) 
  */
 export async function publishByHand(deps: Pick<AppDeps, "db" | "clock">, buildId: string, to: PublishEntry["to"]) {
   const build = await deps.db.select().from(builds).where(eq(builds.id, buildId)).get();
-  if (!build) throw new ApiError(404, "not_found", "no such build");
+  if (!build) throw new ApiError("not_found", "no such build");
   if (build.trust !== "protected")
     throw new ApiError(
-      403,
       "forbidden",
       `${build.trust === "open" ? "an" : "a"} ${build.trust} build never publishes: only protected builds reach the stores`,
     );
-  if (build.status !== "succeeded") throw new ApiError(409, "invalid_state", `only a succeeded build can be published (this one is ${build.status})`);
+  if (build.status !== "succeeded") throw new ApiError("invalid_state", `only a succeeded build can be published (this one is ${build.status})`);
   const entries = ((build.configSnapshot as { publish?: unknown[] }).publish ?? [])
     .map((e) => publishEntrySchema.safeParse(e))
     .flatMap((r) => (r.success ? [r.data] : []));

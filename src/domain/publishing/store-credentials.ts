@@ -41,7 +41,7 @@ export interface GooglePlayKey {
 }
 
 function invalid(message: string): ApiError {
-  return new ApiError(400, "invalid_store_credentials", message);
+  return new ApiError("invalid_store_credentials", message);
 }
 
 /** An App Store Connect API key: an EC P-256 private key in PKCS#8 PEM (the `.p8` file). */

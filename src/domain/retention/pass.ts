@@ -428,7 +428,7 @@ async function finishPass(deps: Deps, passId: string, owner: string): Promise<vo
 /** POST /v1/settings/retention/run without dry_run: claims a pass now (409 while another daemon runs one) and runs it. */
 export async function runRetentionNow(deps: Deps, actor: UserRow, owner: string): Promise<RetentionAnswer> {
   const passId = await claimPass(deps, owner, "manual", actor);
-  if (!passId) throw new ApiError(409, "retention_pass_running", "a retention pass is running; try again when it is done");
+  if (!passId) throw new ApiError("retention_pass_running", "a retention pass is running; try again when it is done");
   return executePass(deps, passId, owner);
 }
 

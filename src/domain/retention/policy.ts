@@ -4,7 +4,7 @@ import { z } from "zod";
 import { projectRetentionPolicies } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { auditStatement } from "../common/audit.ts";
-import { readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "../settings/instance-settings.ts";
 import { getProject } from "../projects/projects.ts";
 import type { UserRow } from "../auth/users.ts";
 

@@ -44,7 +44,7 @@ async function lookupRunner(deps: Pick<AppDeps, "db">, tokenHash: string): Promi
     runnerLookups.set(deps.db, lookup);
   }
   const runner = await lookup.get({ tokenHash });
-  if (!runner) throw new ApiError(401, "invalid_runner_token", "the runner token is not valid");
+  if (!runner) throw new ApiError("invalid_runner_token", "the runner token is not valid");
   return runner;
 }
 
@@ -80,11 +80,11 @@ export async function authenticateJobToken(
     jobLookups.set(deps.db, lookup);
   }
   const job = await lookup.get({ tokenHash: await sha256Hex(token) });
-  const invalid = new ApiError(401, "invalid_job_token", "the job token is not valid");
+  const invalid = new ApiError("invalid_job_token", "the job token is not valid");
   if (!job || job.runnerId === null || job.status === "queued") throw invalid;
   if (isFinalStatus(job.status) && deps.clock.now() - (job.finishedAt ?? job.updatedAt) > deps.config.logGraceS) throw invalid;
   if (path.jobId !== job.id || path.runnerId !== job.runnerId) {
-    throw new ApiError(403, "runner_mismatch", "this job token belongs to another job");
+    throw new ApiError("runner_mismatch", "this job token belongs to another job");
   }
   return job.runnerId;
 }

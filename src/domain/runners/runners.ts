@@ -77,7 +77,7 @@ export function toRunnerJson(r: RunnerRow) {
  */
 function assertSomePlatform(platforms: readonly string[] | undefined): void {
   if (platforms && platforms.length > 0) return;
-  throw new ApiError(400, "invalid_input", "a runner builds for at least one platform: capabilities.platforms names ios, android or macos", [
+  throw new ApiError("invalid_input", "a runner builds for at least one platform: capabilities.platforms names ios, android or macos", [
     { path: "capabilities.platforms", message: "at least one platform is required" },
   ]);
 }
@@ -117,7 +117,7 @@ export async function listRunners(deps: Pick<AppDeps, "db">): Promise<RunnerRow[
 
 export async function getRunner(deps: Pick<AppDeps, "db">, id: string): Promise<RunnerRow> {
   const row = await deps.db.select().from(runners).where(eq(runners.id, id)).get();
-  if (!row) throw new ApiError(404, "not_found", "no such runner");
+  if (!row) throw new ApiError("not_found", "no such runner");
   return row;
 }
 
@@ -166,7 +166,7 @@ export async function updateRunner(
   const fields: Partial<RunnerRow> = { updatedAt: now };
   if (input.name !== undefined) fields.name = input.name;
   if (input.trust !== undefined) {
-    if (editor.kind === "runner") throw new ApiError(403, "forbidden", "only an owner or admin changes a runner's trust");
+    if (editor.kind === "runner") throw new ApiError("forbidden", "only an owner or admin changes a runner's trust");
     fields.trust = input.trust;
   }
   let guard: SQL | undefined;
@@ -179,10 +179,10 @@ export async function updateRunner(
     if (editor.kind === "runner") {
       const widened = wanted.platforms.filter((p) => !(had.platforms ?? []).includes(p));
       if (widened.length > 0) {
-        throw new ApiError(403, "forbidden", `a runner may only narrow its platforms; ${widened.join(", ")} needs an owner or admin`);
+        throw new ApiError("forbidden", `a runner may only narrow its platforms; ${widened.join(", ")} needs an owner or admin`);
       }
       if (wanted.max_jobs !== undefined && (wanted.max_jobs ?? undefined) !== had.max_jobs) {
-        throw new ApiError(403, "forbidden", "only an owner or admin sets a runner's max_jobs");
+        throw new ApiError("forbidden", "only an owner or admin sets a runner's max_jobs");
       }
       // The check above read the row; the UPDATE only lands while the capabilities are still what was read, so a
       // concurrent narrowing by an admin cannot be undone by a stale runner write.
@@ -218,7 +218,7 @@ export async function updateRunner(
       },
     }),
   ]);
-  if (updated.length === 0) throw new ApiError(409, "invalid_transition", "the runner changed meanwhile; read it and try again");
+  if (updated.length === 0) throw new ApiError("invalid_transition", "the runner changed meanwhile; read it and try again");
   return getRunner(deps, runnerId);
 }
 
@@ -271,7 +271,7 @@ export async function rotateRunnerToken(deps: DbDeps, actor: UserRow, runnerId: 
       .returning({ id: runners.id }),
     auditStatement(deps, { action: "runner.rotate_token", actor, targetType: "runner", targetId: runnerId }),
   ]);
-  if (updated.length === 0) throw new ApiError(404, "not_found", "no such runner");
+  if (updated.length === 0) throw new ApiError("not_found", "no such runner");
   return token;
 }
 

@@ -1,7 +1,7 @@
 import type { StorageProvider } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
 import type { StoreTarget } from "../../storage/types.ts";
-import { readSetting } from "../setup/instance.ts";
+import { readSetting } from "./instance-settings.ts";
 
 /** Settings key of the artifact-storage document in instance_settings. */
 export const ARTIFACT_STORAGE_SETTING = "artifact_storage";

@@ -3,7 +3,7 @@ import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { ARTIFACT_STORAGE_SETTING, defaultLocalBaseDir, type StoredArtifactStorageSettings } from "./artifact-storage-settings.ts";
 import { auditStatement } from "../common/audit.ts";
-import { readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "./instance-settings.ts";
 import { checkDestinationNow, DestinationNotAllowedError } from "../common/outbound.ts";
 import type { UserRow } from "../auth/users.ts";
 
@@ -89,7 +89,7 @@ function normalizePrefix(prefix: string | null): string | null {
   const trimmed = prefix.replace(/^\/+/, "");
   // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused
   if (/[\x00-\x1f\x7f]/.test(trimmed) || trimmed.split("/").some((part) => part === "..")) {
-    throw new ApiError(400, "invalid_input", "s3.prefix must not contain control characters or '..' segments", [
+    throw new ApiError("invalid_input", "s3.prefix must not contain control characters or '..' segments", [
       { path: "s3.prefix", message: "invalid prefix" },
     ]);
   }
@@ -134,44 +134,38 @@ export async function updateArtifactStorageSettings(deps: Deps, actor: Pick<User
   if (doc.provider === "local") {
     const dir = doc.local.base_dir ?? defaultLocalBaseDir(deps);
     if (doc.local.base_dir !== null && !isAbsolutePath(doc.local.base_dir)) {
-      throw new ApiError(400, "invalid_local_base_dir", "local.base_dir must be an absolute path");
+      throw new ApiError("invalid_local_base_dir", "local.base_dir must be an absolute path");
     }
-    if (!deps.checkWritableDir) throw new ApiError(400, "invalid_local_base_dir", "this runtime has no local disk; choose s3 or r2");
-    if (!(await deps.checkWritableDir(dir))) throw new ApiError(400, "invalid_local_base_dir", "local.base_dir is not a writable directory");
+    if (!deps.checkWritableDir) throw new ApiError("invalid_local_base_dir", "this runtime has no local disk; choose s3 or r2");
+    if (!(await deps.checkWritableDir(dir))) throw new ApiError("invalid_local_base_dir", "local.base_dir is not a writable directory");
   } else {
     if (!doc.s3.bucket || !isValidBucketName(doc.s3.bucket)) {
-      throw new ApiError(
-        400,
-        "invalid_s3_bucket",
-        "s3.bucket must follow the S3 bucket naming rules (3-63 lower-case letters, digits, dots, hyphens)",
-      );
+      throw new ApiError("invalid_s3_bucket", "s3.bucket must follow the S3 bucket naming rules (3-63 lower-case letters, digits, dots, hyphens)");
     }
     const endpoint = doc.s3.endpoint ? parseS3Endpoint(doc.s3.endpoint) : null;
     const httpsOnly = "s3.endpoint must be an absolute https URL (plain http only for a destination in HANGAR_OUTBOUND_ALLOW)";
-    if (!endpoint) throw new ApiError(400, "invalid_s3_endpoint", httpsOnly);
+    if (!endpoint) throw new ApiError("invalid_s3_endpoint", httpsOnly);
     // The outbound guard (docs/api.md §4, §12): a loopback or private endpoint is refused when saved, not only when used.
     const isHttp = endpoint.startsWith("http:");
     try {
       const { listed } = await checkDestinationNow(deps, endpoint);
-      if (isHttp && !listed) throw new ApiError(400, "invalid_s3_endpoint", httpsOnly);
+      if (isHttp && !listed) throw new ApiError("invalid_s3_endpoint", httpsOnly);
     } catch (err) {
       if (err instanceof DestinationNotAllowedError) {
-        throw isHttp
-          ? new ApiError(400, "invalid_s3_endpoint", httpsOnly)
-          : new ApiError(400, "destination_not_allowed", `s3.endpoint: ${err.message}`);
+        throw isHttp ? new ApiError("invalid_s3_endpoint", httpsOnly) : new ApiError("destination_not_allowed", `s3.endpoint: ${err.message}`);
       }
       throw err;
     }
     doc.s3.endpoint = endpoint;
     if (!doc.s3.access_key_id || !doc.s3.secret_access_key_sealed) {
-      throw new ApiError(400, "missing_s3_credentials", "s3.access_key_id and s3.secret_access_key are both required");
+      throw new ApiError("missing_s3_credentials", "s3.access_key_id and s3.secret_access_key are both required");
     }
     // R2 is S3 with region "auto" (docs/api.md §4).
     if (doc.provider === "r2") doc.s3.region = "auto";
     else if (!doc.s3.region) doc.s3.region = "us-east-1";
   }
   if (doc.s3.region !== null && !/^[a-z0-9-]{1,64}$/.test(doc.s3.region)) {
-    throw new ApiError(400, "invalid_input", "s3.region must be a region name such as us-east-1", [{ path: "s3.region", message: "invalid region" }]);
+    throw new ApiError("invalid_input", "s3.region must be a region name such as us-east-1", [{ path: "s3.region", message: "invalid region" }]);
   }
 
   await deps.db.batch([

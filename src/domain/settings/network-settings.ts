@@ -1,8 +1,9 @@
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement } from "../common/audit.ts";
-import { isThisMachineOnlyHostname } from "./hostnames.ts";
-import { loadInstance, readSetting, writeSettingStatement } from "../setup/instance.ts";
+import { isThisMachineOnlyHostname } from "../common/addresses.ts";
+import { loadInstance } from "../setup/instance.ts";
+import { readSetting, writeSettingStatement } from "./instance-settings.ts";
 import type { UserRow } from "../auth/users.ts";
 
 /** Settings key of the External Access network document in instance_settings. */
@@ -63,36 +64,31 @@ export interface NetworkSettingsInput {
 export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetworkSettings {
   const publicUrl = parseBaseUrl(input.public_url.trim());
   if (!publicUrl)
-    throw new ApiError(400, "invalid_input", "public_url must be an absolute http(s) URL without query or fragment", [
+    throw new ApiError("invalid_input", "public_url must be an absolute http(s) URL without query or fragment", [
       { path: "public_url", message: "invalid URL" },
     ]);
   const origins: string[] = [];
   input.allowed_origins.forEach((text, index) => {
     const origin = parseOrigin(text);
     if (!origin)
-      throw new ApiError(400, "invalid_input", `allowed_origins[${index}] is not an origin such as https://ci.example.com`, [
+      throw new ApiError("invalid_input", `allowed_origins[${index}] is not an origin such as https://ci.example.com`, [
         { path: `allowed_origins.${index}`, message: "invalid origin" },
       ]);
     if (!origins.includes(origin)) origins.push(origin);
   });
-  if (publicUrl.protocol !== "https:") throw new ApiError(400, "external_access_https_required", "public_url must use https");
+  if (publicUrl.protocol !== "https:") throw new ApiError("external_access_https_required", "public_url must use https");
   if (!origins.includes(publicUrl.origin)) {
-    throw new ApiError(400, "external_access_origin_not_allowed", `allowed_origins must contain the public URL's origin ${publicUrl.origin}`);
+    throw new ApiError("external_access_origin_not_allowed", `allowed_origins must contain the public URL's origin ${publicUrl.origin}`);
   }
   let delivery: string | null = null;
   const deliveryText = input.artifact_delivery_url?.trim();
   if (deliveryText) {
     const deliveryUrl = parseBaseUrl(deliveryText);
-    if (!deliveryUrl)
-      throw new ApiError(400, "artifact_delivery_url_invalid", "artifact_delivery_url must be an absolute URL without query or fragment");
-    if (deliveryUrl.protocol !== "https:") throw new ApiError(400, "artifact_delivery_https_required", "artifact_delivery_url must use https");
+    if (!deliveryUrl) throw new ApiError("artifact_delivery_url_invalid", "artifact_delivery_url must be an absolute URL without query or fragment");
+    if (deliveryUrl.protocol !== "https:") throw new ApiError("artifact_delivery_https_required", "artifact_delivery_url must use https");
     // Devices download from it: a loopback address would point each device at itself.
     if (isThisMachineOnlyHostname(deliveryUrl.hostname))
-      throw new ApiError(
-        400,
-        "artifact_delivery_public_url_required",
-        "artifact_delivery_url must be reachable from devices, not a loopback address",
-      );
+      throw new ApiError("artifact_delivery_public_url_required", "artifact_delivery_url must be reachable from devices, not a loopback address");
     delivery = canonicalBaseUrl(deliveryUrl);
   }
   return { public_url: canonicalBaseUrl(publicUrl), artifact_delivery_url: delivery, allowed_origins: origins };
@@ -102,7 +98,7 @@ export function validateNetworkSettings(input: NetworkSettingsInput): StoredNetw
 export async function assertNetworkChangeAllowed(deps: Pick<AppDeps, "db" | "clock">, isLoopback: boolean): Promise<void> {
   const inst = await loadInstance(deps);
   if (inst.runtimeMode === "local" && !isLoopback) {
-    throw new ApiError(403, "external_access_loopback_required", "in local mode the network settings can only be changed from this machine");
+    throw new ApiError("external_access_loopback_required", "in local mode the network settings can only be changed from this machine");
   }
 }
 

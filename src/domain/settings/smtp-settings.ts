@@ -6,7 +6,7 @@ import type { AppDeps } from "../../deps.ts";
 import type { UserRow } from "../auth/users.ts";
 import { auditStatement } from "../common/audit.ts";
 import { assertDestinationAllowed } from "../events/webhooks.ts";
-import { readSetting, writeSetting } from "../setup/instance.ts";
+import { readSetting, writeSetting } from "./instance-settings.ts";
 
 export const SMTP_SETTING = "smtp";
 

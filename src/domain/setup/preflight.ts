@@ -1,8 +1,8 @@
 import type { ErrorCode } from "../../errors.ts";
 import type { AppDeps } from "../../deps.ts";
-import { readSetting } from "./instance.ts";
+import { readSetting } from "../settings/instance-settings.ts";
 import { OIDC_SETTING } from "../auth/oidc.ts";
-import { isThisMachineOnlyHostname } from "../settings/hostnames.ts";
+import { isThisMachineOnlyHostname } from "../common/addresses.ts";
 import { parseBaseUrl, readNetworkSettings } from "../settings/network-settings.ts";
 import { isTrustedProxyConfigured, isTrustedProxyUnguarded } from "../auth/trusted-proxy.ts";
 import { dataDirSpace, isLowOnSpace, LOW_FREE_SPACE_RATIO } from "../retention/disk.ts";

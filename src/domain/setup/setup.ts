@@ -22,9 +22,9 @@ export async function setupStatus(deps: DbDeps) {
 
 /** Guard that opens every setup operation (STYLE habit 8). */
 export function assertSetupOperation(inst: InstanceRow, operation: SetupOperation): SetupState {
-  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+  if (inst.state === "ready") throw new ApiError("already_configured", "setup is complete");
   const next = nextSetupState(inst.state, operation);
-  if (!next) throw new ApiError(409, "invalid_state", `not allowed in state ${inst.state}`);
+  if (!next) throw new ApiError("invalid_state", `not allowed in state ${inst.state}`);
   return next;
 }
 
@@ -54,7 +54,7 @@ export async function issueBootstrapToken(deps: DbDeps, ttlS: number = DEFAULT_B
   if (moved.length === 0) {
     // Setup completed between the read and the write: the token must not stay usable.
     await deps.db.delete(bootstrapTokens);
-    throw new ApiError(409, "already_configured", "setup is complete");
+    throw new ApiError("already_configured", "setup is complete");
   }
   return { token, expiresAt: row.expiresAt };
 }
@@ -65,9 +65,9 @@ export async function issueBootstrapToken(deps: DbDeps, ttlS: number = DEFAULT_B
  */
 export async function verifyBootstrapToken(deps: DbDeps, token: string): Promise<{ session_token: string; expires_at: number }> {
   const inst = await loadInstance(deps);
-  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+  if (inst.state === "ready") throw new ApiError("already_configured", "setup is complete");
   const stored = await deps.db.select().from(bootstrapTokens).where(eq(bootstrapTokens.id, 1)).get();
-  if (!stored) throw new ApiError(500, "no_bootstrap_token", "no bootstrap token has been generated; run `npx hangar setup-token`");
+  if (!stored) throw new ApiError("no_bootstrap_token", "no bootstrap token has been generated; run `npx hangar setup-token`");
   if (stored.failedAttempts >= MAX_BOOTSTRAP_FAILURES) throw tooManyAttempts();
   const now = deps.clock.now();
   const hash = await sha256Hex(token.toLowerCase());
@@ -81,12 +81,11 @@ export async function verifyBootstrapToken(deps: DbDeps, token: string): Promise
       .returning({ failedAttempts: bootstrapTokens.failedAttempts })
       .get();
     if (!counted || counted.failedAttempts >= MAX_BOOTSTRAP_FAILURES) throw tooManyAttempts();
-    throw new ApiError(401, "invalid_token", "the bootstrap token does not match");
+    throw new ApiError("invalid_token", "the bootstrap token does not match");
   }
   if (stored.consumedAt !== null)
-    throw new ApiError(410, "token_consumed", "the bootstrap token was already used; run `npx hangar setup-token` for a new one");
-  if (stored.expiresAt <= now)
-    throw new ApiError(410, "token_expired", "the bootstrap token has expired; run `npx hangar setup-token` for a new one");
+    throw new ApiError("token_consumed", "the bootstrap token was already used; run `npx hangar setup-token` for a new one");
+  if (stored.expiresAt <= now) throw new ApiError("token_expired", "the bootstrap token has expired; run `npx hangar setup-token` for a new one");
   // Consume with every condition repeated, so exactly one of several racing verifications wins.
   const consumed = await deps.db
     .update(bootstrapTokens)
@@ -105,34 +104,34 @@ export async function verifyBootstrapToken(deps: DbDeps, token: string): Promise
   if (!consumed) {
     const again = await deps.db.select().from(bootstrapTokens).where(eq(bootstrapTokens.id, 1)).get();
     if (again && again.failedAttempts >= MAX_BOOTSTRAP_FAILURES) throw tooManyAttempts();
-    throw new ApiError(410, "token_consumed", "the bootstrap token was already used");
+    throw new ApiError("token_consumed", "the bootstrap token was already used");
   }
   const session = await createSetupSession(deps);
   return { session_token: session.token, expires_at: session.expiresAt };
 }
 
 function tooManyAttempts(): ApiError {
-  return new ApiError(429, "too_many_attempts", "too many failed attempts; run `npx hangar setup-token` for a new token");
+  return new ApiError("too_many_attempts", "too many failed attempts; run `npx hangar setup-token` for a new token");
 }
 
 export async function setSetupPreferences(deps: DbDeps, input: { runtime_mode?: RuntimeMode; remote_auth_mode?: RemoteAuthMode }) {
   const inst = await loadInstance(deps);
-  if (inst.state === "owner_created") throw new ApiError(409, "invalid_state", "preferences are fixed once the owner exists");
+  if (inst.state === "owner_created") throw new ApiError("invalid_state", "preferences are fixed once the owner exists");
   const next = assertSetupOperation(inst, "set_preferences");
   const runtimeMode = input.runtime_mode ?? inst.runtimeMode;
   const remoteAuthMode = input.remote_auth_mode ?? inst.remoteAuthMode;
   const [moved] = await deps.db.batch([
     transitionStatement(deps, "set_preferences", next, { runtimeMode, remoteAuthMode, preferencesUpdatedAt: deps.clock.now() }),
   ]);
-  if (moved.length === 0) throw new ApiError(409, "invalid_state", "the setup state changed; read setup-status again");
+  if (moved.length === 0) throw new ApiError("invalid_state", "the setup state changed; read setup-status again");
   return { runtime_mode: runtimeMode, remote_auth_mode: remoteAuthMode };
 }
 
 /** Local owner creation: local mode, state bootstrap_pending only (docs/api.md §3). */
 export async function createLocalOwner(deps: DbDeps, email: string) {
   const inst = await loadInstance(deps);
-  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
-  if (inst.runtimeMode !== "local") throw new ApiError(403, "mode_restricted", "local owner creation needs runtime_mode=local");
+  if (inst.state === "ready") throw new ApiError("already_configured", "setup is complete");
+  if (inst.runtimeMode !== "local") throw new ApiError("mode_restricted", "local owner creation needs runtime_mode=local");
   const next = assertSetupOperation(inst, "create_local_owner");
   return createOwner(deps, "create_local_owner", next, newOwnerValues(deps, email));
 }
@@ -166,11 +165,11 @@ export async function createOwner(
         sql`exists (select 1 from ${users} where ${users.id} = ${owner.id})`,
       ),
     ]);
-    if (moved.length === 0) throw new ApiError(409, "invalid_state", "the owner was already created");
+    if (moved.length === 0) throw new ApiError("invalid_state", "the owner was already created");
   } catch (err) {
     if (err instanceof ApiError) throw err;
     // A unique-index violation (a racing owner creation): the batch rolled back as a whole.
-    throw new ApiError(409, "invalid_state", "the owner was already created");
+    throw new ApiError("invalid_state", "the owner was already created");
   }
   return { state: "owner_created", owner_email: owner.email, owner_id: owner.id };
 }
@@ -190,7 +189,7 @@ export async function completeSetup(deps: DbDeps) {
     deleteAllSetupSessionsStatement(deps).where(isReady),
     deps.db.delete(bootstrapTokens).where(isReady),
   ]);
-  if (moved.length === 0) throw new ApiError(409, "invalid_state", "setup is not in owner_created");
+  if (moved.length === 0) throw new ApiError("invalid_state", "setup is not in owner_created");
   return { state: "ready" as const, instance_id: inst.instanceId };
 }
 

@@ -51,7 +51,7 @@ function materialError(
   issue?: ValidationIssue,
 ): never {
   if (!(err instanceof SigningMaterialError)) throw err;
-  throw new ApiError(400, code, err.message, issue ? [issue] : undefined);
+  throw new ApiError(code, err.message, issue ? [issue] : undefined);
 }
 
 /** The profiles of an upload, old single field included, in the order given. */
@@ -83,7 +83,6 @@ export async function checkIosSigning(input: IosSigningUpload): Promise<{ info: 
     }
     if (!profileListsCertificate(parsed, certificate.der)) {
       throw new ApiError(
-        400,
         "certificate_not_in_profile",
         `the profile "${parsed.info.name}" does not list the certificate ${certificate.serial}: download it again after adding the certificate in the developer portal`,
         [{ path, message: "the profile does not list the uploaded certificate" }],

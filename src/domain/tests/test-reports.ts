@@ -322,7 +322,7 @@ function decodeCursor(cursor: string): number {
   } catch {
     // fall through to the error below
   }
-  throw new ApiError(400, "invalid_input", "the cursor is not valid");
+  throw new ApiError("invalid_input", "the cursor is not valid");
 }
 
 export interface TestCaseJson {

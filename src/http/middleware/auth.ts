@@ -11,9 +11,9 @@ import type { UserRole } from "../../db/schema/constants.ts";
 /** The Bearer token of the request; a missing header is `missing_auth`, a malformed one an invalid credential. */
 export function bearerToken(c: Context, invalidCode: "invalid_session" | "invalid_runner_token" = "invalid_session"): string {
   const header = c.req.header("authorization");
-  if (header === undefined || header.trim() === "") throw new ApiError(401, "missing_auth", "the Authorization header is missing");
+  if (header === undefined || header.trim() === "") throw new ApiError("missing_auth", "the Authorization header is missing");
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-  if (!match?.[1]) throw new ApiError(401, invalidCode, "the Authorization header must be 'Bearer <token>'");
+  if (!match?.[1]) throw new ApiError(invalidCode, "the Authorization header must be 'Bearer <token>'");
   return match[1];
 }
 
@@ -44,7 +44,7 @@ export function requireSetupSession(deps: AppDeps) {
 
 async function assertSetupOpen(deps: AppDeps): Promise<void> {
   const inst = await loadInstance(deps);
-  if (inst.state === "ready") throw new ApiError(409, "already_configured", "setup is complete");
+  if (inst.state === "ready") throw new ApiError("already_configured", "setup is complete");
 }
 
 /**
@@ -72,7 +72,7 @@ export function requireUser(
       c.set("user", user);
       c.set("userSessionId", sessionId);
       if (options.roles && !options.roles.includes(user.role)) {
-        throw new ApiError(403, options.code ?? "forbidden", "your role does not allow this action");
+        throw new ApiError(options.code ?? "forbidden", "your role does not allow this action");
       }
       await next();
     }),
@@ -102,7 +102,7 @@ export function requireRunner(deps: AppDeps) {
       const runnerId = await authenticateRunnerId(deps, token);
       const pathRunnerId = c.req.param("runner_id");
       if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
-        throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+        throw new ApiError("runner_mismatch", "this token belongs to another runner");
       }
       c.set("runnerId", runnerId);
       await next();
@@ -131,7 +131,7 @@ export function requireJobCaller(deps: AppDeps) {
       } else {
         runnerId = await authenticateRunnerId(deps, token);
         if (pathRunnerId !== undefined && pathRunnerId !== runnerId) {
-          throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+          throw new ApiError("runner_mismatch", "this token belongs to another runner");
         }
       }
       c.set("runnerId", runnerId);
@@ -159,7 +159,7 @@ export function requireRunnerOrUser(deps: AppDeps, options: { roles: readonly Us
       if (runner) {
         const pathRunnerId = c.req.param("runner_id");
         if (pathRunnerId !== undefined && pathRunnerId !== runner.id) {
-          throw new ApiError(403, "runner_mismatch", "this token belongs to another runner");
+          throw new ApiError("runner_mismatch", "this token belongs to another runner");
         }
         c.set("runnerId", runner.id);
         return next();
@@ -167,13 +167,13 @@ export function requireRunnerOrUser(deps: AppDeps, options: { roles: readonly Us
       const { sessionId, user } = await validateUserSession(deps, token).catch((err: unknown) => {
         // Neither kind matched: on a runner route the runner's answer is the one its client understands.
         if (err instanceof ApiError && err.code === "invalid_session") {
-          throw new ApiError(401, "invalid_runner_token", "neither a valid runner token nor a valid session");
+          throw new ApiError("invalid_runner_token", "neither a valid runner token nor a valid session");
         }
         throw err;
       });
       c.set("user", user);
       c.set("userSessionId", sessionId);
-      if (!options.roles.includes(user.role)) throw new ApiError(403, "forbidden", "your role does not allow this action");
+      if (!options.roles.includes(user.role)) throw new ApiError("forbidden", "your role does not allow this action");
       await next();
     }),
   );

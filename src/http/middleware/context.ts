@@ -102,7 +102,7 @@ export function jsonBodyCap(maxBytes: number) {
   const limit = bodyLimit({
     maxSize: maxBytes,
     onError: () => {
-      throw new ApiError(413, "payload_too_large", `request body exceeds ${maxBytes} bytes`);
+      throw new ApiError("payload_too_large", `request body exceeds ${maxBytes} bytes`);
     },
   });
   return createMiddleware<AppEnv>((c, next) => {

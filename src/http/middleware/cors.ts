@@ -62,7 +62,6 @@ export function corsFromSettings(deps: AppDeps) {
     const isPreflight = c.req.method === "OPTIONS" && c.req.header("access-control-request-method") !== undefined;
     if (!allowed) {
       throw new ApiError(
-        403,
         "forbidden",
         inst.runtimeMode === "remote" ? "this origin is not in allowed_origins" : "cross-origin requests are refused in local mode",
       );

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import type { AppDeps, AppEnv } from "../../deps.ts";
+import { isLoopbackAddress, isLoopbackHost } from "../../domain/common/addresses.ts";
 
 /** Headers a proxy adds (docs/api.md §3): their presence, with any value, means the socket peer is a proxy, not the user. */
 const PROXY_HEADERS = new Set([
@@ -21,31 +22,6 @@ export function isProxyHeader(name: string): boolean {
   let n = name.toLowerCase();
   if (n.includes("_")) n = n.replace(/_/g, "-");
   return PROXY_HEADERS.has(n) || PROXY_HEADER_PREFIXES.some((p) => n.startsWith(p));
-}
-
-const IPV4_LOOPBACK = /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/;
-
-export function isLoopbackAddress(address: string | undefined): boolean {
-  if (!address) return false;
-  const a = address.toLowerCase();
-  if (a === "::1" || a === "0:0:0:0:0:0:0:1") return true;
-  const v4 = a.startsWith("::ffff:") ? a.slice("::ffff:".length) : a;
-  return IPV4_LOOPBACK.test(v4);
-}
-
-/** `Host` must name this machine: defeats DNS rebinding and a local reverse proxy forwarding outside traffic. */
-export function isLoopbackHost(host: string | undefined): boolean {
-  if (!host) return false;
-  const h = host.trim().toLowerCase();
-  if (h.startsWith("[")) {
-    const end = h.indexOf("]");
-    if (end < 0) return false;
-    const rest = h.slice(end + 1);
-    return h.slice(1, end) === "::1" && (rest === "" || /^:\d{1,5}$/.test(rest));
-  }
-  const [name, port, ...extra] = h.split(":");
-  if (extra.length > 0 || (port !== undefined && !/^\d{1,5}$/.test(port))) return false;
-  return name === "localhost" || IPV4_LOOPBACK.test(name ?? "");
 }
 
 export function isLoopbackRequest(peerAddress: string | undefined, headers: Headers, urlHost: string): boolean {

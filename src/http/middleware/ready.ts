@@ -7,7 +7,7 @@ import { loadInstance } from "../../domain/setup/instance.ts";
 export function requireReady(deps: AppDeps) {
   return createMiddleware<AppEnv>(async (_c, next) => {
     const inst = await loadInstance(deps);
-    if (inst.state !== "ready") throw new ApiError(409, "setup_incomplete", "setup is not complete yet");
+    if (inst.state !== "ready") throw new ApiError("setup_incomplete", "setup is not complete yet");
     await next();
   });
 }

@@ -153,7 +153,8 @@ export function artifactsRoutes(deps: AppDeps) {
           summary: "An install link and page for a phone (.ipa or .apk)",
           responses: { 200: json.InstallLinkJson },
           errors: {
-            422: ["install_not_possible", "install_base_url_missing", "install_https_required", "install_metadata_missing", "unsupported_artifact"],
+            412: ["install_base_url_missing", "install_https_required"],
+            422: ["install_not_possible", "install_metadata_missing", "unsupported_artifact"],
           },
         }),
         requireUser(deps, { roles: ROLES.everyone }),
@@ -163,11 +164,12 @@ export function artifactsRoutes(deps: AppDeps) {
         "/v1/artifacts/download/:token",
         apiDoc({
           summary: "Download an artifact (the URL of a download link; the token is the credential; Range supported)",
+          description: "An unsatisfiable Range answers 416 with no body; its Content-Range names the size.",
           responses: {
             200: { contentType: "application/octet-stream", description: "The artifact's bytes, with its own Content-Type" },
             206: { contentType: "application/octet-stream", description: "The requested range" },
           },
-          errors: { 410: ["link_expired"], 416: ["invalid_input"] },
+          errors: { 410: ["link_expired"] },
         }),
         async (c) => byteResponse(await openDownload(deps, { token: c.req.param("token"), range: c.req.header("range") }), deps.metrics),
       )

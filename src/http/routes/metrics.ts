@@ -15,9 +15,9 @@ export function metricsRoutes(deps: AppDeps, registry: MetricsRegistry) {
     const token = deps.config.metricsToken;
     if (token) {
       const header = c.req.header("authorization");
-      if (!header) throw new ApiError(401, "missing_auth", "GET /metrics needs the Bearer token set in HANGAR_METRICS_TOKEN");
+      if (!header) throw new ApiError("missing_auth", "GET /metrics needs the Bearer token set in HANGAR_METRICS_TOKEN");
       const given = header.match(/^Bearer\s+(\S+)$/i)?.[1] ?? "";
-      if (!constantTimeEqual(given, token)) throw new ApiError(401, "invalid_token", "the metrics token is wrong");
+      if (!constantTimeEqual(given, token)) throw new ApiError("invalid_token", "the metrics token is wrong");
     } else {
       const inst = await loadInstance(deps);
       if (!c.get("isLoopback") || inst.runtimeMode !== "local") {

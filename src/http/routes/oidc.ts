@@ -70,8 +70,9 @@ export function oidcRoutes(deps: AppDeps) {
         summary: "Setup: finish the owner's OIDC sign-in; the signed-in identity becomes the owner",
         responses: { 200: json.OidcOwnerVerifiedJson },
         errors: {
-          400: ["invalid_input", "auth_expired", "token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"],
+          400: ["invalid_input", "auth_expired", "invalid_state"],
           409: ["invalid_state"],
+          502: ["token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"],
         },
         example: { body: { code: "authorization-code-from-the-idp", state: "state-from-start-oidc" } },
       }),
@@ -87,7 +88,12 @@ export function oidcRoutes(deps: AppDeps) {
       apiDoc({
         summary: "Start an OIDC sign-in",
         responses: { 200: json.AuthorizationJson },
-        errors: { 400: ["invalid_input", "invalid_redirect_uri"], 409: ["setup_incomplete", "oidc_not_configured"], 429: ["too_many_pending"] },
+        errors: {
+          400: ["invalid_input", "invalid_redirect_uri"],
+          409: ["setup_incomplete"],
+          429: ["too_many_pending"],
+          500: ["oidc_not_configured"],
+        },
         example: { query: { redirect_uri: "http://127.0.0.1:8080/login/oidc/callback" } },
       }),
       ready,
@@ -107,9 +113,11 @@ export function oidcRoutes(deps: AppDeps) {
         summary: "Finish an OIDC sign-in and get a session",
         responses: { 200: json.SignedInJson },
         errors: {
-          400: ["invalid_input", "auth_expired", "token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"],
+          400: ["invalid_input", "auth_expired", "invalid_state"],
           403: ["user_not_found"],
-          409: ["setup_incomplete", "oidc_not_configured"],
+          409: ["setup_incomplete"],
+          500: ["oidc_not_configured"],
+          502: ["token_exchange_error", "missing_id_token", "id_token_verification_error", "missing_email"],
         },
         example: { body: { code: "authorization-code-from-the-idp", state: "state-from-start" } },
       }),

@@ -87,7 +87,7 @@ export function pipelineFilesRoutes(deps: AppDeps) {
     )
     .get("/badge/:file", async (c) => {
       const token = BADGE_FILE.exec(c.req.param("file"))?.[1];
-      if (!token) throw new ApiError(404, "not_found", "no such badge");
+      if (!token) throw new ApiError("not_found", "no such badge");
       const branch = c.req.query("branch");
       const { status, label } = await badgeStatus(deps, token, branch && branch.length > 0 ? branch.slice(0, 255) : undefined);
       return c.body(badgeSvg(label, status), 200, { "Content-Type": "image/svg+xml; charset=utf-8", "Cache-Control": "no-cache" });

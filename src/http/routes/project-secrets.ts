@@ -22,7 +22,7 @@ const SECRET = "/v1/projects/:project_id/secrets/:name";
 
 function secretName(name: string): string {
   if (!SECRET_NAME.test(name)) {
-    throw new ApiError(400, "invalid_input", "a secret name matches [A-Z_][A-Z0-9_]{0,63}", [{ path: "name", message: "not a valid secret name" }]);
+    throw new ApiError("invalid_input", "a secret name matches [A-Z_][A-Z0-9_]{0,63}", [{ path: "name", message: "not a valid secret name" }]);
   }
   return name;
 }

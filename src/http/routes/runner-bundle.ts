@@ -14,7 +14,6 @@ export function runnerBundleRoutes(deps: AppDeps) {
   return new Hono<AppEnv>().get(RUNNER_BUNDLE_PATH, async (c) => {
     if (!deps.runnerBundle) {
       throw new ApiError(
-        503,
         "runner_bundle_missing",
         "this deployment does not serve the standalone runner: download it from a Node installation of Hangar, or run `npx hangar runner` from a clone",
       );
@@ -22,7 +21,6 @@ export function runnerBundleRoutes(deps: AppDeps) {
     const bundle = await deps.runnerBundle();
     if (!bundle) {
       throw new ApiError(
-        503,
         "runner_bundle_missing",
         "the standalone runner is not built on this server: run `npm install` (or `npm run build`) in the Hangar installation, then download it again",
       );

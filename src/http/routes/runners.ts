@@ -155,7 +155,7 @@ export function runnersRoutes(deps: AppDeps) {
       async (c) => {
         const type = c.req.header("content-type") ?? "";
         if (!/^text\/plain\b/i.test(type) && !/^application\/octet-stream\b/i.test(type)) {
-          throw new ApiError(400, "invalid_input", "log chunks are sent as text/plain");
+          throw new ApiError("invalid_input", "log chunks are sent as text/plain");
         }
         const chunk = new Uint8Array(await c.req.arrayBuffer());
         const appended = await appendLog(deps, c.get("runnerId"), c.req.param("job_id"), c.req.valid("query").offset, chunk);

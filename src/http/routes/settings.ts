@@ -43,7 +43,7 @@ export function settingsRoutes(deps: AppDeps) {
         apiDoc({
           summary: "Change the runtime mode (remote needs External Access's preflight to pass)",
           responses: { 200: json.PreferencesUpdatedJson },
-          errors: { 400: ["invalid_input", "unsupported_key_storage_mode"], 409: ["external_access_preflight_failed"] },
+          errors: { 400: ["invalid_input", "unsupported_key_storage_mode", "external_access_preflight_failed"] },
           example: { body: { runtime_mode: "local" } },
         }),
         settingsUser,

@@ -22,10 +22,10 @@ export function setupRoutes(deps: AppDeps) {
           responses: { 200: json.SessionTokenJson },
           errors: {
             401: ["invalid_token"],
-            404: ["no_bootstrap_token"],
             409: ["already_configured"],
             410: ["token_consumed", "token_expired"],
             429: ["too_many_attempts"],
+            500: ["no_bootstrap_token"],
           },
           example: { body: { token: "9f2c4e7a1b3d5f60718293a4b5c6d7e8f9012a3b4c5d6e7f8091a2b3c4d5e6f7" } },
         }),

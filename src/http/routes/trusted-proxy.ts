@@ -38,7 +38,6 @@ const ASSERTION_EXAMPLE = {
   issuer: "https://your-team.cloudflareaccess.com",
   audience: "application-audience-tag",
 };
-const ASSERTION_ERRORS = { 401: ["trusted_proxy_assertion_missing", "trusted_proxy_assertion_invalid"] } as const;
 
 /** Trusted-proxy setup (configure, owner claim) and sign-in. The peer address comes from the host, never a header. */
 export function trustedProxyRoutes(deps: AppDeps) {
@@ -72,13 +71,15 @@ export function trustedProxyRoutes(deps: AppDeps) {
         summary: "Setup: the owner claims the instance through the trusted proxy",
         responses: { 200: json.OwnerCreatedJson },
         errors: {
-          403: [
-            "trusted_proxy_peer_not_allowed",
+          401: [
             "trusted_proxy_shared_secret_missing",
             "trusted_proxy_shared_secret_invalid",
-            "trusted_proxy_owner_email_mismatch",
+            "trusted_proxy_identity_missing",
+            "trusted_proxy_identity_invalid",
+            "trusted_proxy_assertion_missing",
+            "trusted_proxy_assertion_invalid",
           ],
-          ...ASSERTION_ERRORS,
+          403: ["trusted_proxy_peer_not_allowed", "trusted_proxy_owner_email_mismatch"],
           409: ["invalid_state"],
         },
         example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },
@@ -95,15 +96,15 @@ export function trustedProxyRoutes(deps: AppDeps) {
         summary: "Sign in through the trusted proxy (its headers name the user)",
         responses: { 200: json.SignedInJson },
         errors: {
-          403: [
-            "trusted_proxy_peer_not_allowed",
+          401: [
             "trusted_proxy_shared_secret_missing",
             "trusted_proxy_shared_secret_invalid",
             "trusted_proxy_identity_missing",
             "trusted_proxy_identity_invalid",
-            "user_not_found",
+            "trusted_proxy_assertion_missing",
+            "trusted_proxy_assertion_invalid",
           ],
-          ...ASSERTION_ERRORS,
+          403: ["trusted_proxy_peer_not_allowed", "user_not_found"],
           409: ["setup_incomplete", "trusted_proxy_not_configured"],
         },
         example: { headers: { "X-Forwarded-Email": "owner@example.com", "X-Hangar-Trusted-Proxy-Secret": "a-long-shared-secret-0123456789" } },

@@ -57,7 +57,7 @@ export function userRoutes(deps: AppDeps) {
       jsonBody(transferSchema),
       async (c) => {
         const email = c.req.valid("json").email;
-        if (!emailSchema.safeParse(email).success) throw new ApiError(400, "invalid_email", "the target email is not valid");
+        if (!emailSchema.safeParse(email).success) throw new ApiError("invalid_email", "the target email is not valid");
         return c.json(await transferOwnership(deps, c.get("user"), email));
       },
     )

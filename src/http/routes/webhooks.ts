@@ -28,7 +28,7 @@ export async function readBodyCapped(req: Request, max: number): Promise<Uint8Ar
     req.body,
     req.headers.get("content-length"),
     max,
-    () => new ApiError(413, "payload_too_large", `request body exceeds ${max} bytes`),
+    () => new ApiError("payload_too_large", `request body exceeds ${max} bytes`),
   );
 }
 

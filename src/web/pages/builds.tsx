@@ -625,14 +625,14 @@ export function buildPages(deps: AppDeps) {
     .post("/builds/:build_id/artifacts/:artifact_id/download", readers, async (c) => {
       const buildId = c.req.param("build_id");
       const artifacts = await listBuildArtifacts(deps, buildId);
-      if (!artifacts.some((a) => a.id === c.req.param("artifact_id"))) throw new ApiError(404, "not_found", "no such artifact in this build");
+      if (!artifacts.some((a) => a.id === c.req.param("artifact_id"))) throw new ApiError("not_found", "no such artifact in this build");
       const link = await createDownloadLink(deps, { artifactId: c.req.param("artifact_id"), requestOrigin: new URL(c.req.url).origin });
       return c.redirect(link.url, 303);
     })
     .get("/builds/:build_id/log", readers, async (c) => {
       const buildId = c.req.param("build_id");
       const parsed = logQuery.safeParse(c.req.query());
-      if (!parsed.success) throw new ApiError(400, "invalid_input", "the log query is not valid");
+      if (!parsed.success) throw new ApiError("invalid_input", "the log query is not valid");
       const q = parsed.data;
       if (q.tail !== undefined || q.before !== undefined) {
         const w = q.tail !== undefined ? await readLogTail(deps, buildId, q.tail) : await readLogBefore(deps, buildId, q.before!, q.limit);

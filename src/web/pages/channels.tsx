@@ -195,7 +195,7 @@ function ChannelPage(props: {
 const str = (form: Record<string, unknown>, key: string) => (typeof form[key] === "string" ? (form[key] as string) : "");
 
 function invalid(issues: { path: PropertyKey[]; message: string }[]): ApiError {
-  return new ApiError(400, "invalid_input", issues.map((i) => `${i.path.join(".") || "form"}: ${i.message}`).join("; "));
+  return new ApiError("invalid_input", issues.map((i) => `${i.path.join(".") || "form"}: ${i.message}`).join("; "));
 }
 
 export function channelPages(deps: AppDeps) {

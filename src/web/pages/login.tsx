@@ -11,7 +11,7 @@ import { trustedProxyLogin } from "../../domain/auth/trusted-proxy.ts";
 import { oidcClientOf } from "../../http/oidc-client.ts";
 import { isLocalUserRequest } from "../../http/middleware/loopback.ts";
 import { Button, Field, PostForm } from "../components.tsx";
-import { sentence } from "../errors.tsx";
+import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
 import { ErrorPage, Layout, type PageCtx } from "../layout.tsx";
 import {
@@ -171,7 +171,7 @@ export function loginPages(deps: AppDeps) {
           return signedIn(deps, c, await localLogin(deps, { email, isLoopback: await isLocalUserRequest(deps, c) }), safeNext(c.req.query("next")));
         } catch (err) {
           if (!(err instanceof ApiError)) throw err;
-          return renderLogin(deps, c, loginError(err), errorStatus(err), email);
+          return renderLogin(deps, c, errorMessage(err, "login"), errorStatus(err), email);
         }
       })
       // The one GET that signs in (docs/api.md §10): the `hangar login` link, single-use, 5 minutes.
@@ -181,7 +181,7 @@ export function loginPages(deps: AppDeps) {
         try {
           // Checked before the code is spent: a refused connection leaves the link usable from the right account.
           if (!(await isLocalUserRequest(deps, c))) {
-            throw new ApiError(403, "local_login_loopback_required", "sign-in links work only from this machine's own account");
+            throw new ApiError("local_login_loopback_required", "sign-in links work only from this machine's own account");
           }
           return signedIn(deps, c, await redeemLocalLoginCode(deps, c.req.param("code")), null);
         } catch (err) {
@@ -191,7 +191,7 @@ export function loginPages(deps: AppDeps) {
               ? "This sign-in link was already used or has expired (links work once, for 5 minutes). Run npx hangar login again."
               : err.status === 404
                 ? "This sign-in link is not valid. Run npx hangar login again and open the link it prints."
-                : loginError(err);
+                : errorMessage(err, "login");
           return renderPage(
             c,
             <ErrorPage
@@ -210,7 +210,7 @@ export function loginPages(deps: AppDeps) {
           return signedIn(deps, c, result, safeNext(c.req.query("next")));
         } catch (err) {
           if (!(err instanceof ApiError)) throw err;
-          return renderLogin(deps, c, loginError(err), errorStatus(err));
+          return renderLogin(deps, c, errorMessage(err, "login"), errorStatus(err));
         }
       })
       // Starts the OIDC browser flow; the state goes into a short-lived cookie, so only this browser can finish it.
@@ -219,14 +219,14 @@ export function loginPages(deps: AppDeps) {
         if (inst.state !== "ready") return c.redirect("/setup", 303);
         try {
           if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
-            throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+            throw new ApiError("local_login_loopback_required", "in local mode, sign-in works only from this machine");
           }
           const started = await startOidcSignIn(deps, { requestOrigin: new URL(c.req.url).origin, client: await oidcClientOf(deps, c) });
           setUiCookie(c, OIDC_STATE_COOKIE_NAME, started.state, OIDC_STATE_TTL_S);
           return c.redirect(started.authorization_url, 303);
         } catch (err) {
           if (!(err instanceof ApiError)) throw err;
-          return renderLogin(deps, c, loginError(err), errorStatus(err));
+          return renderLogin(deps, c, errorMessage(err, "login"), errorStatus(err));
         }
       })
       // The default redirect URI: a sign-in, or (before setup is complete) the owner's sign-in of the wizard.
@@ -257,11 +257,11 @@ export function loginPages(deps: AppDeps) {
         if (code === "") return fail("Sign-in was not completed", "The identity provider sent no authorization code. Try again.", 400);
         try {
           if (inst.runtimeMode === "local" && !c.get("isLoopback")) {
-            throw new ApiError(403, "local_login_loopback_required", "in local mode, sign-in works only from this machine");
+            throw new ApiError("local_login_loopback_required", "in local mode, sign-in works only from this machine");
           }
           if (inSetup) {
             const setupToken = getUiCookie(c, SETUP_COOKIE_NAME);
-            if (setupToken === undefined) throw new ApiError(401, "missing_auth", "the setup session is missing");
+            if (setupToken === undefined) throw new ApiError("missing_auth", "the setup session is missing");
             await touchSetupSession(deps, setupToken);
             await verifySetupOwnerOidc(deps, { code, state });
             return c.redirect("/setup?step=complete", 303);
@@ -269,7 +269,7 @@ export function loginPages(deps: AppDeps) {
           return signedIn(deps, c, await completeOidcSignIn(deps, { code, state, client: await oidcClientOf(deps, c) }), null);
         } catch (err) {
           if (!(err instanceof ApiError)) throw err;
-          return fail("Sign-in failed", loginError(err), errorStatus(err.status === 401 ? new ApiError(400, err.code, err.message) : err));
+          return fail("Sign-in failed", errorMessage(err, "login"), errorStatus(err));
         }
       })
       .post("/logout", async (c) => {
@@ -280,63 +280,4 @@ export function loginPages(deps: AppDeps) {
         return c.redirect("/login", 303);
       })
   );
-}
-
-/** Sign-in errors in words (docs/spec.md auth error rows). Never content fetched from a provider. */
-export function loginError(err: ApiError): string {
-  // local_login_disabled arrives with the cli_only setting (auth helper); matched as a string until then.
-  if ((err.code as string) === "local_login_disabled") {
-    return "Signing in on this machine is switched off. Run npx hangar login on the machine for a one-time link.";
-  }
-  switch (err.code) {
-    case "email_required":
-      return "Several people use this Hangar: enter your email.";
-    case "user_not_found":
-      return "No active user has this email. Ask the owner or an admin to invite you.";
-    case "local_login_loopback_required":
-      return "Signing in without a password works only on the machine Hangar runs on, from the account that runs it (or one named in HANGAR_LOCAL_LOGIN_USERS).";
-    case "mode_restricted":
-      return "This sign-in method is not available in Hangar's current mode.";
-    case "setup_incomplete":
-      return "Setup is not complete yet.";
-    case "invalid_input":
-      return "That email address is not valid.";
-    case "invalid_state":
-      return "This sign-in request is unknown or was already used. Start again.";
-    case "auth_expired":
-      return "This sign-in took longer than 10 minutes. Start again.";
-    case "too_many_pending":
-      return "Too many sign-ins are in progress. Wait a few minutes and try again.";
-    case "oidc_not_configured":
-      return "Sign-in with an identity provider is not configured.";
-    case "oidc_discovery_error":
-      return "Hangar could not reach the identity provider's configuration. Try again later, or tell the owner.";
-    case "token_exchange_error":
-      return "The identity provider did not accept the sign-in code. Start again.";
-    case "missing_id_token":
-    case "id_token_verification_error":
-      return "The identity provider's answer could not be verified, so you were not signed in. Tell the owner.";
-    case "missing_email":
-      return "The identity provider did not give a verified email address for you.";
-    case "decryption_error":
-      return "Hangar cannot read its stored client secret (was master.key replaced?). Tell the owner.";
-    case "session_error":
-    case "store_error":
-      return "Hangar could not create your session. Try again.";
-    case "trusted_proxy_shared_secret_missing":
-    case "trusted_proxy_shared_secret_invalid":
-      return "The proxy's shared secret is missing or wrong, so Hangar does not trust this request.";
-    case "trusted_proxy_identity_missing":
-      return "The proxy did not send your identity header.";
-    case "trusted_proxy_identity_invalid":
-      return "The proxy's identity header does not hold a valid email address.";
-    case "trusted_proxy_peer_not_allowed":
-      return "This request did not come through a trusted proxy.";
-    case "missing_auth":
-    case "invalid_session":
-    case "session_expired":
-      return "The setup session is missing or has expired. Verify a new setup token.";
-    default:
-      return sentence(err.message);
-  }
 }

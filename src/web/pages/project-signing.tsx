@@ -468,7 +468,7 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
     .post("/projects/:project_id/secrets/:name/delete", builders, async (c) => {
       const id = c.req.param("project_id");
       const name = c.req.param("name");
-      if (!SECRET_NAME.test(name)) throw new ApiError(404, "not_found", "no such secret variable");
+      if (!SECRET_NAME.test(name)) throw new ApiError("not_found", "no such secret variable");
       await deleteSecret(deps, c.get("user"), id, name);
       return done(c, id, `Secret variable ${name} deleted.`);
     })

@@ -20,6 +20,7 @@ import { ROLES } from "../../http/middleware/auth.ts";
 import { AssertionFields, assertionFromForm, OIDC_PRESETS, PresetLinks, PROXY_PRESETS, presetById, type ProxyPreset } from "../team-presets.tsx";
 import { Button, Checkbox, CopyField, Field, PostForm, RadioGroup, Section, TextArea } from "../components.tsx";
 import { sentence } from "../errors.tsx";
+import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { clearSessionCookie, pageContext, renderPage, requireBrowserUser } from "../session.tsx";
@@ -350,50 +351,6 @@ function SettingsPage(props: {
   );
 }
 
-/** Settings errors of the spec, in words. */
-export function settingsError(err: ApiError): string {
-  switch (err.code) {
-    case "external_access_public_url_missing":
-      return "Set a public URL first (an https address that is not this machine's loopback).";
-    case "external_access_https_required":
-      return "The public URL must start with https://.";
-    case "external_access_origin_not_allowed":
-      return "Allowed origins must include the public URL's origin (scheme, host and port).";
-    case "external_access_auth_missing":
-      return "Configure sign-in with OIDC (below) before switching External Access on.";
-    case "external_access_preflight_failed":
-      return "The preflight has failing checks: fix them first.";
-    case "artifact_delivery_https_required":
-      return "The artifact delivery URL must start with https://.";
-    case "artifact_delivery_public_url_required":
-      return "The artifact delivery URL must be reachable from devices, not a loopback address.";
-    case "artifact_delivery_url_invalid":
-      return "The artifact delivery URL is not a valid URL (no query or fragment).";
-    case "external_access_owner_required":
-      return "Only the owner can change this.";
-    case "external_access_loopback_required":
-      return "In local mode the network settings can only be changed on the machine Hangar runs on.";
-    case "insufficient_role":
-      return "Your role cannot change settings.";
-    case "oidc_discovery_failed":
-      return "Hangar could not read the provider's discovery document at <issuer>/.well-known/openid-configuration. Check the issuer URL.";
-    case "invalid_local_base_dir":
-      return "The local directory must be an absolute path the daemon can write to.";
-    case "invalid_s3_bucket":
-      return "The bucket name does not follow the S3 naming rules (3–63 lower-case letters, digits, dots and hyphens).";
-    case "invalid_s3_endpoint":
-      return "The endpoint must be an absolute https URL.";
-    case "missing_s3_credentials":
-      return "Enter both the access key ID and the secret access key.";
-    case "invalid_state":
-      return "Setup is not complete yet.";
-    case "unsupported_key_storage_mode":
-      return "Only file key storage is supported.";
-    default:
-      return sentence(err.message);
-  }
-}
-
 async function loadSettings(deps: AppDeps, requestUrl: string): Promise<SettingsData> {
   const oidc = await readOidcSettings(deps);
   return {
@@ -436,7 +393,7 @@ export function settingsPages(deps: AppDeps) {
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
       const { secret_access_key: _s, client_secret: _c, shared_secret: _p, ...values } = form;
-      const problem = { section, message: settingsError(err), values };
+      const problem = { section, message: errorMessage(err, "settings"), values };
       return renderPage(
         c,
         <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={problem} />,
@@ -479,7 +436,7 @@ export function settingsPages(deps: AppDeps) {
         return c.redirect("/login", 303);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        const problem = { section: "mode" as const, message: settingsError(err), values: {} };
+        const problem = { section: "mode" as const, message: errorMessage(err, "settings"), values: {} };
         return renderPage(c, <SettingsPage ctx={pageContext(c, deps)} data={await loadSettings(deps, c.req.url)} problem={problem} />, 400);
       }
     })
@@ -502,7 +459,7 @@ export function settingsPages(deps: AppDeps) {
       change("oidc", async (c, form) => {
         const issuer = (form.issuer_url ?? "").trim();
         const clientId = (form.client_id ?? "").trim();
-        if (issuer === "" || clientId === "") throw new ApiError(400, "invalid_input", "enter the issuer URL and the client ID");
+        if (issuer === "" || clientId === "") throw new ApiError("invalid_input", "enter the issuer URL and the client ID");
         const secret = form.client_secret ?? "";
         const saved = await configureOidcSettings(deps, c.get("user"), {
           issuer_url: issuer,
@@ -519,17 +476,16 @@ export function settingsPages(deps: AppDeps) {
         const headerText = (form.user_email_header ?? "").trim();
         const header = headerText === "" ? null : userEmailHeaderSchema.safeParse(headerText);
         if (header && !header.success)
-          throw new ApiError(400, "invalid_input", "the identity header must be an HTTP header name that is not reserved");
+          throw new ApiError("invalid_input", "the identity header must be an HTTP header name that is not reserved");
         const cidrs = lines(form.trusted_proxy_cidrs);
         const cidrCheck = cidrListSchema.safeParse(cidrs);
-        if (!cidrCheck.success) throw new ApiError(400, "invalid_input", `not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`);
+        if (!cidrCheck.success) throw new ApiError("invalid_input", `not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`);
         const secret = form.shared_secret ?? "";
         if (secret !== "" && !sharedSecretSchema.safeParse(secret).success)
-          throw new ApiError(400, "invalid_input", "the shared secret must be 16 to 512 visible characters without spaces");
+          throw new ApiError("invalid_input", "the shared secret must be 16 to 512 visible characters without spaces");
         const assertion = assertionFromForm(form);
         if (!assertion.ok)
           throw new ApiError(
-            400,
             "invalid_input",
             `signed assertion, ${Object.entries(assertion.errors).map(([field, message]) => `${field}: ${message}`)[0] ?? "not valid"}`,
           );
@@ -547,7 +503,7 @@ export function settingsPages(deps: AppDeps) {
       owner,
       change("local-login", async (c, form) => {
         const mode = LOCAL_LOGIN_MODES.find((m) => m === form.mode);
-        if (!mode) throw new ApiError(400, "invalid_input", "choose how people may sign in on this machine");
+        if (!mode) throw new ApiError("invalid_input", "choose how people may sign in on this machine");
         await updateLocalLoginSetting(deps, c.get("user"), mode);
         return mode === "cli_only" ? "Sign-in on this machine now needs npx hangar login." : "Sign in on this machine is allowed.";
       }),
@@ -557,7 +513,7 @@ export function settingsPages(deps: AppDeps) {
       managers,
       change("storage", async (c, form) => {
         const provider = (["local", "s3", "r2"] as const).find((p) => p === form.provider);
-        if (!provider) throw new ApiError(400, "invalid_input", "choose a storage provider");
+        if (!provider) throw new ApiError("invalid_input", "choose a storage provider");
         const secret = form.secret_access_key ?? "";
         await updateArtifactStorageSettings(deps, c.get("user"), {
           provider: provider as StorageProvider,

@@ -24,6 +24,7 @@ import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { Button, CopyField, Field, PostForm, RadioGroup, Select, TextArea } from "../components.tsx";
 import { AssertionFields, assertionFromForm, OIDC_PRESETS, PresetLinks, PROXY_PRESETS, presetById, type ProxyPreset } from "../team-presets.tsx";
 import { sentence } from "../errors.tsx";
+import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import {
@@ -389,71 +390,6 @@ function hostOf(url: string): string {
   }
 }
 
-/** Setup errors of the spec, in words. */
-export function setupError(err: ApiError): string {
-  switch (err.code) {
-    case "invalid_token":
-      return "That setup token is not right. Copy it again from npx hangar setup-token (the whole 64 characters).";
-    case "token_consumed":
-      return "That setup token was already used. Run npx hangar setup-token for a new one.";
-    case "token_expired":
-      return "That setup token has expired. Run npx hangar setup-token for a new one.";
-    case "too_many_attempts":
-      return "Too many wrong tokens were tried. Run npx hangar setup-token for a new one; it resets the count.";
-    case "no_bootstrap_token":
-      return "No setup token exists yet. Run npx hangar setup-token on the machine Hangar runs on.";
-    case "already_configured":
-      return "Setup is already complete.";
-    case "missing_auth":
-    case "invalid_session":
-      return "Start with a setup token: your setup session is missing or not valid.";
-    case "session_expired":
-      return "Your setup session expired after 30 minutes without activity. Verify a new setup token.";
-    case "invalid_state":
-      return "That step does not fit where setup is now (another browser may have moved it on). The page shows the current step.";
-    case "mode_restricted":
-      return "That step belongs to another mode. Go back and choose the mode again.";
-    case "oidc_discovery_failed":
-      return "Hangar could not read the provider's discovery document at <issuer>/.well-known/openid-configuration. Check the issuer URL.";
-    case "oidc_discovery_error":
-      return "Hangar could not reach the identity provider. Try again, or check the issuer URL.";
-    case "encryption_error":
-      return "Hangar could not encrypt the client secret.";
-    case "invalid_redirect_uri":
-      return "The redirect URI is not a valid http(s) URL.";
-    case "too_many_pending":
-      return "Too many sign-ins are in progress. Wait a few minutes and try again.";
-    case "trusted_proxy_not_configured":
-      return "Save the proxy settings first.";
-    case "trusted_proxy_shared_secret_missing":
-      return "The proxy did not send the shared secret (X-Hangar-Trusted-Proxy-Secret). Open this page through the proxy.";
-    case "trusted_proxy_shared_secret_invalid":
-      return "The proxy sent a wrong shared secret.";
-    case "trusted_proxy_identity_missing":
-      return "The identity header is missing: open this page through your proxy, signed in.";
-    case "trusted_proxy_identity_invalid":
-      return "The identity header does not hold a valid email address.";
-    case "trusted_proxy_peer_not_allowed":
-      return "This request did not come from a trusted proxy address. Open the page through the proxy, or add its address.";
-    case "trusted_proxy_owner_email_mismatch":
-      return "You are signed in at the proxy as someone other than the expected owner email.";
-    case "auth_expired":
-      return "The sign-in took longer than 10 minutes. Start it again.";
-    case "token_exchange_error":
-    case "missing_id_token":
-    case "id_token_verification_error":
-      return "The identity provider's answer could not be verified. Check the client ID and secret, then try again.";
-    case "missing_email":
-      return "The identity provider did not give a verified email address for this account.";
-    case "decryption_error":
-      return "Hangar cannot read the stored client secret (was master.key replaced?). Save the provider again.";
-    case "store_error":
-      return "Hangar could not save that. Try again.";
-    default:
-      return sentence(err.message);
-  }
-}
-
 function statusOf(err: ApiError): Status {
   return ([400, 401, 403, 409, 410, 429, 500, 502] as const).find((s) => s === err.status) ?? 400;
 }
@@ -559,7 +495,8 @@ export function setupPages(deps: AppDeps) {
     const inst = await loadInstance(deps);
     if (inst.state === "ready") return c.redirect("/", 303);
     const session = await setupSession(deps, c);
-    if (!session.ok) return renderStep(deps, c, "token", { message: session.err ? setupError(session.err) : null }, session.err ? 401 : 200);
+    if (!session.ok)
+      return renderStep(deps, c, "token", { message: session.err ? errorMessage(session.err, "setup") : null }, session.err ? 401 : 200);
     const form = (await c.req.parseBody()) as Record<string, unknown>;
     try {
       return await handler(c, form);
@@ -567,7 +504,7 @@ export function setupPages(deps: AppDeps) {
       if (!(err instanceof ApiError)) throw err;
       const values: Record<string, string> = {};
       for (const [k, v] of Object.entries(form)) if (typeof v === "string" && !/secret|ticket|token/.test(k)) values[k] = v;
-      return renderStep(deps, c, onError, { values, message: setupError(err) }, statusOf(err));
+      return renderStep(deps, c, onError, { values, message: errorMessage(err, "setup") }, statusOf(err));
     }
   };
 
@@ -576,7 +513,7 @@ export function setupPages(deps: AppDeps) {
       const inst = await loadInstance(deps);
       if (inst.state === "ready") return c.redirect("/", 303);
       const session = await setupSession(deps, c);
-      if (!session.ok) return renderStep(deps, c, "token", { message: session.err ? setupError(session.err) : null });
+      if (!session.ok) return renderStep(deps, c, "token", { message: session.err ? errorMessage(session.err, "setup") : null });
       return renderStep(deps, c, currentStep(inst, c.req.query("step")));
     })
     .post("/setup/token", async (c) => {
@@ -601,7 +538,7 @@ export function setupPages(deps: AppDeps) {
         return c.redirect("/setup?step=mode", 303);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        return renderStep(deps, c, "token", { values: { token }, message: setupError(err) }, statusOf(err));
+        return renderStep(deps, c, "token", { values: { token }, message: errorMessage(err, "setup") }, statusOf(err));
       }
     })
     .post(

@@ -9,6 +9,7 @@ import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { signInLink, type SignInLink } from "../../domain/auth/sign-in-link.ts";
 import { Button, CopyField, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
+import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
 import { Layout, roleLabel, type PageCtx } from "../layout.tsx";
 import { clearSessionCookie, pageContext, renderPage, requireBrowserUser } from "../session.tsx";
@@ -132,28 +133,6 @@ function UsersPage(props: { ctx: PageCtx; users: UserRow[]; link: SignInLink; in
   );
 }
 
-/** Users errors of the spec, in words. */
-function usersError(err: ApiError): string {
-  switch (err.code) {
-    case "already_exists":
-      return "Someone with this email is already a user.";
-    case "forbidden":
-      return sentence(err.message);
-    case "not_found":
-      return "That user does not exist (any more).";
-    case "user_not_found":
-      return "Nobody has this email.";
-    case "user_not_active":
-      return "The new owner must be active: they have not signed in yet, or they are disabled.";
-    case "invalid_email":
-      return "That email is not valid, or it is already the owner's.";
-    case "invalid_input":
-      return "That email or role is not valid.";
-    default:
-      return sentence(err.message);
-  }
-}
-
 /** /users: list, invite, role change, disable and enable (owner and admins), transfer ownership (owner). */
 export function usersPages(deps: AppDeps) {
   const managers = requireBrowserUser(deps, { roles: ROLES.managers });
@@ -164,7 +143,7 @@ export function usersPages(deps: AppDeps) {
       setFlash(c, "ok", await run());
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
-      setFlash(c, "error", usersError(err));
+      setFlash(c, "error", errorMessage(err, "users"));
     }
     return c.redirect("/users", 303);
   };
@@ -214,7 +193,7 @@ export function usersPages(deps: AppDeps) {
             ctx={pageContext(c, deps)}
             users={await listUsers(deps)}
             link={await signInLink(deps)}
-            invite={{ email, role, error: usersError(err) }}
+            invite={{ email, role, error: errorMessage(err, "users") }}
           />,
           status,
         );
@@ -230,14 +209,14 @@ export function usersPages(deps: AppDeps) {
         return c.redirect("/login", 303);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
-        setFlash(c, "error", usersError(err));
+        setFlash(c, "error", errorMessage(err, "users"));
         return c.redirect("/users", 303);
       }
     })
     .post("/users/:id/role", managers, async (c) => {
       const role = await formText(c, "role");
       return act(c, async () => {
-        if (!isAssignable(role)) throw new ApiError(400, "invalid_input", "invalid role");
+        if (!isAssignable(role)) throw new ApiError("invalid_input", "invalid role");
         const user = await changeUserRole(deps, c.get("user"), c.req.param("id"), role as UserRole as (typeof ASSIGNABLE_ROLES)[number]);
         return `${user.email} is now ${roleLabel(user.role).toLowerCase()}.`;
       });
