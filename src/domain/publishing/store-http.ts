@@ -4,6 +4,16 @@ import type { AppDeps } from "../../deps.ts";
 import { describeError } from "../../errors.ts";
 import { findDestinationNotAllowed } from "../common/outbound.ts";
 
+/** Refusals without an HTTP status that another attempt would meet again: the publish fails at once. */
+const FINAL_CODES = new Set([
+  "destination_not_allowed",
+  "missing_app_metadata",
+  "missing_package_name",
+  "no_artifact",
+  "no_store_credentials",
+  "project_deleted",
+]);
+
 /** A store call that did not succeed. `retryable`: 5xx, 408, 429 and network errors; any other 4xx is final. */
 export class StoreError extends Error {
   constructor(
@@ -14,7 +24,7 @@ export class StoreError extends Error {
     super(message);
   }
   get retryable(): boolean {
-    if (this.code === "destination_not_allowed") return false;
+    if (FINAL_CODES.has(this.code)) return false;
     return this.status === null || this.status >= 500 || this.status === 408 || this.status === 429;
   }
   /** What the build page and the API show: the status, the store's code and its message. */
