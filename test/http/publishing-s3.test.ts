@@ -6,6 +6,7 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { builds, publishes } from "../../src/db/schema/index.ts";
 import { runPublishesOnce } from "../../src/domain/publishing/publisher.ts";
+import { nodeMd5 } from "../../src/runtime/node-deps.ts";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { DEMO_INFO, makeIpaArchive } from "../helpers/app-fixtures.ts";
 import { artifactWorld, insertBuild, sha256Of, useS3Storage, type ArtifactWorld } from "../helpers/artifact-world.ts";
@@ -41,6 +42,8 @@ beforeAll(async () => {
       HANGAR_OUTBOX_RETRY_BASE_MS: "1",
       HANGAR_GOOGLE_UPLOAD_CHUNK_BYTES: String(CHUNK),
     },
+    // The daemon's own MD5 (node:crypto); the other publishing tests use the core's pure-JS fallback.
+    deps: { md5: nodeMd5 },
   });
   // s3rver and the signature check compare presigned expiries with the real clock.
   t.clock.set(Math.floor(Date.now() / 1000));
