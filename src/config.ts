@@ -20,6 +20,13 @@ export const ConfigSchema = z.object({
   HANGAR_ASC_API_URL: z.string().url().default("https://api.appstoreconnect.apple.com"),
   HANGAR_GOOGLE_API_URL: z.string().url().default("https://androidpublisher.googleapis.com"),
   HANGAR_PUBLISH_POLL_MS: z.coerce.number().int().min(10).default(10_000),
+  // Google's resumable uploads take chunks in multiples of 256 KiB (docs/publishing.md).
+  HANGAR_GOOGLE_UPLOAD_CHUNK_BYTES: z.coerce
+    .number()
+    .int()
+    .min(256 * 1024)
+    .refine((n) => n % (256 * 1024) === 0, "a multiple of 262144 (256 KiB)")
+    .default(32 * 1024 * 1024),
   HANGAR_PUBLISH_LEASE_MS: z.coerce.number().int().min(1_000).default(90_000),
   HANGAR_REPORT_LEASE_MS: z.coerce.number().int().min(500).default(30_000),
   HANGAR_MAX_UPLOAD_BYTES: z.coerce
@@ -74,6 +81,8 @@ export interface HangarConfig {
   googleApiUrl: string;
   /** How often a store's processing of an upload is polled. */
   publishPollMs: number;
+  /** Bytes per PUT of a Google Play resumable upload. */
+  googleUploadChunkBytes: number;
   /** How long a daemon holds a publish without renewing (it renews every third): a crashed one's is taken after. */
   publishLeaseMs: number;
   /** How long a daemon holds a test report it is storing without renewing: a crashed one's is redone after. */
@@ -148,6 +157,7 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     ascApiUrl: e.HANGAR_ASC_API_URL.replace(/\/+$/, ""),
     googleApiUrl: e.HANGAR_GOOGLE_API_URL.replace(/\/+$/, ""),
     publishPollMs: e.HANGAR_PUBLISH_POLL_MS,
+    googleUploadChunkBytes: e.HANGAR_GOOGLE_UPLOAD_CHUNK_BYTES,
     publishLeaseMs: e.HANGAR_PUBLISH_LEASE_MS,
     reportLeaseMs: e.HANGAR_REPORT_LEASE_MS,
     maxUploadBytes: e.HANGAR_MAX_UPLOAD_BYTES,

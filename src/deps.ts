@@ -53,6 +53,11 @@ export interface AppDeps {
    */
   uploadFetch?: typeof fetch;
   /**
+   * An incremental MD5 for App Store Connect's upload checksum (docs/publishing.md): node:crypto's in Node, eight
+   * times the rate of the pure-JS one. Absent (tests, Workers): @noble/hashes.
+   */
+  md5?: () => IncrementalHash;
+  /**
    * Checks a destination URL now, resolving its name where the host can (Node), for settings saved and
    * targets created: throws DestinationNotAllowedError; `listed` = every address is in HANGAR_OUTBOUND_ALLOW
    * (plain http is allowed there only). Absent: IP literals and localhost only (src/domain/common/outbound.ts).
@@ -113,4 +118,10 @@ export interface AppVariables {
 
 export interface AppEnv {
   Variables: AppVariables;
+}
+
+/** A hash fed chunk by chunk as a stream passes through it. */
+export interface IncrementalHash {
+  update(data: Uint8Array): void;
+  digestHex(): string;
 }

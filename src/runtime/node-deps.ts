@@ -5,7 +5,7 @@ import type { Context } from "hono";
 import type { HangarConfig } from "../config.ts";
 import { openDb, type OpenedDb } from "../db/client.ts";
 import { migrateDb } from "../db/migrate.ts";
-import { systemClock, type AppDeps, type Logger } from "../deps.ts";
+import { systemClock, type AppDeps, type IncrementalHash, type Logger } from "../deps.ts";
 import { base64UrlToBytes, bytesToBase64Url, createSecretBox, randomBytes } from "../domain/common/crypto.ts";
 import { loadInstance } from "../domain/setup/instance.ts";
 import { openNodeArtifactStore } from "../storage/node-stores.ts";
@@ -21,6 +21,7 @@ import { nodeDiskSpace } from "./disk-space.ts";
 import { nodeRunnerBundle } from "./runner-bundle.ts";
 import { socketOwnerUid, type SocketEnds } from "./socket-owner.ts";
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 
 /**
  * Log lines gathered during one turn of the event loop and written to stderr together at its end (one write
@@ -50,6 +51,12 @@ export const stderrLogger: Logger = (record) => {
     setImmediate(flushLog);
   }
 };
+
+/** node:crypto's MD5, fed chunk by chunk (App Store Connect's upload checksum). */
+export function nodeMd5(): IncrementalHash {
+  const hash = createHash("md5");
+  return { update: (data) => void hash.update(data), digestHex: () => hash.digest("hex") };
+}
 
 /** The socket's peer address from @hono/node-server's bindings (the daemon and embedders alike). */
 export function nodePeerAddress(c: Context): string | undefined {
@@ -164,6 +171,7 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
       }),
       openArtifactStore: (target) => openNodeArtifactStore(target, outbound.streamingFetch, deps.clock),
       uploadFetch: outbound.streamingFetch,
+      md5: nodeMd5,
       processMetrics: nodeProcessMetrics,
       diskSpace: nodeDiskSpace,
       runnerBundle: nodeRunnerBundle(),

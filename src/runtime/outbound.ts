@@ -1,5 +1,9 @@
 import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { LookupFunction } from "node:net";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import type { Agent } from "undici";
 import {
   checkResolved,
@@ -56,6 +60,58 @@ export function guardedLookup(allow: OutboundAllowList): LookupFunction {
 const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
 /** Request bodies larger than this (by their declared Content-Length) are streamed, not buffered. */
 const STREAM_BODY_ABOVE = 1024 * 1024;
+/** A streamed upload that moves no byte for this long is given up (its total time is the caller's signal). */
+const UPLOAD_IDLE_MS = 120_000;
+
+/** The global Response for a node:http answer, its body read as the caller pulls it. */
+function responseOf(res: IncomingMessage, method: string): Response {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(res.headers)) {
+    if (Array.isArray(value)) for (const v of value) headers.append(name, v);
+    else if (value !== undefined) headers.set(name, value);
+  }
+  const status = res.statusCode ?? 502;
+  const empty = NULL_BODY_STATUSES.has(status) || method === "HEAD";
+  if (empty) res.resume();
+  return new Response(empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>), { status, statusText: res.statusMessage, headers });
+}
+
+/**
+ * A large streamed body (an artifact sent to a store, docs/publishing.md) goes out through node:http, piped
+ * from the storage stream with backpressure. undici's fetch with a web-stream body measured a third of the
+ * socket's rate and an RSS that grew with the file (docs/benchmarks.md); this path holds a chunk or two.
+ * The sockets come from agents whose connections resolve through the guard's lookup, as undici's do.
+ */
+function sendStreamed(request: Request, agents: { http: HttpAgent; https: HttpsAgent }, lookup: LookupFunction): Promise<Response> {
+  const url = new URL(request.url);
+  const https = url.protocol === "https:";
+  return new Promise<Response>((resolve, reject) => {
+    let answered = false;
+    const req = (https ? httpsRequest : httpRequest)(
+      url,
+      {
+        method: request.method,
+        headers: Object.fromEntries(request.headers),
+        agent: https ? agents.https : agents.http,
+        lookup,
+        signal: request.signal,
+      },
+      (res) => {
+        answered = true;
+        resolve(responseOf(res, request.method));
+      },
+    );
+    req.setTimeout(UPLOAD_IDLE_MS, () => req.destroy(new Error(`no progress for ${UPLOAD_IDLE_MS / 1000} s`)));
+    req.on("error", (err) => {
+      if (!answered) reject(err);
+    });
+    // highWaterMark 0: the storage stream is pulled only when the socket wants more.
+    pipeline(Readable.fromWeb(request.body as import("node:stream/web").ReadableStream<Uint8Array>, { highWaterMark: 0 }), req).catch((err) => {
+      // A store may answer (and close) before it has read the whole body: that answer stands.
+      if (!answered) reject(err);
+    });
+  });
+}
 
 export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLimits = DEFAULT_OUTBOUND_LIMITS): NodeOutbound {
   // No proxy from the environment, no connection to an unchecked address: the Agent's sockets all go through
@@ -70,6 +126,8 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
       const { Agent, fetch: undiciFetch } = "Agent" in loaded ? loaded : (loaded as unknown as { default: typeof loaded }).default;
       return { agent: new Agent({ connect: { lookup: guardedLookup(allow), timeout: 10_000 } }), undiciFetch };
     }));
+  const lookup = guardedLookup(allow);
+  let uploadAgents: { http: HttpAgent; https: HttpsAgent } | undefined;
 
   const base = async (input: Request | string | URL, init?: RequestInit): Promise<Response> => {
     const request = new Request(input, init);
@@ -77,13 +135,18 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
     // An upload to a store (docs/publishing.md) declares its Content-Length and is streamed as storage reads it.
     const streamed =
       request.body !== null && request.headers.has("content-length") && Number(request.headers.get("content-length")) > STREAM_BODY_ABOVE;
-    const body = !request.body ? undefined : streamed ? request.body : new Uint8Array(await request.arrayBuffer());
+    if (streamed)
+      return sendStreamed(
+        request,
+        (uploadAgents ??= { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) }),
+        lookup,
+      );
+    const body = request.body ? new Uint8Array(await request.arrayBuffer()) : undefined;
     const { agent, undiciFetch } = await loadClient();
     const res = await undiciFetch(request.url, {
       method: request.method,
       headers: [...request.headers],
       body,
-      ...(streamed ? { duplex: "half" as const } : {}),
       redirect: "manual",
       signal: request.signal,
       dispatcher: agent,
@@ -123,6 +186,8 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
       return { addresses: usable, listed };
     },
     close: async () => {
+      uploadAgents?.http.destroy();
+      uploadAgents?.https.destroy();
       if (client) await (await client).agent.close();
     },
   };

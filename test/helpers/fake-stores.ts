@@ -1,5 +1,5 @@
 // Local stand-ins for App Store Connect (Build Uploads, beta groups, beta build localizations) and Google Play
-// (OAuth token endpoint, edits), written from the documented request shapes. They verify every JWT with the
+// (OAuth token endpoint, edits, media and resumable uploads), written from the documented request shapes. They verify every JWT with the
 // public key of the key the test made, record each request and the uploaded bytes, and fail on demand.
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -11,6 +11,8 @@ export interface RecordedRequest {
   path: string;
   auth: string | null;
   body: string;
+  /** The Content-Range of a resumable upload's PUT. */
+  contentRange?: string;
 }
 
 export interface Failure {
@@ -39,6 +41,13 @@ export interface FakeStores {
   /** Uploads are hashed and counted instead of kept (a benchmark's gigabyte): see `sunk`. */
   sinkUploads?: boolean;
   sunk: Array<{ bytes: number; sha256: string; ms: number }>;
+  /**
+   * Cuts the connection of the resumable upload PUT during which the session passes `afterBytes` received
+   * (once): the bytes up to there are kept, as Google keeps what it received, and the client must resume.
+   */
+  interruptUpload?: { afterBytes: number };
+  /** Resumable upload sessions started. */
+  sessionsStarted: number;
   /** Called when an upload range arrives, before it is read (a test can crash the daemon here). */
   onUploadRange?: () => void | Promise<void>;
   close(): Promise<void>;
@@ -55,6 +64,11 @@ export async function startFakeStores(keys: {
   const googleKey = await importSPKI(keys.googlePublicPem, "RS256");
   let base = "";
   const uploads = new Map<string, Buffer[]>();
+  /** Resumable sessions: the bytes kept (or only hashed and counted when uploads are sunk). */
+  const sessions = new Map<
+    string,
+    { total: number; received: number; parts: Buffer[]; hash: ReturnType<typeof createHash>; firstByteAt: number | null; done: boolean }
+  >();
   let polls = 0;
   const state: FakeStores = {
     url: "",
@@ -69,6 +83,7 @@ export async function startFakeStores(keys: {
     processingPolls: 1,
     failures: [],
     sunk: [],
+    sessionsStarted: 0,
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
   const send = (res: ServerResponse, status: number, body: unknown) => {
@@ -90,13 +105,97 @@ export async function startFakeStores(keys: {
     if (protectedHeader.kid !== keys.ascKeyId) throw new Error("wrong kid");
     if ((payload.exp ?? 0) - (payload.iat ?? 0) > 20 * 60) throw new Error("token lives too long");
   };
+  /** How far a session got, as Google answers it: 308 with `Range: bytes=0-N` (none when nothing was kept). */
+  const incomplete = (res: ServerResponse, received: number) => {
+    res.writeHead(308, received > 0 ? { range: `bytes=0-${received - 1}`, "content-length": "0" } : { "content-length": "0" });
+    res.end();
+  };
+  const finished = (
+    res: ServerResponse,
+    session: { parts: Buffer[]; hash: ReturnType<typeof createHash>; total: number; firstByteAt: number | null },
+  ) => {
+    if (state.sinkUploads)
+      state.sunk.push({
+        bytes: session.total,
+        sha256: session.hash.digest("hex"),
+        ms: performance.now() - (session.firstByteAt ?? performance.now()),
+      });
+    else state.playUploaded.push(Buffer.concat(session.parts));
+    send(res, 200, { versionCode: 45, sha256: "" });
+  };
+  const resumablePut = async (req: IncomingMessage, res: ServerResponse, id: string, pathAndQuery: string) => {
+    const session = sessions.get(id);
+    const range = String(req.headers["content-range"] ?? "");
+    state.requests.push({ method: "PUT", path: pathAndQuery, auth: req.headers.authorization ?? null, body: "", contentRange: range });
+    const recorded = state.requests.at(-1)!;
+    const failure = state.failures.find((f) => `PUT ${pathAndQuery}`.startsWith(f.match));
+    if (failure) {
+      failure.times = (failure.times ?? 1) - 1;
+      if (failure.times <= 0) state.failures.splice(state.failures.indexOf(failure), 1);
+      req.resume();
+      return send(res, failure.status, failure.body);
+    }
+    if (!session) {
+      req.resume();
+      return send(res, 404, { error: { code: 404, status: "NOT_FOUND", message: "no such upload session" } });
+    }
+    const status = /^bytes \*\/(\d+)$/.exec(range);
+    if (status) {
+      req.resume();
+      if (session.done) return send(res, 200, { versionCode: 45, sha256: "" });
+      return incomplete(res, session.received);
+    }
+    const chunk = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(range);
+    if (!chunk || Number(chunk[3]) !== session.total || Number(chunk[1]) !== session.received || Number(chunk[2]) >= session.total) {
+      req.resume();
+      return send(res, 400, {
+        error: { code: 400, status: "INVALID_ARGUMENT", message: `Content-Range ${range} does not continue at byte ${session.received}` },
+      });
+    }
+    const end = Number(chunk[2]) + 1;
+    let bytes = 0;
+    try {
+      for await (const piece of req) {
+        let data = piece as Buffer;
+        session.firstByteAt ??= performance.now();
+        const cut = state.interruptUpload;
+        if (cut && session.received + data.length > cut.afterBytes && session.received < cut.afterBytes) {
+          data = data.subarray(0, cut.afterBytes - session.received);
+          keep(session, data);
+          bytes += data.length;
+          state.interruptUpload = undefined;
+          recorded.body = `<${bytes} bytes, cut off>`;
+          req.socket.destroy();
+          return;
+        }
+        keep(session, data);
+        bytes += data.length;
+      }
+    } catch {
+      // The client went away mid-chunk: what arrived is kept.
+      recorded.body = `<${bytes} bytes, cut off>`;
+      return;
+    }
+    recorded.body = `<${bytes} bytes>`;
+    if (session.received !== end) return incomplete(res, session.received);
+    if (end < session.total) return incomplete(res, session.received);
+    session.done = true;
+    return finished(res, session);
+  };
+  const keep = (session: { received: number; parts: Buffer[]; hash: ReturnType<typeof createHash> }, data: Buffer) => {
+    session.received += data.length;
+    if (state.sinkUploads) session.hash.update(data);
+    else session.parts.push(Buffer.from(data));
+  };
   const server: Server = createServer(async (req, res) => {
     const url = new URL(req.url ?? "/", base);
     const path = url.pathname;
     const method = req.method ?? "GET";
     const isUpload = path.startsWith("/asc-upload/") || path.includes("/upload/androidpublisher/");
     if (isUpload && path.startsWith("/asc-upload/")) await state.onUploadRange?.();
-    if (state.sinkUploads && isUpload) {
+    const sessionId = url.searchParams.get("upload_id");
+    if (method === "PUT" && sessionId !== null) return resumablePut(req, res, sessionId, path + url.search);
+    if (state.sinkUploads && isUpload && url.searchParams.get("uploadType") !== "resumable") {
       const started = performance.now();
       const hash = createHash("sha256");
       let bytes = 0;
@@ -144,6 +243,15 @@ export async function startFakeStores(keys: {
         if (req.headers.authorization !== "Bearer ya29.fake-access-token")
           return send(res, 401, { error: { code: 401, status: "UNAUTHENTICATED", message: "bad token" } });
         if (method === "POST" && /\/edits$/.test(path)) return send(res, 200, { id: `edit-${state.commits}-${Date.now()}` });
+        if (method === "POST" && /\/edits\/[^/]+\/(bundles|apks)$/.test(path) && url.searchParams.get("uploadType") === "resumable") {
+          const total = Number(req.headers["x-upload-content-length"]);
+          if (!Number.isInteger(total) || total <= 0)
+            return send(res, 400, { error: { code: 400, status: "INVALID_ARGUMENT", message: "X-Upload-Content-Length is required" } });
+          const id = `session-${++state.sessionsStarted}`;
+          sessions.set(id, { total, received: 0, parts: [], hash: createHash("sha256"), firstByteAt: null, done: false });
+          res.writeHead(200, { location: `${base}${path}?uploadType=resumable&upload_id=${id}`, "content-length": "0" });
+          return res.end();
+        }
         if (method === "POST" && /\/edits\/[^/]+\/(bundles|apks)$/.test(path)) {
           state.playUploaded.push(raw);
           return send(res, 200, { versionCode: 45, sha256: "" });

@@ -120,6 +120,49 @@ describe("the Node outbound guard against a real loopback service", () => {
     }
   });
 
+  it("streams a large request body through the guard (node:http): every byte arrives, a 308 is answered as it is, a refused address gets nothing", async () => {
+    const received: number[] = [];
+    const target = await open((req, res) => {
+      let bytes = 0;
+      req.on("data", (chunk: Buffer) => (bytes += chunk.length));
+      req.on("end", () => {
+        received.push(bytes);
+        res.writeHead(308, { range: `bytes=0-${bytes - 1}`, location: "http://127.0.0.1:9/elsewhere" }).end();
+      });
+    });
+    const size = 3 * 1024 * 1024 + 17;
+    const body = () =>
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (let sent = 0; sent < size; sent += 64 * 1024) controller.enqueue(new Uint8Array(Math.min(64 * 1024, size - sent)).fill(7));
+          controller.close();
+        },
+      });
+    const init = (): RequestInit & { duplex: "half" } => ({
+      method: "PUT",
+      headers: { "content-length": String(size) },
+      body: body(),
+      duplex: "half",
+    });
+    const allowed = createNodeOutbound(parseOutboundAllow("127.0.0.1/32"));
+    const refusing = createNodeOutbound(EMPTY_ALLOW_LIST);
+    try {
+      const res = await allowed.streamingFetch(`${target.url}/upload`, init());
+      expect(res.status).toBe(308);
+      expect(res.headers.get("range")).toBe(`bytes=0-${size - 1}`);
+      expect(received).toEqual([size]);
+      const err = await refusing.streamingFetch(`${target.url}/upload`, init()).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(DestinationNotAllowedError);
+      expect(target.hits).toEqual(["/upload"]);
+    } finally {
+      await allowed.close();
+      await refusing.close();
+    }
+  });
+
   it("caps the answer's size and the request's time", async () => {
     const big = await open((_q, r) => {
       r.writeHead(200, { "content-type": "application/octet-stream" }); // chunked: no declared length

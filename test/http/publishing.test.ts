@@ -39,7 +39,14 @@ beforeAll(async () => {
   });
   google = { ...googleKeyPair, json: googleKeyPair.json.replace("http://placeholder/token", `${stores.url}/token`) };
   t = await makeTestApp({
-    config: { HANGAR_ASC_API_URL: stores.url, HANGAR_GOOGLE_API_URL: stores.url, HANGAR_PUBLISH_POLL_MS: "10", HANGAR_OUTBOX_RETRY_BASE_MS: "1" },
+    config: {
+      HANGAR_ASC_API_URL: stores.url,
+      HANGAR_GOOGLE_API_URL: stores.url,
+      HANGAR_PUBLISH_POLL_MS: "10",
+      HANGAR_OUTBOX_RETRY_BASE_MS: "1",
+      // The smallest chunk Google takes, so a test's megabyte goes up in several.
+      HANGAR_GOOGLE_UPLOAD_CHUNK_BYTES: String(256 * 1024),
+    },
   });
   world = await artifactWorld(t);
 });
@@ -53,7 +60,7 @@ const PUBLISH = [
 ];
 
 /** A build with an .ipa and an .aab, its config naming both stores, then reported succeeded by its runner. */
-async function succeededBuild(options: { trust?: "protected" | "open" | "fork"; keys?: boolean } = {}) {
+async function succeededBuild(options: { trust?: "protected" | "open" | "fork"; keys?: boolean; aabBytes?: number } = {}) {
   const first = await t.deps.db.select().from(builds).where(eq(builds.id, world.buildId)).get();
   const buildId = await insertBuild(t, world.projectId, first!.pipelineId, world.runner.id);
   const w: ArtifactWorld = { ...world, buildId, jobPath: `/v1/runners/${world.runner.id}/jobs/${buildId}/artifacts` };
@@ -62,7 +69,7 @@ async function succeededBuild(options: { trust?: "protected" | "open" | "fork"; 
     .set({ configSnapshot: { platform: "any", steps: [{ name: "b", run: "true" }], publish: PUBLISH }, trust: options.trust ?? "protected" })
     .where(eq(builds.id, w.buildId));
   const ipa = makeIpaArchive({ info: DEMO_INFO, fillerBytes: 300_000 });
-  const aab = new Uint8Array(randomBytes(200_000));
+  const aab = new Uint8Array(randomBytes(options.aabBytes ?? 200_000));
   await uploadArtifact(t, w, "Demo.ipa", ipa);
   await uploadArtifact(t, w, "app-release.aab", aab);
   if (options.keys === false) {
@@ -138,6 +145,7 @@ describe("publishing", () => {
       "POST /token",
       "POST /androidpublisher/v3/applications/com.example.demo/edits",
       "POST /upload/androidpublisher/v3/applications/com.example.demo/edits/E/bundles",
+      "PUT /upload/androidpublisher/v3/applications/com.example.demo/edits/E/bundles",
       "PUT /androidpublisher/v3/applications/com.example.demo/edits/E/tracks/beta",
       "POST /androidpublisher/v3/applications/com.example.demo/edits/E:commit",
     ]);
@@ -148,6 +156,49 @@ describe("publishing", () => {
       expect(JSON.stringify(t.logs)).not.toContain(line);
       expect(JSON.stringify(done)).not.toContain(line);
     }
+  });
+
+  it("uploads to Google Play in resumable chunks and resumes a cut-off chunk where the session got, not from the start", async () => {
+    const chunk = 256 * 1024;
+    const size = 4 * chunk + 1000;
+    const cutAt = 2 * chunk + 75_000;
+    const before = stores.requests.length;
+    const sessionsBefore = stores.sessionsStarted;
+    stores.interruptUpload = { afterBytes: cutAt };
+    const { w, aab } = await succeededBuild({ aabBytes: size });
+    await drain();
+    const gp = (await publishesOf(w)).find((p: Json) => p.to === "google_play");
+    expect(gp).toMatchObject({ state: "done", attempts: 1 });
+    expect(stores.interruptUpload).toBeUndefined();
+    expect(stores.sessionsStarted).toBe(sessionsBefore + 1);
+    expect(Buffer.compare(stores.playUploaded.at(-1)!, Buffer.from(aab))).toBe(0);
+    const puts = stores.requests.slice(before).filter((r) => r.contentRange !== undefined);
+    expect(puts.map((r) => r.contentRange)).toEqual([
+      `bytes 0-${chunk - 1}/${size}`,
+      `bytes ${chunk}-${2 * chunk - 1}/${size}`,
+      `bytes ${2 * chunk}-${3 * chunk - 1}/${size}`,
+      `bytes */${size}`,
+      `bytes ${cutAt}-${cutAt + chunk - 1}/${size}`,
+      `bytes ${cutAt + chunk}-${size - 1}/${size}`,
+    ]);
+    expect(puts[2]!.body).toBe(`<${cutAt - 2 * chunk} bytes, cut off>`);
+    // Every byte crossed the wire once: the cut-off chunk's first part was not sent again.
+    const sent = puts.reduce((sum, r) => sum + Number(/<(\d+) bytes/.exec(r.body)?.[1] ?? 0), 0);
+    expect(sent).toBe(size);
+  });
+
+  it("starts a new edit and session when Google no longer knows the upload session", async () => {
+    // A 404 on the session is a lost session: the attempt is retried with a new edit and session.
+    stores.failures.push({
+      match: "PUT /upload/androidpublisher/",
+      status: 404,
+      body: { error: { code: 404, status: "NOT_FOUND", message: "gone" } },
+    });
+    const { w, aab } = await succeededBuild();
+    await drain();
+    const gp = (await publishesOf(w)).find((p: Json) => p.to === "google_play");
+    expect(gp).toMatchObject({ state: "done", attempts: 2 });
+    expect(Buffer.compare(stores.playUploaded.at(-1)!, Buffer.from(aab))).toBe(0);
   });
 
   it("retries a store's 500 and 429 with backoff, then finishes", async () => {

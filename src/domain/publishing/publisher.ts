@@ -16,7 +16,7 @@ import { StoreError } from "./store-http.ts";
 import { publishToGooglePlay, publishToTestflight, StillProcessing, type ArtifactSource, type Progress } from "./stores.ts";
 
 export type PublishRow = typeof publishes.$inferSelect;
-type PublisherDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "uploadFetch" | "log" | "openArtifactStore">;
+type PublisherDeps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "fetch" | "uploadFetch" | "md5" | "log" | "openArtifactStore">;
 
 /** How long processing may take before the publish fails. */
 export const PUBLISH_PROCESSING_LIMIT_MS = 60 * 60 * 1000;
@@ -198,11 +198,21 @@ export async function workPublish(deps: PublisherDeps, row: PublishRow, owner: s
     let summary: string;
     if (entry.to === "testflight") {
       const key = await openAppStoreConnectKey(deps, project);
-      if (!key) throw new StoreError(null, "no_store_credentials", "the project has no App Store Connect key: set one under Stores");
+      if (!key)
+        throw new StoreError(
+          null,
+          "no_store_credentials",
+          "the project has no App Store Connect key: set one on the project page under Credentials and signing",
+        );
       summary = await publishToTestflight(deps, key, entry, source, ctx);
     } else {
       const key = await openGooglePlayKey(deps, project);
-      if (!key) throw new StoreError(null, "no_store_credentials", "the project has no Google Play service account: set one under Stores");
+      if (!key)
+        throw new StoreError(
+          null,
+          "no_store_credentials",
+          "the project has no Google Play service account: set one on the project page under Credentials and signing",
+        );
       summary = await publishToGooglePlay(deps, key, entry, source, ctx);
     }
     await finish({ state: "done", detail: summary, attempts: attempt }, "published");

@@ -4,6 +4,16 @@ import type { AppDeps } from "../../deps.ts";
 import { describeError } from "../../errors.ts";
 import { findDestinationNotAllowed } from "../common/outbound.ts";
 
+/** Refusals without an HTTP status that another attempt would meet again: the publish fails at once. */
+const FINAL_CODES = new Set([
+  "destination_not_allowed",
+  "missing_app_metadata",
+  "missing_package_name",
+  "no_artifact",
+  "no_store_credentials",
+  "project_deleted",
+]);
+
 /** A store call that did not succeed. `retryable`: 5xx, 408, 429 and network errors; any other 4xx is final. */
 export class StoreError extends Error {
   constructor(
@@ -14,7 +24,7 @@ export class StoreError extends Error {
     super(message);
   }
   get retryable(): boolean {
-    if (this.code === "destination_not_allowed") return false;
+    if (FINAL_CODES.has(this.code)) return false;
     return this.status === null || this.status >= 500 || this.status === 408 || this.status === 429;
   }
   /** What the build page and the API show: the status, the store's code and its message. */
@@ -55,8 +65,18 @@ export interface StoreRequest {
   timeoutMs?: number;
 }
 
-/** One store call; answers the parsed JSON body (or null when empty), throws StoreError otherwise. */
-export async function storeCall(deps: Pick<AppDeps, "fetch" | "uploadFetch">, request: StoreRequest): Promise<unknown> {
+/** A store's answer as it came: the status, the headers and the body's text. */
+export interface StoreAnswer {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+/**
+ * Sends one request and answers whatever status came back; only a request that got no answer (refused by the
+ * guard, timed out, cut off) throws StoreError. The resumable upload needs this: its 308 is not a redirect.
+ */
+export async function storeSend(deps: Pick<AppDeps, "fetch" | "uploadFetch">, request: StoreRequest): Promise<StoreAnswer> {
   let res: Response;
   try {
     const init: RequestInit & { duplex?: "half" } = {
@@ -71,6 +91,7 @@ export async function storeCall(deps: Pick<AppDeps, "fetch" | "uploadFetch">, re
     // An upload outlives the guard's 10 s deadline: it has its own time-out above, on the guard without one.
     const send = request.timeoutMs !== undefined && deps.uploadFetch ? deps.uploadFetch : deps.fetch;
     res = await send(request.url, init);
+    return { status: res.status, headers: res.headers, text: await res.text() };
   } catch (err) {
     if (findDestinationNotAllowed(err))
       return Promise.reject(
@@ -87,14 +108,28 @@ export async function storeCall(deps: Pick<AppDeps, "fetch" | "uploadFetch">, re
       timeout ? `no answer from ${new URL(request.url).host}` : describeError(err).slice(0, 300),
     );
   }
-  const text = await res.text();
-  if (res.status >= 300 && res.status < 400)
-    throw new StoreError(res.status, "redirect_refused", `the store answered a redirect to ${res.headers.get("location") ?? "nowhere"}`);
-  if (res.status >= 400) throw storeErrorOf(res.status, text);
+}
+
+/** The parsed JSON of an answer's text (null when empty, the text itself when not JSON). */
+export function answerBody(text: string): unknown {
   if (text === "") return null;
   try {
     return JSON.parse(text) as unknown;
   } catch {
     return text;
   }
+}
+
+/** A refusal in the store's own words; redirects are refused, never followed. */
+export function storeErrorOfAnswer(answer: StoreAnswer): StoreError {
+  if (answer.status >= 300 && answer.status < 400)
+    return new StoreError(answer.status, "redirect_refused", `the store answered a redirect to ${answer.headers.get("location") ?? "nowhere"}`);
+  return storeErrorOf(answer.status, answer.text);
+}
+
+/** One store call; answers the parsed JSON body (or null when empty), throws StoreError otherwise. */
+export async function storeCall(deps: Pick<AppDeps, "fetch" | "uploadFetch">, request: StoreRequest): Promise<unknown> {
+  const answer = await storeSend(deps, request);
+  if (answer.status >= 300) throw storeErrorOfAnswer(answer);
+  return answerBody(answer.text);
 }

@@ -3,13 +3,16 @@
 import { importPKCS8, SignJWT } from "jose";
 import { md5 } from "@noble/hashes/legacy.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
-import type { AppDeps } from "../../deps.ts";
+import type { AppDeps, IncrementalHash } from "../../deps.ts";
 import type { ArtifactStore } from "../../storage/types.ts";
-import { StoreError, storeCall } from "./store-http.ts";
+import { answerBody, StoreError, storeCall, storeErrorOfAnswer, storeSend, type StoreAnswer } from "./store-http.ts";
 import type { AppStoreConnectKey, GooglePlayKey } from "./store-credentials.ts";
 import type { GooglePlayPublish, TestflightPublish } from "./config.ts";
 
-type StoreDeps = Pick<AppDeps, "fetch" | "uploadFetch" | "config">;
+type StoreDeps = Pick<AppDeps, "fetch" | "uploadFetch" | "config" | "md5">;
+
+/** Interrupted chunks (or status queries) in a row, without progress, before the attempt gives up. */
+const MAX_RESUMES_WITHOUT_PROGRESS = 5;
 
 /** The artifact a publish sends, read from storage as the request pulls it. */
 export interface ArtifactSource {
@@ -62,8 +65,14 @@ interface UploadOperation {
   requestHeaders?: Array<{ name: string; value: string }>;
 }
 
+/** The pure-JS MD5, where the host offers none of its own. */
+function nobleMd5(): IncrementalHash {
+  const hash = md5.create();
+  return { update: (data) => void hash.update(data), digestHex: () => bytesToHex(hash.digest()) };
+}
+
 /** Sends one byte range of the artifact, hashing it on the way (ranges are sent in order, so the hash is the file's). */
-async function sendRange(deps: StoreDeps, source: ArtifactSource, op: UploadOperation, hash: ReturnType<typeof md5.create>): Promise<void> {
+async function sendRange(deps: StoreDeps, source: ArtifactSource, op: UploadOperation, hash: IncrementalHash): Promise<void> {
   const body = (await source.store.read(source.key, { start: op.offset, end: op.offset + op.length - 1 })).pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
       transform(chunk, controller) {
@@ -135,13 +144,13 @@ export async function publishToTestflight(
     if (expected !== source.sizeBytes)
       throw new StoreError(502, "bad_answer", `App Store Connect asked for ${expected} bytes of a ${source.sizeBytes}-byte file`);
     await ctx.save({ ...p, upload_id: uploadId }, "uploading", `uploading ${source.filename} (${ops.length} parts)`);
-    const hash = md5.create();
+    const hash = deps.md5?.() ?? nobleMd5();
     for (const op of ops) await sendRange(deps, source, op, hash);
     await api("PATCH", `/v1/buildUploadFiles/${fileData.id}`, {
       data: {
         type: "buildUploadFiles",
         id: fileData.id,
-        attributes: { sourceFileChecksums: { file: { hash: bytesToHex(hash.digest()), algorithm: "MD5" } }, uploaded: true },
+        attributes: { sourceFileChecksums: { file: { hash: hash.digestHex(), algorithm: "MD5" } }, uploaded: true },
       },
     });
     p.upload_id = uploadId;
@@ -247,13 +256,9 @@ export async function publishToGooglePlay(
   const editId = edit?.id;
   if (typeof editId !== "string") throw new StoreError(502, "bad_answer", "Google Play answered an edit without an id");
   await ctx.save({ ...ctx.progress, edit_id: editId }, "uploading", `uploading ${source.filename}`);
-  const uploaded = (await storeCall(deps, {
-    method: "POST",
-    url: `${base}/upload${app}/edits/${encodeURIComponent(editId)}/${kind}?uploadType=media`,
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/octet-stream", "content-length": String(source.sizeBytes) },
-    body: await source.store.read(source.key),
-    timeoutMs: UPLOAD_TIMEOUT_MS,
-  })) as { versionCode?: number } | null;
+  const uploaded = (await resumableUpload(deps, `${base}/upload${app}/edits/${encodeURIComponent(editId)}/${kind}`, token, source)) as {
+    versionCode?: number;
+  } | null;
   if (typeof uploaded?.versionCode !== "number") throw new StoreError(502, "bad_answer", "Google Play answered the upload without a versionCode");
   const staged = entry.user_fraction !== undefined;
   const release: Record<string, unknown> = {
@@ -268,4 +273,88 @@ export async function publishToGooglePlay(
   });
   await api("POST", `${app}/edits/${encodeURIComponent(editId)}:commit`);
   return `version code ${uploaded.versionCode} on track ${entry.track} (${String(release.status)}${staged ? `, ${entry.user_fraction! * 100}% of users` : ""})`;
+}
+
+/** The next byte a resumable session wants, from its 308's `Range: bytes=0-N` (no header: nothing kept). */
+function nextOffset(answer: StoreAnswer): number {
+  const range = /^bytes=0-(\d+)$/.exec(answer.headers.get("range") ?? "");
+  return range ? Number(range[1]) + 1 : 0;
+}
+
+/**
+ * Google's resumable upload protocol (docs/publishing.md): start a session, PUT the file in chunks, each a ranged
+ * read of the artifact streamed as the socket takes it. A chunk that is cut off or answered with a 5xx is not
+ * sent again from the start: the session is asked how far it got (`Content-Range: bytes *\/size`) and the upload
+ * continues from there. Answers the final chunk's JSON (the bundle or APK).
+ */
+async function resumableUpload(deps: StoreDeps, url: string, token: string, source: ArtifactSource): Promise<unknown> {
+  const size = source.sizeBytes;
+  const started = await storeSend(deps, {
+    method: "POST",
+    url: `${url}?uploadType=resumable`,
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-length": "0",
+      "x-upload-content-type": "application/octet-stream",
+      "x-upload-content-length": String(size),
+    },
+    body: "",
+  });
+  if (started.status >= 300) throw storeErrorOfAnswer(started);
+  const session = started.headers.get("location");
+  if (!session || !/^https?:\/\//.test(session)) throw new StoreError(502, "bad_answer", "Google Play started an upload session without its URL");
+  const chunkBytes = deps.config.googleUploadChunkBytes;
+  let offset = 0;
+  let failuresInARow = 0;
+  let lastFailure: StoreError | null = null;
+  let askStatus = false;
+  for (;;) {
+    let answer: StoreAnswer | null = null;
+    try {
+      if (askStatus) {
+        answer = await storeSend(deps, {
+          method: "PUT",
+          url: session,
+          headers: { authorization: `Bearer ${token}`, "content-length": "0", "content-range": `bytes */${size}` },
+          body: "",
+        });
+      } else {
+        const end = Math.min(offset + chunkBytes, size) - 1;
+        answer = await storeSend(deps, {
+          method: "PUT",
+          url: session,
+          headers: {
+            authorization: `Bearer ${token}`,
+            "content-type": "application/octet-stream",
+            "content-length": String(end - offset + 1),
+            "content-range": `bytes ${offset}-${end}/${size}`,
+          },
+          body: await source.store.read(source.key, { start: offset, end }),
+          timeoutMs: UPLOAD_TIMEOUT_MS,
+        });
+      }
+    } catch (err) {
+      if (!(err instanceof StoreError) || !err.retryable) throw err;
+      lastFailure = err;
+    }
+    if (answer && (answer.status === 200 || answer.status === 201)) return answerBody(answer.text);
+    if (answer?.status === 308) {
+      const next = nextOffset(answer);
+      if (next > offset) failuresInARow = 0;
+      offset = next;
+      askStatus = false;
+      continue;
+    }
+    if (answer) {
+      // A session Google no longer knows (404, 410) is over: the attempt is retried with a new edit and session.
+      if (answer.status === 404 || answer.status === 410)
+        throw new StoreError(null, "upload_session_lost", `Google Play no longer knows the upload session (HTTP ${answer.status})`);
+      const refusal = storeErrorOfAnswer(answer);
+      if (!refusal.retryable) throw refusal;
+      lastFailure = refusal;
+    }
+    if (++failuresInARow > MAX_RESUMES_WITHOUT_PROGRESS) throw lastFailure!;
+    await new Promise((resolve) => setTimeout(resolve, Math.min(deps.config.outboxRetryBaseMs * 2 ** (failuresInARow - 1), 30_000)));
+    askStatus = true;
+  }
 }

@@ -262,6 +262,14 @@ interface BuildPageData {
 }
 
 const STORE_NAMES = { testflight: "TestFlight", google_play: "Google Play" } as const;
+/** A publish's state in the badge colours of build states. */
+const PUBLISH_BADGES: Record<string, string> = {
+  pending: "queued",
+  uploading: "running",
+  processing: "running",
+  done: "succeeded",
+  failed: "failed",
+};
 
 function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
   const { build: b, ctx } = props;
@@ -453,7 +461,9 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
               <tr data-publish={p.to}>
                 <td>{STORE_NAMES[p.to]}</td>
                 <td>
-                  <span class={`publish-state publish-${p.state}`}>{p.state}</span>
+                  <span class={`publish-state publish-${p.state}`}>
+                    <StatusBadge status={PUBLISH_BADGES[p.state] ?? p.state} label={p.state} />
+                  </span>
                 </td>
                 <td>{p.attempts}</td>
                 <td class="publish-detail">{p.detail ?? ""}</td>

@@ -1,5 +1,6 @@
 // The project page's credentials section (docs/signing.md): forms for the source credentials, the Android
-// keystore, the iOS identity and profiles, secret variables and protection, each saying what is stored and
+// keystore, the iOS identity and profiles, the store keys publishing uses (docs/publishing.md), secret
+// variables and protection, each saying what is stored and
 // never showing a secret again; and the signing health of the project. Plain multipart forms: no JavaScript.
 import { Hono, type Context } from "hono";
 import type { Child } from "hono/jsx";
@@ -23,6 +24,13 @@ import {
   storeAndroidSigning,
   storeIosSigning,
 } from "../../domain/signing/signing.ts";
+import {
+  appStoreConnectKeySchema,
+  googlePlayKeySchema,
+  putAppStoreConnectKey,
+  putGooglePlayKey,
+  toStoresJson,
+} from "../../domain/publishing/store-credentials.ts";
 import { ApiError } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, Field, Name, Section, StatusBadge, Table, TextArea, Time } from "../components.tsx";
@@ -33,7 +41,7 @@ import { requireBrowserUser } from "../session.tsx";
 
 /** Which form failed and why; the page is answered again with the message beside that form. */
 export interface SigningState {
-  form?: "source" | "android" | "ios" | "secret" | "protection";
+  form?: "source" | "android" | "ios" | "app_store_connect" | "google_play" | "secret" | "protection";
   error?: string;
   /** What was typed in the non-secret fields (secrets are never echoed back). */
   values?: Record<string, string>;
@@ -276,6 +284,8 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
         </details>
       ) : null}
 
+      <StoreKeys project={p} state={s} canWrite={props.canWrite} />
+
       {props.view.secrets !== null ? (
         <>
           <h3>Secret variables</h3>
@@ -350,6 +360,113 @@ function ProjectSigning(props: { ctx: PageCtx; project: ProjectRow; view: Signin
   );
 }
 
+/** The store keys publishing uses: what is stored (never the key itself) and a form to set or replace each. */
+function StoreKeys(props: { project: ProjectRow; state: SigningState; canWrite: boolean }) {
+  const stores = toStoresJson(props.project);
+  const s = props.state;
+  const base = `/projects/${props.project.id}/stores`;
+  const asc = stores.app_store_connect;
+  const play = stores.google_play;
+  return (
+    <div id="stores">
+      <h3>App Store Connect (TestFlight)</h3>
+      {asc ? (
+        <dl class="kv" id="asc-state">
+          <dt>Issuer ID</dt>
+          <dd>
+            <code>
+              <Name value={asc.issuer_id} />
+            </code>
+          </dd>
+          <dt>Key ID</dt>
+          <dd>
+            <code>
+              <Name value={asc.key_id} />
+            </code>
+          </dd>
+          <dt>Private key</dt>
+          <dd>{asc.has_private_key ? "Stored (encrypted; not shown again)" : "Missing"}</dd>
+        </dl>
+      ) : (
+        <p class="muted" id="asc-state">
+          Not set: builds cannot be published to TestFlight.
+        </p>
+      )}
+      {props.canWrite ? (
+        <details open={s.form === "app_store_connect" ? true : undefined}>
+          <summary>{asc ? "Replace the App Store Connect key" : "Set an App Store Connect key"}</summary>
+          <form method="post" action={`${base}/app-store-connect`} id="asc-form">
+            <Field
+              label="Issuer ID"
+              name="issuer_id"
+              id="asc-issuer"
+              value={s.form === "app_store_connect" ? s.values?.issuer_id : undefined}
+              required
+              autocomplete="off"
+              hint="Users and Access → Integrations → App Store Connect API, above the list of keys."
+            />
+            <Field
+              label="Key ID"
+              name="key_id"
+              id="asc-key-id"
+              value={s.form === "app_store_connect" ? s.values?.key_id : undefined}
+              required
+              autocomplete="off"
+            />
+            <TextArea
+              label="Private key (the contents of the AuthKey_….p8 file)"
+              name="private_key_p8"
+              id="asc-p8"
+              rows={6}
+              hint="Paste the whole file, from -----BEGIN PRIVATE KEY----- to -----END PRIVATE KEY-----."
+            />
+            <FormError state={s} form="app_store_connect" />
+            <Button>Save App Store Connect key</Button>
+          </form>
+        </details>
+      ) : null}
+
+      <h3>Google Play</h3>
+      {play ? (
+        <dl class="kv" id="play-state">
+          <dt>Service account</dt>
+          <dd>
+            <code>
+              <Name value={play.client_email} />
+            </code>
+          </dd>
+          <dt>Google Cloud project</dt>
+          <dd>
+            <Name value={play.project_id} />
+          </dd>
+          <dt>Key</dt>
+          <dd>{play.has_service_account ? "Stored (encrypted; not shown again)" : "Missing"}</dd>
+        </dl>
+      ) : (
+        <p class="muted" id="play-state">
+          Not set: builds cannot be published to Google Play.
+        </p>
+      )}
+      {props.canWrite ? (
+        <details open={s.form === "google_play" ? true : undefined}>
+          <summary>{play ? "Replace the service account" : "Set a service account"}</summary>
+          <form method="post" action={`${base}/google-play`} id="play-form">
+            <TextArea
+              label="Service account key (JSON)"
+              name="service_account_json"
+              id="play-json"
+              rows={8}
+              hint="The JSON key file Google Cloud made for a service account invited in Play Console."
+            />
+            <FormError state={s} form="google_play" />
+            <Button>Save service account</Button>
+          </form>
+        </details>
+      ) : null}
+    </div>
+  );
+}
+
 export async function projectSigningSlot(
   deps: Pick<AppDeps, "db" | "clock">,
   ctx: PageCtx,
@@ -383,6 +500,13 @@ function refusal(err: unknown): string {
   if (err instanceof ApiError && err.status === 400)
     return sentence(err.issues?.[0] && err.code === "invalid_input" ? `${err.issues[0].path}: ${err.issues[0].message}` : err.message);
   throw err;
+}
+
+/** A refusal of a store key in the form's words: the API's field names become the labels the form shows. */
+function storeRefusal(err: unknown): string {
+  if (err instanceof ApiError && err.code === "invalid_store_credentials")
+    return sentence(err.message.replace(/^private_key_p8\b/, "the private key").replace(/^service_account_json\b/, "the service account key"));
+  return refusal(err);
 }
 
 /** POST routes of the section, mounted by the project pages; each answers with a redirect or the page with the error. */
@@ -443,6 +567,36 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       }
       await runSigningHealthPassAfterUpload(deps, id);
       return done(c, id, "Certificate and profiles saved. The certificate's password is not shown again.");
+    })
+    .post("/projects/:project_id/stores/app-store-connect", builders, async (c) => {
+      const id = c.req.param("project_id");
+      const form = (await c.req.parseBody({ all: true })) as Body;
+      const values = { issuer_id: text(form, "issuer_id"), key_id: text(form, "key_id") };
+      const parsed = appStoreConnectKeySchema.safeParse({ ...values, private_key_p8: text(form, "private_key_p8") });
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        const field = { issuer_id: "Issuer ID", key_id: "Key ID", private_key_p8: "Private key" }[String(issue?.path[0])] ?? "The form";
+        const why = issue?.path[0] === "key_id" ? "is letters and digits" : "is required";
+        return show(c, id, { form: "app_store_connect", error: `${field} ${why}.`, values }, 400);
+      }
+      try {
+        await putAppStoreConnectKey(deps, c.get("user"), id, parsed.data);
+      } catch (err) {
+        return show(c, id, { form: "app_store_connect", error: storeRefusal(err), values }, 400);
+      }
+      return done(c, id, "App Store Connect key saved. The private key is not shown again.");
+    })
+    .post("/projects/:project_id/stores/google-play", builders, async (c) => {
+      const id = c.req.param("project_id");
+      const form = (await c.req.parseBody({ all: true })) as Body;
+      const parsed = googlePlayKeySchema.safeParse({ service_account_json: text(form, "service_account_json") });
+      if (!parsed.success) return show(c, id, { form: "google_play", error: "Paste the service account's JSON key file." }, 400);
+      try {
+        await putGooglePlayKey(deps, c.get("user"), id, parsed.data);
+      } catch (err) {
+        return show(c, id, { form: "google_play", error: storeRefusal(err) }, 400);
+      }
+      return done(c, id, "Google Play service account saved. Its key is not shown again.");
     })
     .post("/projects/:project_id/secrets", builders, async (c) => {
       const id = c.req.param("project_id");
