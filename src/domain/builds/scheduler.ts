@@ -15,6 +15,7 @@ import { assertCredentialsReleasable } from "../projects/credential-release.ts";
 import { openSecrets } from "../projects/project-secrets.ts";
 import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 import type { BuildTrust } from "../../db/schema/constants.ts";
+import { cacheReportsSchema } from "../caches/cache-report.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
@@ -46,6 +47,8 @@ export const jobStatusSchema = z.object({
     .array(z.object({ sha: z.string().regex(/^[0-9a-f]{7,64}$/), subject: z.string().max(1000), author: z.string().max(320) }))
     .max(50)
     .optional(),
+  /** Per `cache` entry, in order (docs/api.md §16): kept with a final report, shown on the build page. */
+  caches: cacheReportsSchema.optional(),
 });
 
 /** The claimed job (docs/spec.md "Claimed job" plus docs/api.md §6's repo_url and pipeline_name). */
@@ -274,6 +277,7 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
       JSON.stringify(reportableFrom(status)),
       final ? (input.release_notes ?? null) : null,
       final && input.commits ? JSON.stringify(input.commits) : null,
+      final && input.caches ? JSON.stringify(input.caches) : null,
     ],
   };
   const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
@@ -296,7 +300,8 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
  * The report as fixed SQL. Arguments: ?1 status, ?2 final (0/1), ?3 renewed lease expiry, ?4 now, ?5 exit code or
  * null (kept), ?6 failure reason (set when final), ?7 reported step results as JSON or null, ?8 close the stored
  * steps (0/1: final and not succeeded, nothing reported), ?9 build id, ?10 runner id, ?11 the allowed previous
- * states as a JSON array, ?12 release notes and ?13 commits as JSON (final reports only, else null: kept). A final
+ * states as a JSON array, ?12 release notes, ?13 commits and ?14 cache reports as JSON (final reports only, else null:
+ * kept). A final
  * report keeps the lease as it was.
  */
 const REPORT_SQL = `UPDATE builds SET status = ?1,
@@ -307,7 +312,7 @@ const REPORT_SQL = `UPDATE builds SET status = ?1,
   failure_reason = CASE WHEN ?2 THEN ?6 ELSE failure_reason END,
   step_results = CASE WHEN ?7 IS NOT NULL THEN ?7 WHEN ?8 THEN (${endStepResultsExpression("?4")})
     ELSE step_results END,
-  release_notes = COALESCE(?12, release_notes), commits = COALESCE(?13, commits)
+  release_notes = COALESCE(?12, release_notes), commits = COALESCE(?13, commits), caches = COALESCE(?14, caches)
 WHERE id = ?9 AND runner_id = ?10 AND status IN (SELECT value FROM json_each(?11))
 RETURNING id, status, cancel_requested, lease_expires_at`;
 
