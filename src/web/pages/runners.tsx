@@ -20,6 +20,7 @@ import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
+import { LowDiskWarning, RunnerDiskCell } from "./runner-disk.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 
 const PLATFORM_CHOICES = [
@@ -211,6 +212,7 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
           <code>--run-as BUILD_USER --token-file FILE</code> (docs/runner-isolation.md), or make it open.
         </div>
       ) : null}
+      <LowDiskWarning runners={props.runners} />
       <Section
         title="Register a runner"
         id="register"
@@ -258,6 +260,7 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
               "Takes",
               "Isolation",
               "Max jobs",
+              "Free disk",
               "Last heartbeat",
               "Registered",
               ...(hasActions ? ["Actions"] : []),
@@ -294,6 +297,7 @@ function RunnersPage(props: { ctx: PageCtx; runners: RunnerRow[]; registered?: R
                   {exposesToken(r) ? <div class="error">any build on it can read its token</div> : null}
                 </td>
                 <td class="runner-max-jobs">{maxJobsOf(r) ?? <span class="muted">no cap</span>}</td>
+                <RunnerDiskCell runner={r} />
                 <td>
                   <Time at={r.lastHeartbeatAt} now={props.ctx.now} />
                 </td>
