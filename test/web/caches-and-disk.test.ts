@@ -69,7 +69,7 @@ describe("caches and disk in the browser", () => {
     expect(await cells(1)).toEqual([HOSTILE_KEY, "partial", "deps- from the shared (S3/R2) cache", "1.5 KB", "2.5 s", "900 ms"]);
     expect(await cells(2)).toEqual(["pods-macos", "miss", "nothing", "2.0 KB", "–", "1.3 s"]);
     // The key is text: no script ran, no element was made from it.
-    expect(await p.evaluate(() => (window as unknown as { __pwned?: number }).__pwned)).toBeUndefined();
+    expect(await p.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
     expect(await p.locator("#caches-table img").count()).toBe(0);
     await p.close();
 
