@@ -25,6 +25,7 @@ import { publishingRoutes } from "./http/routes/publishing.ts";
 import { publicRoutes } from "./http/routes/public.ts";
 import { pipelineFilesRoutes } from "./http/routes/pipeline-files.ts";
 import { runnersRoutes } from "./http/routes/runners.ts";
+import { cachesRoutes } from "./http/routes/caches.ts";
 import { runnerBundleRoutes } from "./http/routes/runner-bundle.ts";
 import { settingsRoutes } from "./http/routes/settings.ts";
 import { setupRoutes } from "./http/routes/setup.ts";
@@ -74,6 +75,7 @@ export function createApp(deps: AppDeps): Hono<AppEnv> {
     projectSecretsRoutes,
     publishingRoutes,
     runnersRoutes,
+    cachesRoutes,
     runnerBundleRoutes,
     buildsRoutes,
     testsRoutes,

@@ -59,6 +59,10 @@ export const ConfigSchema = z.object({
   HANGAR_RETENTION_LEASE_S: seconds(120),
   // Comma-separated OS user names whose loopback connections may use local login, besides the daemon's own user.
   HANGAR_LOCAL_LOGIN_USERS: z.string().default(""),
+  // Runner affinity (docs/api.md §16): how long a build waits for the runner holding its warm workspace; 0 turns it off.
+  HANGAR_AFFINITY_WAIT_MS: z.coerce.number().int().min(0).max(600_000).default(3_000),
+  // Shared caches (docs/api.md §16): bytes of ready entries kept per project, GB = 2^30, fractions allowed.
+  HANGAR_SHARED_CACHE_MAX_GB: z.coerce.number().min(0).max(100_000).default(10),
 });
 
 export interface HangarConfig {
@@ -117,6 +121,10 @@ export interface HangarConfig {
   retentionLeaseS: number;
   /** OS users, besides the daemon's own, whose loopback connections may sign in locally (HANGAR_LOCAL_LOGIN_USERS). */
   localLoginUsers: string[];
+  /** HANGAR_AFFINITY_WAIT_MS: a queued build is held this long for the runner with its warm workspace (docs/api.md §16). */
+  affinityWaitMs: number;
+  /** HANGAR_SHARED_CACHE_MAX_GB in bytes: ready shared-cache entries kept per project, least recently used dropped first. */
+  sharedCacheMaxBytes: number;
 }
 
 export class ConfigError extends Error {}
@@ -178,5 +186,7 @@ export function loadConfig(env: Record<string, string | undefined>): HangarConfi
     localLoginUsers: e.HANGAR_LOCAL_LOGIN_USERS.split(",")
       .map((u) => u.trim())
       .filter((u) => u !== ""),
+    affinityWaitMs: e.HANGAR_AFFINITY_WAIT_MS,
+    sharedCacheMaxBytes: Math.floor(e.HANGAR_SHARED_CACHE_MAX_GB * 2 ** 30),
   };
 }

@@ -37,6 +37,8 @@ import type { getBuildWithQueue, toBuildJson, toCreatedBuildJson } from "../doma
 import { QUEUE_REASONS, stepResultSchema } from "../domain/builds/builds.ts";
 import type { androidSigning, checkoutAuth, claimJob, iosSigning, jobSecrets, toJobJson } from "../domain/builds/scheduler.ts";
 import type { listAuditEvents } from "../domain/common/audit.ts";
+import { cacheEntryReportSchema } from "../domain/caches/cache-report.ts";
+import type { createCacheUpload, findCacheEntry } from "../domain/caches/shared-caches.ts";
 import type { listNotificationDeliveries, toNotificationJson, createNotification } from "../domain/events/notifications.ts";
 import type { createWebhook, listWebhookDeliveries, receiveWebhook, toWebhookJson } from "../domain/events/webhooks.ts";
 import type { appendLog } from "../domain/logs/logs.ts";
@@ -275,6 +277,7 @@ function buildAnswerSchemas() {
     started_at: time.nullable(),
     finished_at: time.nullable(),
     tests_summary: TestsSummaryJson.nullable(),
+    caches: z.array(cacheEntryReportSchema),
     created_at: time,
     updated_at: time,
   });
@@ -313,6 +316,8 @@ function buildAnswerSchemas() {
     }),
     trust: z.enum(RUNNER_TRUSTS),
     last_heartbeat_at: time.nullable(),
+    free_disk_bytes: z.number().int().nullable(),
+    low_disk: z.boolean().nullable(),
     registered_by: z.string(),
     created_at: time,
     updated_at: time,
@@ -424,6 +429,8 @@ function buildAnswerSchemas() {
     upload: z.object({ method: z.literal("PUT"), url: z.string(), headers: z.record(z.string(), z.string()), expires_at: time }),
   });
   const ArtifactAnswerJson = z.object({ artifact: ArtifactJson });
+  const CacheUploadJson = ArtifactCreatedJson.pick({ upload: true });
+  const CacheHitJson = z.object({ key: z.string(), url: z.string(), size_bytes: z.number().int(), sha256: z.string() });
   const UploadReceivedJson = z.object({ artifact: ArtifactJson, received_bytes: z.number().int(), sha256: z.string() });
   const DownloadLinkJson = z.object({ url: z.string(), expires_at: time });
   const InstallLinkJson = z.object({
@@ -534,6 +541,8 @@ function buildAnswerSchemas() {
     ArtifactJson,
     ArtifactCreatedJson,
     ArtifactAnswerJson,
+    CacheUploadJson,
+    CacheHitJson,
     UploadReceivedJson,
     DownloadLinkJson,
     InstallLinkJson,
@@ -602,6 +611,8 @@ export const ArtifactJson = z.lazy(() => answers().ArtifactJson);
 export const ArtifactCreatedJson = z.lazy(() => answers().ArtifactCreatedJson);
 export const ArtifactAnswerJson = z.lazy(() => answers().ArtifactAnswerJson);
 export const UploadReceivedJson = z.lazy(() => answers().UploadReceivedJson);
+export const CacheUploadJson = z.lazy(() => answers().CacheUploadJson);
+export const CacheHitJson = z.lazy(() => answers().CacheHitJson);
 export const DownloadLinkJson = z.lazy(() => answers().DownloadLinkJson);
 export const InstallLinkJson = z.lazy(() => answers().InstallLinkJson);
 export const WebhookJson = z.lazy(() => answers().WebhookJson);
@@ -684,6 +695,8 @@ export type ResponseSchemaTies = [
   Tie<SameShape<Answer<typeof signingHealth>, Output<typeof SigningHealthJson>>>,
   Tie<SameShape<ReturnType<typeof toArtifactJson>, Output<typeof ArtifactJson>>>,
   Tie<SameShape<Answer<typeof createArtifact>, Output<typeof ArtifactCreatedJson>>>,
+  Tie<SameShape<Answer<typeof createCacheUpload>, Output<typeof CacheUploadJson>>>,
+  Tie<SameShape<Answer<typeof findCacheEntry>, Output<typeof CacheHitJson>>>,
   Tie<SameShape<{ artifact: Answer<typeof abortArtifact> }, Output<typeof ArtifactAnswerJson>>>,
   Tie<SameShape<Answer<typeof receiveLocalUpload>, Output<typeof UploadReceivedJson>>>,
   Tie<SameShape<Answer<typeof listBuildArtifacts>, Output<typeof ArtifactJson>[]>>,

@@ -74,6 +74,9 @@ export async function makeTestApp(options: { config?: Record<string, string>; de
     HANGAR_DATA_DIR: dataDir,
     HANGAR_LOG_REQUESTS: "0",
     HANGAR_OUTBOUND_ALLOW: TEST_OUTBOUND_ALLOW,
+    // Runner affinity holds a new build for its warm runner for a few seconds of the clock, and a ManualClock does not
+    // move by itself: off unless a test asks for it (test/http/affinity.test.ts).
+    HANGAR_AFFINITY_WAIT_MS: "0",
     ...options.config,
   });
   const outbound = createNodeOutbound(config.outboundAllow);

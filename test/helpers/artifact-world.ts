@@ -149,6 +149,15 @@ export async function useS3Storage(t: TestApp, endpoint: string, bucket: string,
   });
 }
 
+/** Switches the active storage back to local disk (the default directory). */
+export async function useLocalStorage(t: TestApp): Promise<void> {
+  await writeSetting(t.deps, ARTIFACT_STORAGE_SETTING, {
+    provider: "local",
+    local: { base_dir: null },
+    s3: { endpoint: null, region: null, bucket: null, prefix: null, access_key_id: null, force_path_style: false, secret_access_key_sealed: null },
+  });
+}
+
 /**
  * An IPA made with python3's zipfile: Payload/<App>.app/Info.plist (XML, or binary written by plistlib) beside
  * a filler of `fillerBytes` random bytes stored uncompressed, so reading the whole archive would show.

@@ -125,6 +125,7 @@ function samples(w: World): Record<string, Record<string, Json>> {
     },
     "POST /v1/projects/:project_id/webhooks": { provider: "github", api_url: "https://api.github.com", report_status: true },
     "POST /v1/projects/:project_id/builds": { pipeline_id: w.pipelineId, branch: "main", commit_sha: DEFAULT_SHA, trigger_ref: "refs/x" },
+    "POST /v1/runners/:runner_id/jobs/:job_id/caches": { key: "gradle-linux-3f2a", size_bytes: 5, sha256: "a".repeat(64) },
     "POST /v1/runners/:runner_id/jobs/:job_id/artifacts": {
       filename: "fuzz.apk",
       size_bytes: 5,

@@ -1,4 +1,4 @@
-import { createHmac } from "node:crypto";
+import { createHash, createHmac } from "node:crypto";
 import { validate } from "@readme/openapi-parser";
 import { Ajv2020, type ValidateFunction } from "ajv/dist/2020.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -6,6 +6,8 @@ import { issueBootstrapToken } from "../../src/domain/setup/setup.ts";
 import { makeTestApp, type CallResult, type TestApp } from "../helpers/app.ts";
 import { encodePng, makeApk, samplePixels } from "../helpers/app-fixtures.ts";
 import { makeGitRepo } from "../helpers/builds.ts";
+import { useLocalStorage, useS3Storage } from "../helpers/artifact-world.ts";
+import { startTestS3 } from "../helpers/s3rver.ts";
 import { createUser } from "../helpers/factories.ts";
 import {
   startOidcProvider,
@@ -350,6 +352,26 @@ async function localInstanceWalk(): Promise<void> {
     await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/android-signing", inJob);
     await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/ios-signing", inJob);
     await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/secrets", inJob);
+
+    // Shared caches: refused while artifacts are on local disk, then through S3 (s3rver) and back to local disk.
+    const cacheBytes = new TextEncoder().encode("a cache archive");
+    const cacheBody = { key: "gradle-linux-3f2a", size_bytes: cacheBytes.length, sha256: createHash("sha256").update(cacheBytes).digest("hex") };
+    expect((await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/caches", { ...inJob, body: cacheBody })).status).toBe(409);
+    expect((await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/caches", inJob)).status).toBe(409);
+    const s3 = await startTestS3();
+    const walkNow = t.clock.now();
+    // s3rver checks presigned expiry against the real clock.
+    t.clock.set(Math.floor(Date.now() / 1000));
+    try {
+      await useS3Storage(t, s3.endpoint, s3.bucket);
+      const cacheUpload = (await callOp(t, "POST /v1/runners/{runner_id}/jobs/{job_id}/caches", { ...inJob, body: cacheBody })).body.upload;
+      expect((await fetch(cacheUpload.url, { method: "PUT", headers: cacheUpload.headers, body: cacheBytes })).status).toBe(200);
+      expect((await callOp(t, "GET /v1/runners/{runner_id}/jobs/{job_id}/caches", inJob)).body.key).toBe("gradle-linux-3f2a");
+    } finally {
+      await useLocalStorage(t);
+      t.clock.set(walkNow);
+      await s3.close();
+    }
 
     // Artifacts: an APK with an icon through upload, completion, download and an install link; one aborted.
     const apk = makeApk({ label: "Demo Android", icons: [{ density: 480, png: encodePng(48, 48, samplePixels(48, 48)) }] });

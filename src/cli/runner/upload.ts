@@ -48,8 +48,14 @@ interface UploadTarget {
   headers?: Record<string, string>;
 }
 
-/** Streams a file as the body of one PUT; answers the status and (short) body. */
-function putFile(url: URL, method: string, headers: Record<string, string>, path: string, size: number): Promise<{ status: number; body: string }> {
+/** Streams a file as the body of one PUT; answers the status and (short) body. Shared caches upload with it too. */
+export function putFile(
+  url: URL,
+  method: string,
+  headers: Record<string, string>,
+  path: string,
+  size: number,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const send = url.protocol === "https:" ? httpsRequest : httpRequest;
     const req = send(url, { method, headers: { ...headers, "content-length": String(size) } }, (res: IncomingMessage) => {

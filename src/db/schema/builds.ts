@@ -48,6 +48,8 @@ export const builds = sqliteTable(
     releaseNotes: text("release_notes"),
     /** The commits the runner reported with the final status, newest first: `[{sha, subject, author}]`, at most 50. */
     commits: text("commits", { mode: "json" }).$type<Array<{ sha: string; subject: string; author: string }>>(),
+    /** The runner's per-entry cache report from the final status (docs/api.md §16), at most 50 entries; null when none. */
+    caches: text("caches", { mode: "json" }),
     queuedAt: integer("queued_at").notNull(),
     startedAt: integer("started_at"),
     finishedAt: integer("finished_at"),
@@ -61,6 +63,8 @@ export const builds = sqliteTable(
     index("builds_created_at").on(t.createdAt),
     // A channel's releases: the newest succeeded builds of one pipeline.
     index("builds_pipeline_status_created").on(t.pipelineId, t.status, t.createdAt),
+    // Affinity (docs/decisions.md "Runner affinity"): the runner that took a pipeline's latest build.
+    index("builds_pipeline_queued").on(t.pipelineId, t.queuedAt),
   ],
 );
 

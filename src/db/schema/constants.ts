@@ -47,6 +47,10 @@ export const TRIGGER_TYPES = ["manual", "webhook", "schedule"] as const;
 export const PIPELINE_SOURCES = ["stored", "repository"] as const;
 export type PipelineSource = (typeof PIPELINE_SOURCES)[number];
 
+/** A shared cache entry (docs/api.md §16): visible once `ready`; `deleting` while retention removes its object. */
+export const CACHE_ENTRY_STATUSES = ["pending", "ready", "deleting"] as const;
+export type CacheEntryStatus = (typeof CACHE_ENTRY_STATUSES)[number];
+
 export const ARTIFACT_STATUSES = ["pending", "available", "aborted", "expired"] as const;
 export type ArtifactStatus = (typeof ARTIFACT_STATUSES)[number];
 

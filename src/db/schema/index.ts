@@ -10,3 +10,4 @@ export * from "./tests.ts";
 export * from "./retention.ts";
 export * from "./channels.ts";
 export * from "./publishing.ts";
+export * from "./caches.ts";

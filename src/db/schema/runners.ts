@@ -13,6 +13,9 @@ export const runners = sqliteTable(
     /** `protected` (may receive credentials) or `open` (takes outside code, never credentials); set by owners and admins. */
     trust: text("trust", { enum: RUNNER_TRUSTS }).notNull().default("protected"),
     lastHeartbeatAt: integer("last_heartbeat_at"),
+    /** From the runner's last heartbeat that carried them (docs/api.md §16); null before any. */
+    freeDiskBytes: integer("free_disk_bytes"),
+    lowDisk: integer("low_disk", { mode: "boolean" }),
     registeredBy: text("registered_by").notNull(),
     ...lifecycleDates,
   },

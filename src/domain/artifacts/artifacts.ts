@@ -132,9 +132,13 @@ function withSlash(prefix: string): string {
 }
 
 /** Where a new artifact goes: the active provider, frozen into the artifact row. */
-async function newStorageLocation(deps: Deps, buildId: string, artifactId: string): Promise<StorageLocation> {
+function newStorageLocation(deps: Deps, buildId: string, artifactId: string): Promise<StorageLocation> {
+  return newStorageLocationAt(deps, `${buildId}/${artifactId}`);
+}
+
+/** A new object at `key` (under the bucket's prefix) in the active provider; shared caches store theirs so too. */
+export async function newStorageLocationAt(deps: Pick<AppDeps, "db" | "config" | "secrets">, key: string): Promise<StorageLocation> {
   const active = await readActiveStorageSettings(deps);
-  const key = `${buildId}/${artifactId}`;
   if (active.provider === "local") return { provider: "local", base_dir: active.baseDir, key };
   const stored = await readSetting<StoredArtifactStorageSettings>(deps, ARTIFACT_STORAGE_SETTING);
   return {

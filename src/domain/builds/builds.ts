@@ -25,6 +25,7 @@ import { fileDefinitionFor, manualTriggerError, readPipelineConfig, storedFallba
 import { queuedTrustSql } from "../projects/credential-release.ts";
 import { refreshRunnerStatement } from "../runners/runners.ts";
 import type { UserRow } from "../auth/users.ts";
+import { toCacheReports } from "../caches/cache-report.ts";
 
 export type BuildRow = typeof builds.$inferSelect;
 
@@ -92,6 +93,7 @@ export function toBuildJson(b: BuildRow, showEnv = true) {
     started_at: b.startedAt,
     finished_at: b.finishedAt,
     tests_summary: toTestsSummary(b.testsSummary),
+    caches: toCacheReports(b.caches),
     created_at: b.createdAt,
     updated_at: b.updatedAt,
   };

@@ -16,6 +16,7 @@ import { assertCredentialsReleasable } from "../projects/credential-release.ts";
 import { openSecrets } from "../projects/project-secrets.ts";
 import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 import type { BuildTrust } from "../../db/schema/constants.ts";
+import { cacheReportsSchema } from "../caches/cache-report.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
@@ -47,6 +48,8 @@ export const jobStatusSchema = z.object({
     .array(z.object({ sha: z.string().regex(/^[0-9a-f]{7,64}$/), subject: z.string().max(1000), author: z.string().max(320) }))
     .max(50)
     .optional(),
+  /** Per `cache` entry, in order (docs/api.md §16): kept with a final report, shown on the build page. */
+  caches: cacheReportsSchema.optional(),
 });
 
 /** The claimed job (docs/spec.md "Claimed job" plus docs/api.md §6's repo_url and pipeline_name). */
@@ -82,7 +85,10 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
   // The job token is made before the claim so that its hash lands in the same statement: a claimed build never
   // exists without the token its runner was handed. Only the hash is stored.
   const jobToken = prefixedToken(TOKEN_PREFIXES.job);
-  const claim = { sql: CLAIM_SQL, args: [runnerId, now + deps.config.jobLeaseS, now, await sha256Hex(jobToken)] };
+  const claim = {
+    sql: CLAIM_SQL,
+    args: [runnerId, now + deps.config.jobLeaseS, now, await sha256Hex(jobToken), affinityWindowS(deps.config), deps.config.runnerOfflineAfterS],
+  };
   const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
   const client = clientOf(deps.db);
   let row: Row | undefined;
@@ -124,7 +130,12 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
  * the claimed job needs, with the two names the runner needs beside the build row. Every subquery on the runner is
  * uncorrelated (the trusts it takes are one list, computed once per claim), so a claim costs what it did before the
  * trust match plus one look at the runner's active jobs (docs/benchmarks.md, "Runner trust").
- * Arguments: ?1 runner id, ?2 lease expiry, ?3 now, ?4 the job token's SHA-256.
+ * Affinity (docs/decisions.md "Runner affinity"): a build queued less than ?5 seconds ago is passed over by every
+ * runner but the one holding its warm workspace (the runner that took the pipeline's latest build), while that one
+ * could take it now: registered, heartbeating, not draining nor low on disk, of a fitting platform and trust, and
+ * under its job cap (1 when it has none). The check lives in the same statement, so the claim stays atomic.
+ * Arguments: ?1 runner id, ?2 lease expiry, ?3 now, ?4 the job token's SHA-256, ?5 the affinity window in seconds
+ * (0: off), ?6 HANGAR_RUNNER_OFFLINE_AFTER_S.
  */
 export const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?1, attempt_count = attempt_count + 1, lease_expires_at = ?2,
   updated_at = ?3, job_token_hash = ?4
@@ -133,6 +144,14 @@ WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELEC
   AND trust IN (SELECT value FROM json_each(CASE (SELECT trust FROM runners WHERE id = ?1) WHEN 'open' THEN '["open","fork"]'
     ELSE CASE WHEN EXISTS (SELECT 1 FROM builds h WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running') AND h.trust != 'protected')
       THEN '["open"]' ELSE '["protected","open"]' END END))
+  AND NOT (?5 > 0 AND queued_at > ?3 - ?5 AND EXISTS (SELECT 1 FROM runners w WHERE w.id = (SELECT h.runner_id FROM builds h
+      WHERE h.pipeline_id = builds.pipeline_id AND h.project_id = builds.project_id AND h.runner_id IS NOT NULL
+      ORDER BY h.queued_at DESC, h.rowid DESC LIMIT 1)
+    AND w.id != ?1 AND w.status IN ('online', 'busy') AND COALESCE(w.low_disk, 0) = 0 AND w.last_heartbeat_at >= ?3 - ?6
+    AND (builds.platform = 'any' OR builds.platform IN (SELECT value FROM json_each(w.capabilities, '$.platforms')))
+    AND CASE w.trust WHEN 'open' THEN builds.trust IN ('open', 'fork') ELSE builds.trust IN ('protected', 'open') END
+    AND (SELECT count(*) FROM builds a WHERE a.runner_id = w.id AND a.status IN ('assigned', 'running'))
+      < COALESCE(json_extract(w.capabilities, '$.max_jobs'), 1)))
   ORDER BY queued_at, rowid LIMIT 1)
   AND status = 'queued' AND EXISTS (SELECT 1 FROM runners WHERE runners.id = ?1 AND runners.status != 'draining'
     AND (json_extract(capabilities, '$.max_jobs') IS NULL OR json_extract(capabilities, '$.max_jobs') > (SELECT count(*) FROM builds h
@@ -140,6 +159,11 @@ WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELEC
 RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at, trust,
   (SELECT repo_url FROM projects WHERE projects.id = builds.project_id) AS repo_url,
   (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id) AS pipeline_name`;
+
+/** HANGAR_AFFINITY_WAIT_MS in whole seconds, as queue times are kept: a build is held 2–3 s for the default 3000. */
+function affinityWindowS(config: Pick<AppDeps["config"], "affinityWaitMs">): number {
+  return Math.ceil(config.affinityWaitMs / 1000);
+}
 
 /** The columns CLAIM_SQL returns, as the driver hands them over. */
 interface ClaimRow {
@@ -272,6 +296,7 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
       JSON.stringify(reportableFrom(status)),
       final ? (input.release_notes ?? null) : null,
       final && input.commits ? JSON.stringify(input.commits) : null,
+      final && input.caches ? JSON.stringify(input.caches) : null,
     ],
   };
   const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
@@ -294,7 +319,8 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
  * The report as fixed SQL. Arguments: ?1 status, ?2 final (0/1), ?3 renewed lease expiry, ?4 now, ?5 exit code or
  * null (kept), ?6 failure reason (set when final), ?7 reported step results as JSON or null, ?8 close the stored
  * steps (0/1: final and not succeeded, nothing reported), ?9 build id, ?10 runner id, ?11 the allowed previous
- * states as a JSON array, ?12 release notes and ?13 commits as JSON (final reports only, else null: kept). A final
+ * states as a JSON array, ?12 release notes, ?13 commits and ?14 cache reports as JSON (final reports only, else null:
+ * kept). A final
  * report keeps the lease as it was.
  */
 const REPORT_SQL = `UPDATE builds SET status = ?1,
@@ -305,7 +331,7 @@ const REPORT_SQL = `UPDATE builds SET status = ?1,
   failure_reason = CASE WHEN ?2 THEN ?6 ELSE failure_reason END,
   step_results = CASE WHEN ?7 IS NOT NULL THEN ?7 WHEN ?8 THEN (${endStepResultsExpression("?4")})
     ELSE step_results END,
-  release_notes = COALESCE(?12, release_notes), commits = COALESCE(?13, commits)
+  release_notes = COALESCE(?12, release_notes), commits = COALESCE(?13, commits), caches = COALESCE(?14, caches)
 WHERE id = ?9 AND runner_id = ?10 AND status IN (SELECT value FROM json_each(?11))
 RETURNING id, status, cancel_requested, lease_expires_at`;
 

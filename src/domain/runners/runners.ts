@@ -54,8 +54,15 @@ function storedCapabilities(caps: RunnerCapabilities): RunnerCapabilities {
   return max_jobs === null || max_jobs === undefined ? rest : { ...rest, max_jobs };
 }
 
-/** A runner may report `busy` too; the daemon derives online/busy from its active jobs either way. */
-export const heartbeatSchema = z.object({ status: z.enum(["online", "busy", "draining"]).optional() });
+/**
+ * A runner may report `busy` too; the daemon derives online/busy from its active jobs either way. Since docs/api.md §16
+ * it also reports its free disk and whether it is below its --min-free-gb (both optional: older runners send neither).
+ */
+export const heartbeatSchema = z.object({
+  status: z.enum(["online", "busy", "draining"]).optional(),
+  free_disk_bytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
+  low_disk: z.boolean().optional(),
+});
 
 export function toRunnerJson(r: RunnerRow) {
   return {
@@ -65,6 +72,8 @@ export function toRunnerJson(r: RunnerRow) {
     capabilities: r.capabilities as RunnerCapabilities,
     trust: r.trust,
     last_heartbeat_at: r.lastHeartbeatAt,
+    free_disk_bytes: r.freeDiskBytes,
+    low_disk: r.lowDisk,
     registered_by: r.registeredBy,
     created_at: r.createdAt,
     updated_at: r.updatedAt,
@@ -100,6 +109,8 @@ export async function registerRunner(
     // Null until the runner first calls in (the UI says "not started yet", docs/api.md §21); the sweeper counts the
     // offline window from registration then, so a runner that never calls in goes offline like any other.
     lastHeartbeatAt: null,
+    freeDiskBytes: null,
+    lowDisk: null,
     registeredBy: actor.id,
     createdAt: now,
     updatedAt: now,
@@ -284,14 +295,19 @@ export function heartbeatInterval(deps: Pick<AppDeps, "config">): number {
  * A heartbeat records the call, renews the leases of the runner's active jobs and names the jobs it must stop:
  * builds on this runner that were canceled (or timed out) within the last lease period.
  */
-export async function heartbeat(deps: Pick<AppDeps, "db" | "clock" | "config">, runnerId: string, requested?: "online" | "busy" | "draining") {
+export async function heartbeat(deps: Pick<AppDeps, "db" | "clock" | "config">, runnerId: string, input: z.infer<typeof heartbeatSchema> = {}) {
   const now = deps.clock.now();
+  const disk: Partial<RunnerRow> = {};
+  if (input.free_disk_bytes !== undefined) disk.freeDiskBytes = input.free_disk_bytes;
+  if (input.low_disk !== undefined) disk.lowDisk = input.low_disk;
   await deps.db.batch([
     deps.db
       .update(builds)
       .set({ leaseExpiresAt: now + deps.config.jobLeaseS, updatedAt: now })
       .where(and(eq(builds.runnerId, runnerId), inArray(builds.status, [...ACTIVE_STATUSES]))),
-    refreshRunnerStatement(deps, runnerId, { heartbeat: true, requested }),
+    refreshRunnerStatement(deps, runnerId, { heartbeat: true, requested: input.status }),
+    // Stored as reported: the Runners page shows them and affinity passes over a runner low on disk.
+    ...(Object.keys(disk).length > 0 ? [deps.db.update(runners).set(disk).where(eq(runners.id, runnerId))] : []),
   ]);
   const [runner, canceled] = await Promise.all([getRunner(deps, runnerId), cancelJobIds(deps, runnerId)]);
   return { runner: toRunnerJson(runner), cancel_job_ids: canceled, next_heartbeat_in_s: heartbeatInterval(deps) };

@@ -8,6 +8,7 @@ import { sweep } from "../builds/sweeper.ts";
 import { signingHealthPassIfDue } from "../signing/health.ts";
 import { runSchedules } from "../builds/schedules.ts";
 import { indexEndedLogs } from "../logs/log-search.ts";
+import { sweepSharedCaches } from "../caches/shared-caches.ts";
 
 /**
  * One pass of every periodic job. Each job is idempotent and made of conditional statements, so two daemons
@@ -24,6 +25,7 @@ export async function runMaintenance(deps: AppDeps, options: { jobTimeoutMs?: nu
     runSchedules,
     indexEndedLogs,
     resumeReportIngestion,
+    sweepSharedCaches,
   ];
   const timeoutMs = options.jobTimeoutMs ?? JOB_TIMEOUT_MS;
   for (const job of jobs) {

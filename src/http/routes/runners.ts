@@ -96,11 +96,11 @@ export function runnersRoutes(deps: AppDeps) {
       apiDoc({
         summary: "Runner heartbeat: answers the jobs to cancel and when to beat next",
         responses: { 200: json.HeartbeatJson },
-        example: { body: { status: "online" } },
+        example: { body: { status: "online", free_disk_bytes: 128849018880, low_disk: false } },
       }),
       runner,
       jsonBody(heartbeatSchema),
-      async (c) => c.json(await heartbeat(deps, c.get("runnerId"), c.req.valid("json").status)),
+      async (c) => c.json(await heartbeat(deps, c.get("runnerId"), c.req.valid("json"))),
     )
     .post(
       "/v1/runners/:runner_id/claim",

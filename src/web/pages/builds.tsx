@@ -25,6 +25,7 @@ import { buildUpdate, liveBuildEvents } from "../live-log.ts";
 import { searchLogs, type LogMatch } from "../../domain/logs/log-search.ts";
 import { listBuildTests } from "../../domain/tests/test-reports.ts";
 import { FAILURES_SHOWN, SearchResults, TestsSection, type BuildTests } from "./tests.tsx";
+import { BuildCachesSection } from "./build-caches.tsx";
 import { duration } from "../text.ts";
 
 // Built on first use (z.lazy), not at every daemon start (docs/benchmarks.md).
@@ -393,6 +394,7 @@ function BuildPage(props: { ctx: PageCtx } & BuildPageData) {
           ))}
         </ol>
       </Section>
+      <BuildCachesSection build={b} />
       {props.tests ? <TestsSection projectId={b.projectId} tests={props.tests} failures={props.failures} /> : null}
       <Section title="Log" id="log-section">
         {b.logExpiredAt !== null ? (

@@ -21,6 +21,7 @@ import { sentence } from "../errors.tsx";
 import { hasHiddenCharacters } from "../text.ts";
 import { setFlash } from "../flash.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
+import { LowDiskWarning, RunnerDiskCell } from "./runner-disk.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 
 const PLATFORM_CHOICES = [
@@ -271,6 +272,7 @@ function RunnersPage(props: {
           <code>--run-as BUILD_USER --token-file FILE</code> (docs/runner-isolation.md), or make it open.
         </div>
       ) : null}
+      <LowDiskWarning runners={props.runners} />
       <Section
         title="Register a runner"
         id="register"
@@ -323,6 +325,7 @@ function RunnersPage(props: {
               "Takes",
               "Isolation",
               "Max jobs",
+              "Free disk",
               "Last heartbeat",
               "Registered",
               ...(hasActions ? ["Actions"] : []),
@@ -359,6 +362,7 @@ function RunnersPage(props: {
                   {exposesToken(r) ? <div class="error">any build on it can read its token</div> : null}
                 </td>
                 <td class="runner-max-jobs">{maxJobsOf(r) ?? <span class="muted">no cap</span>}</td>
+                <RunnerDiskCell runner={r} />
                 <td>
                   <Time at={r.lastHeartbeatAt} now={props.ctx.now} />
                 </td>
