@@ -7,6 +7,7 @@ import { builds, pipelines, projects, projectSecrets } from "../../db/schema/ind
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement, auditStatementWhen } from "../common/audit.ts";
+import { cachePathProblem, parseKeyTemplate } from "../common/cache-key.ts";
 import { NON_FINAL_STATUSES } from "../builds/build-machine.ts";
 import type { GitCredentials } from "./git.ts";
 import { isValidBranchName } from "./git.ts";
@@ -144,6 +145,38 @@ function isTimeZone(name: string): boolean {
 /** `reports`: test report files the runner uploads after the last step whatever the result (docs/test-reports.md). */
 export const pipelineReportsSchema = z.lazy(() => z.strictObject({ junit: z.array(glob()).min(1).max(100) }));
 
+/** A key template (docs/api.md §16): its placeholders are checked here, filled in by the runner. */
+const cacheKeyTemplate = () =>
+  z
+    .string()
+    .min(1)
+    .max(512)
+    .superRefine((template, ctx) => {
+      const parsed = parseKeyTemplate(template);
+      if (!parsed.ok) ctx.addIssue({ code: "custom", message: parsed.message });
+    });
+
+/** A `cache` entry: the key, the paths it holds (workspace-relative or `~/…`), and the prefixes to fall back to. */
+export const cacheEntrySchema = z.lazy(() =>
+  z.strictObject({
+    key: cacheKeyTemplate(),
+    paths: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(1024)
+          .superRefine((path, ctx) => {
+            const problem = cachePathProblem(path);
+            if (problem) ctx.addIssue({ code: "custom", message: `a cache path ${problem}` });
+          }),
+      )
+      .min(1)
+      .max(50),
+    restore_keys: z.array(cacheKeyTemplate()).max(20).optional(),
+  }),
+);
+
 /**
  * A pipeline's config (docs/api.md §5); frozen into each build as `config_snapshot`. Strict at every level: an
  * unknown key (`"on": "push"`, `runs`) is refused with its own path rather than silently dropped. The same schema
@@ -189,6 +222,10 @@ export const pipelineConfigSchema = z.lazy(() =>
     /** A file in the checkout whose text becomes the build's release notes for tester channels. */
     release_notes: z.string().min(1).max(1024).optional(),
     publish: publishListSchema.optional(),
+    /** Caches the runner restores before the first step and saves after a succeeded build (docs/caches.md). */
+    cache: z.array(cacheEntrySchema).max(20).optional(),
+    /** `persistent` (the default) reuses one workspace per project and pipeline on a runner; `fresh` clones anew. */
+    workspace: z.enum(["persistent", "fresh"]).optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
