@@ -4,7 +4,7 @@
 import { execFile } from "node:child_process";
 import { CLONE_DEPTH } from "./release-notes.ts";
 import { existsSync } from "node:fs";
-import { rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { OutboundAllowList } from "../../domain/common/outbound.ts";
 import { checkCloneTarget } from "./clone-guard.ts";
@@ -30,9 +30,6 @@ export interface CheckoutOptions {
    * cloned, the checkout forced, and untracked files removed (`git clean -ffdx`) except these workspace paths.
    */
   reuse?: { keep: string[] };
-  /** Run git as this user (--run-as with a persistent workspace: the workspace is the build user's). */
-  uid?: number;
-  gid?: number;
 }
 
 /** The URL as it may be shown: any user:password part removed. */
@@ -134,17 +131,27 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
   const { dir, commitSha } = options;
   const git = (args: string[], show = true, cwd = dir, withEnv = env): Promise<ProcessResult> => {
     if (show) options.onOutput(Buffer.from(`$ git ${args.map((a) => (a === options.repoUrl ? displayUrl(a) : a)).join(" ")}\n`));
-    const identity = options.uid !== undefined ? { uid: options.uid, gid: options.gid } : {};
-    return runProcess("git", args, { cwd, env: withEnv, onOutput: options.onOutput, signal: options.signal, ...identity });
+    return runProcess("git", args, { cwd, env: withEnv, onOutput: options.onOutput, signal: options.signal });
   };
-  const reusing = options.reuse !== undefined && existsSync(join(dir, ".git", "HEAD"));
+  let reusing = options.reuse !== undefined && existsSync(join(dir, ".git", "HEAD"));
+  if (reusing && (await hasSymlink(join(dir, ".git")))) {
+    // A link in .git could make git write outside the workspace (as root with --run-as): start over instead.
+    options.onOutput(Buffer.from("hangar: the persistent workspace's .git holds a symbolic link; cloning it anew\n"));
+    await emptyDir(dir);
+    reusing = false;
+  }
   if (reusing) {
     // The last build's steps could write .git/config (an `insteadOf`, a filter driver): it is made anew, with the
-    // objects, refs and shallow list kept; a lock a killed git left is removed.
+    // objects, refs and shallow list kept; hooks and a lock a killed git left are removed.
     options.onOutput(Buffer.from("hangar: reusing the persistent workspace\n"));
     await rm(join(dir, ".git", "config"), { force: true });
     await rm(join(dir, ".git", "hooks"), { recursive: true, force: true });
     await rm(join(dir, ".git", "index.lock"), { force: true });
+    // With --run-as the workspace is the build user's and git (the runner's user) would call it dubious.
+    const count = Number(env.GIT_CONFIG_COUNT ?? 0);
+    env[`GIT_CONFIG_KEY_${count}`] = "safe.directory";
+    env[`GIT_CONFIG_VALUE_${count}`] = dir;
+    env.GIT_CONFIG_COUNT = String(count + 1);
   }
   const keep = (options.reuse?.keep ?? []).map((p) => p.replace(/^(\.\/)+/, "").replace(/\/+$/, "")).filter(Boolean);
   const sequence: Array<() => Promise<ProcessResult>> = [
@@ -206,6 +213,20 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
     if (result.exitCode !== 0 || result.stopped) return result;
   }
   return { exitCode: 0, signal: null, stopped: false };
+}
+
+/** Whether a directory tree holds a symbolic link anywhere (never following one). */
+async function hasSymlink(dir: string): Promise<boolean> {
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (entry.isSymbolicLink()) return true;
+    if (entry.isDirectory() && (await hasSymlink(join(dir, entry.name)))) return true;
+  }
+  return false;
+}
+
+/** Removes everything inside `dir`, keeping the directory. */
+async function emptyDir(dir: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) await rm(join(dir, name), { recursive: true, force: true });
 }
 
 /** `git config -f FILE --list` as [key, value] pairs (empty when the file holds none or is unreadable). */

@@ -1,6 +1,6 @@
 // One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
 import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 // zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
@@ -350,8 +350,6 @@ export class Job {
       onOutput: (b) => logs.write(b),
       signal,
       ...(ctx.persistent ? { reuse: { keep: JobCaches.workspacePaths(config.cache) } } : {}),
-      // The persistent workspace is the build user's: git runs as that user there, never as root over its files.
-      ...(ctx.persistent && this.context.runAs ? { uid: this.context.runAs.uid, gid: this.context.runAs.gid } : {}),
     });
     if (clone.exitCode !== 0 || clone.stopped) {
       if (!clone.stopped) say(`hangar: checkout of ${job.commit_sha} failed (exit code ${clone.exitCode})`);
@@ -376,9 +374,8 @@ export class Job {
     const env = stepEnv(process.env, withSecrets, job, { ...signing.env, ...userEnv, TMPDIR: tmpDir, [COOKIE_VAR]: this.cookie });
     if (runAs) {
       // Signing files stay 0600 in a 0700 directory, now the build user's: readable by the job's user only. A
-      // persistent workspace is the build user's already (git ran as that user).
-      for (const dir of [ctx.persistent ? null : srcDir, tmpDir, ctx.secretsDir])
-        if (dir && existsSync(dir)) await chownTree(dir, runAs.uid, runAs.gid);
+      // persistent workspace is handed over again too: git (the runner's user) wrote into it.
+      for (const dir of [srcDir, tmpDir, ctx.secretsDir]) if (existsSync(dir)) await chownTree(dir, runAs.uid, runAs.gid);
     }
     if (config.cache?.length) {
       this.prints = await secretPrints(ctx.secretsDir, [...signing.secrets, ...Object.values(variables ?? {})]);
@@ -502,8 +499,6 @@ export class Job {
         return null;
       }
       await mkdir(dir, { recursive: true, mode: 0o700 });
-      // A workspace made before the runner ran with --run-as (or by another build user) becomes this user's.
-      if (runAs && (await stat(dir)).uid !== runAs.uid) await chownTree(dir, runAs.uid, runAs.gid);
       say(`hangar: workspace ${dir} (persistent)`);
       return [dir, lock];
     } catch (err) {
