@@ -1,8 +1,8 @@
 // Caches, persistent workspaces and disk care end to end (docs/caches.md, docs/api.md §16): a real daemon, the real
 // `hangar runner` (started anew for each build, as after a restart), real git repositories, the local cache store.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
@@ -257,6 +257,38 @@ describe("workspaces", () => {
     expect(pwd1).toBeDefined();
     expect(pwd2).not.toBe(pwd1);
     expect(lineOf(second.log, ". ..")).not.toContain("untracked.txt");
+  });
+});
+
+describe("the workspace lock", () => {
+  it("keeps a second runner process sharing the work root out of a workspace in use; a dead process's lock is taken over", async () => {
+    const repo = makeGitRepo({ "README.md": "locked\n" });
+    repos.push(repo);
+    const p = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
+    const pipeline = await createPipeline(d.api, d.ownerToken, p.id, { steps: [{ name: "hold", run: "pwd\nsleep 4" }] });
+    const a = await machine();
+    const b = await machine();
+    const shared = join(scratch, `shared-${p.id}`);
+    // A lock left by a process that is gone (this host, a pid that cannot be alive).
+    const wsName = `${p.id}-${pipeline.id}-open`;
+    mkdirSync(join(shared, "workspaces"), { recursive: true });
+    writeFileSync(join(shared, "workspaces", `${wsName}.lock`), `4194304999 ${hostname()}`);
+    const builds = [];
+    for (let i = 0; i < 2; i++) builds.push(await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main }));
+    for (const m of [a, b]) {
+      const r = startRunner(d.daemon.url, m.runner, ["--once", "--cache-dir", m.cacheDir, "--min-free-gb", "0"], shared, {
+        HOME: m.home,
+        HANGAR_RUNNER_ONCE_WAIT_S: "20",
+      });
+      runners.push(r);
+    }
+    await Promise.all(runners.map((r) => r.exited));
+    const logs = await Promise.all(builds.map((x) => getLog(d, x.id)));
+    for (const x of builds) expect((await getBuild(d, x.id)).status).toBe("succeeded");
+    const pwds = logs.map((l) => l.split("\n").find((line) => line.startsWith("/")));
+    expect(pwds.filter((w) => w?.endsWith(`/workspaces/${wsName}`))).toHaveLength(1);
+    expect(pwds[0]).not.toBe(pwds[1]);
+    expect(logs.filter((l) => l.includes("the persistent workspace is in use by another job"))).toHaveLength(1);
   });
 });
 

@@ -14,7 +14,11 @@ export function workspaceDir(workRoot: string, projectId: string, pipelineId: st
   return join(workRoot, WORKSPACES_DIR, `${safe(projectId)}-${safe(pipelineId)}-${trust}`);
 }
 
+/** Locks this process holds now: one of ours not in here was left by a job that ended without releasing it. */
+const heldHere = new Set<string>();
+
 function alive(pid: number): boolean {
+  if (pid === process.pid) return false;
   try {
     process.kill(pid, 0);
     return true;
@@ -45,11 +49,13 @@ export class WorkspaceLock {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         await writeFile(file, mine, { flag: "wx", mode: 0o600 });
+        heldHere.add(file);
         return new WorkspaceLock(file);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
       }
       const held = await holder(file);
+      if (heldHere.has(file)) return null;
       if (held && (held.host !== hostname() || alive(held.pid))) return null;
       // An empty lock is one being written right now, unless it is old (its writer died between create and write).
       const age = Date.now() - ((await stat(file).catch(() => null))?.mtimeMs ?? 0);
@@ -73,6 +79,7 @@ export class WorkspaceLock {
   }
 
   async release(): Promise<void> {
+    heldHere.delete(this.file);
     const held = await holder(this.file);
     if (held?.pid === process.pid) await rm(this.file, { force: true });
   }
