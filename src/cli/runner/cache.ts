@@ -267,8 +267,9 @@ export class JobCaches {
     for (const [i, state] of this.states.entries()) {
       if (state.report.result === "exact") continue;
       const started = Date.now();
-      const tmp = await store.tempFile();
+      let tmp: string | null = null;
       try {
+        tmp = await store.tempFile();
         const made = await this.archive(i, state.config, prints, tmp);
         if (made.excluded > 0) say(`hangar: cache ${state.key}: ${made.excluded} file(s) equal to signing material or secrets left out`);
         await store.put(scope, state.key, tmp, made.size, made.sha256);
@@ -287,7 +288,7 @@ export class JobCaches {
       } catch (err) {
         say(`hangar: cache ${state.key}: not saved (${(err as Error).message})`);
       } finally {
-        await rm(tmp, { force: true });
+        if (tmp) await rm(tmp, { force: true });
       }
     }
   }
