@@ -273,18 +273,20 @@ describe("the workspace lock", () => {
     const wsName = `${p.id}-${pipeline.id}-open`;
     mkdirSync(join(shared, "workspaces"), { recursive: true });
     writeFileSync(join(shared, "workspaces", `${wsName}.lock`), `4194304999 ${hostname()}`);
-    const builds = [];
-    for (let i = 0; i < 2; i++) builds.push(await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main }));
     for (const m of [a, b]) {
       const r = startRunner(d.daemon.url, m.runner, ["--once", "--cache-dir", m.cacheDir, "--min-free-gb", "0"], shared, {
         HOME: m.home,
-        HANGAR_RUNNER_ONCE_WAIT_S: "20",
+        HANGAR_RUNNER_ONCE_WAIT_S: "60",
       });
       runners.push(r);
     }
+    // Both online (each cleans the work root's job directories as it starts) before the builds are queued.
+    for (const r of runners) await waitFor("the runner online", () => (r.stdout() + r.stderr()).includes(" online at "), 60_000);
+    const builds = [];
+    for (let i = 0; i < 2; i++) builds.push(await queueBuild(d.api, d.ownerToken, p.id, pipeline.id, { commit_sha: repo.shas.main }));
     await Promise.all(runners.map((r) => r.exited));
     const logs = await Promise.all(builds.map((x) => getLog(d, x.id)));
-    for (const x of builds) expect((await getBuild(d, x.id)).status).toBe("succeeded");
+    for (const [i, x] of builds.entries()) expect((await getBuild(d, x.id)).status, logs[i]).toBe("succeeded");
     const pwds = logs.map((l) => l.split("\n").find((line) => line.startsWith("/")));
     expect(pwds.filter((w) => w?.endsWith(`/workspaces/${wsName}`))).toHaveLength(1);
     expect(pwds[0]).not.toBe(pwds[1]);
