@@ -256,7 +256,10 @@ export class JobCaches {
     const targets: Array<[string, string]> = [[ROOTS.workspace, workspace]];
     if (config.paths.some((p) => p.startsWith("~/"))) targets.push([ROOTS.home, home]);
     for (const [root, dir] of targets) {
-      const run = await runTar(["-x", "-f", "-", "--no-same-owner", "-C", dir, "--strip-components=1", root], identity, { input: archive });
+      // The build user cannot open the store's files: the runner streams the archive to its tar; otherwise tar reads it.
+      const piped = identity.uid !== undefined;
+      const args = ["-x", "-f", piped ? "-" : archive, "--no-same-owner", "-C", dir, "--strip-components=1", root];
+      const run = await runTar(args, identity, piped ? { input: archive } : {});
       if (run.code !== 0) throw new Error(`tar -x exited with ${run.code}: ${run.stderr.trim().slice(0, 500)}`);
     }
   }
