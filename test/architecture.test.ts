@@ -83,7 +83,14 @@ describe("architecture (docs/architecture.md)", () => {
     // Pure, Node-free modules both sides need: glob matching (artifacts), the outbound guard's address rules (the
     // runner's clone is checked with the daemon's own rules), CIDR parsing, the version string, and the option
     // reader every `hangar` command uses.
-    const shared = new Set(["domain/common/glob.ts", "domain/common/outbound.ts", "domain/common/cidr.ts", "version.ts", "cli/options.ts"]);
+    const shared = new Set([
+      "domain/common/glob.ts",
+      "domain/common/cache-key.ts",
+      "domain/common/outbound.ts",
+      "domain/common/cidr.ts",
+      "version.ts",
+      "cli/options.ts",
+    ]);
     const reached = new Set<string>();
     const walk = (file: string) => {
       for (const next of graph.get(file) ?? []) {

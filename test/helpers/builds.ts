@@ -47,6 +47,8 @@ export interface PipelineConfigInput {
   timeout_s?: number;
   triggers?: Array<{ event: string; branches?: string[]; tags?: string[] }>;
   reports?: { junit: string[] };
+  cache?: Array<{ key: string; paths: string[]; restore_keys?: string[] }>;
+  workspace?: "persistent" | "fresh";
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON shapes are asserted by the tests

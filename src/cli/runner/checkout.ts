@@ -4,6 +4,7 @@
 import { execFile } from "node:child_process";
 import { CLONE_DEPTH } from "./release-notes.ts";
 import { existsSync } from "node:fs";
+import { readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { OutboundAllowList } from "../../domain/common/outbound.ts";
 import { checkCloneTarget } from "./clone-guard.ts";
@@ -24,6 +25,11 @@ export interface CheckoutOptions {
   baseEnv: NodeJS.ProcessEnv;
   onOutput: (chunk: Buffer) => void;
   signal: AbortSignal;
+  /**
+   * A persistent workspace (docs/caches.md): when `dir` already holds a checkout it is fetched into instead of
+   * cloned, the checkout forced, and untracked files removed (`git clean -ffdx`) except these workspace paths.
+   */
+  reuse?: { keep: string[] };
 }
 
 /** The URL as it may be shown: any user:password part removed. */
@@ -85,6 +91,9 @@ export function gitEnv(
   const config: Array<[string, string]> = [
     ["credential.helper", ""],
     ["http.proxy", ""],
+    // A reused workspace's hooks and fsmonitor were writable by the last build's steps: never run them.
+    ["core.hooksPath", "/dev/null"],
+    ["core.fsmonitor", "false"],
   ];
   for (const pin of pins) config.push(["http.curloptResolve", pin]);
   if (auth) {
@@ -124,6 +133,27 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
     if (show) options.onOutput(Buffer.from(`$ git ${args.map((a) => (a === options.repoUrl ? displayUrl(a) : a)).join(" ")}\n`));
     return runProcess("git", args, { cwd, env: withEnv, onOutput: options.onOutput, signal: options.signal });
   };
+  let reusing = options.reuse !== undefined && existsSync(join(dir, ".git", "HEAD"));
+  if (reusing && (await hasSymlink(join(dir, ".git")))) {
+    // A link in .git could make git write outside the workspace (as root with --run-as): start over instead.
+    options.onOutput(Buffer.from("hangar: the persistent workspace's .git holds a symbolic link; cloning it anew\n"));
+    await emptyDir(dir);
+    reusing = false;
+  }
+  if (reusing) {
+    // The last build's steps could write .git/config (an `insteadOf`, a filter driver): it is made anew, with the
+    // objects, refs and shallow list kept; hooks and a lock a killed git left are removed.
+    options.onOutput(Buffer.from("hangar: reusing the persistent workspace\n"));
+    await rm(join(dir, ".git", "config"), { force: true });
+    await rm(join(dir, ".git", "hooks"), { recursive: true, force: true });
+    await rm(join(dir, ".git", "index.lock"), { force: true });
+    // With --run-as the workspace is the build user's and git (the runner's user) would call it dubious.
+    const count = Number(env.GIT_CONFIG_COUNT ?? 0);
+    env[`GIT_CONFIG_KEY_${count}`] = "safe.directory";
+    env[`GIT_CONFIG_VALUE_${count}`] = dir;
+    env.GIT_CONFIG_COUNT = String(count + 1);
+  }
+  const keep = (options.reuse?.keep ?? []).map((p) => p.replace(/^(\.\/)+/, "").replace(/\/+$/, "")).filter(Boolean);
   const sequence: Array<() => Promise<ProcessResult>> = [
     () => git(["init", "-q", "."]),
     () => git(["remote", "add", "origin", options.repoUrl]),
@@ -138,7 +168,9 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
       }
       return git(["fetch", "-q", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"]);
     },
-    () => git(["checkout", "-q", "--detach", commitSha]),
+    () => git(reusing ? ["checkout", "-q", "-f", "--detach", commitSha] : ["checkout", "-q", "--detach", commitSha]),
+    // Ignored files too (build outputs), but the cache entries' paths, anchored at the workspace's root.
+    ...(reusing ? [() => git(["clean", "-ffdxq", ...keep.flatMap((p) => ["-e", `/${p}`])])] : []),
     () => updateSubmodules(dir, 0),
   ];
   /**
@@ -167,7 +199,7 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
       for (const p of sub.protocols.split(":")) protocols.add(p);
     }
     const subEnv = gitEnv(options.baseEnv, options.repoUrl, options.auth, [...protocols].join(":"), pins);
-    const updated = await git(["submodule", "update", "-q", "--init"], true, at, subEnv);
+    const updated = await git(["submodule", "update", "-q", "--init", ...(reusing ? ["--force"] : [])], true, at, subEnv);
     if (updated.exitCode !== 0 || updated.stopped) return updated;
     for (const [key, path] of entries) {
       if (!/^submodule\..*\.path$/.test(key) || path.startsWith("/") || path.split("/").includes("..")) continue;
@@ -181,6 +213,20 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
     if (result.exitCode !== 0 || result.stopped) return result;
   }
   return { exitCode: 0, signal: null, stopped: false };
+}
+
+/** Whether a directory tree holds a symbolic link anywhere (never following one). */
+async function hasSymlink(dir: string): Promise<boolean> {
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (entry.isSymbolicLink()) return true;
+    if (entry.isDirectory() && (await hasSymlink(join(dir, entry.name)))) return true;
+  }
+  return false;
+}
+
+/** Removes everything inside `dir`, keeping the directory. */
+async function emptyDir(dir: string): Promise<void> {
+  for (const name of await readdir(dir).catch(() => [] as string[])) await rm(join(dir, name), { recursive: true, force: true });
 }
 
 /** `git config -f FILE --list` as [key, value] pairs (empty when the file holds none or is unreadable). */

@@ -1,5 +1,6 @@
 // HTTP client of the reference runner: every runner-to-daemon call, with retries that ride out a daemon restart.
 // The token lives only in the Authorization header; no message this module builds ever contains it.
+import type { CacheEntryReport } from "./cache-remote-types.ts";
 import type { Logger } from "./log.ts";
 
 export interface ClaimedJob {
@@ -47,6 +48,14 @@ export interface StatusReport {
   step_results?: StepResult[];
   release_notes?: string;
   commits?: Array<{ sha: string; subject: string; author: string }>;
+  /** One per `cache` entry, in order (docs/api.md §16). */
+  caches?: CacheEntryReport[];
+}
+
+/** What every heartbeat tells the daemon about the disk holding the work root (docs/api.md §16). */
+export interface DiskReport {
+  free_disk_bytes: number;
+  low_disk: boolean;
 }
 
 /** A definite answer from the daemon that the caller has to decide about (a 4xx, or a 5xx once retries ran out). */
@@ -222,8 +231,9 @@ export class RunnerClient {
     return (body ?? {}) as RunnerInfo;
   }
 
-  async heartbeat(): Promise<{ cancelJobIds: string[]; nextInS: number | null }> {
-    const { body } = await this.ok("POST", this.runnerPath("/heartbeat"), { json: {}, timeoutMs: 15_000 });
+  /** A daemon that does not know the disk fields ignores them. */
+  async heartbeat(disk: DiskReport | null = null): Promise<{ cancelJobIds: string[]; nextInS: number | null }> {
+    const { body } = await this.ok("POST", this.runnerPath("/heartbeat"), { json: disk ?? {}, timeoutMs: 15_000 });
     const b = (body ?? {}) as { cancel_job_ids?: unknown; next_heartbeat_in_s?: unknown };
     return {
       cancelJobIds: Array.isArray(b.cancel_job_ids) ? b.cancel_job_ids.filter((x): x is string => typeof x === "string") : [],

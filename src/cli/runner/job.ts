@@ -1,6 +1,7 @@
 // One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
 import { existsSync } from "node:fs";
 import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { homedir } from "node:os";
 import { join } from "node:path";
 // zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
 // of that file otherwise).
@@ -19,6 +20,10 @@ import { chownTree, type RunAsUser } from "./run-as.ts";
 import { parseAllow } from "./clone-guard.ts";
 import { endUserProcesses, JobCgroup, removeUserTempFiles, type CgroupSupport } from "./isolation.ts";
 import { uploadArtifacts } from "./upload.ts";
+import { createRemoteCache } from "./cache-remote.ts";
+import { hostKeyValues, JobCaches, secretPrints, type SecretPrints } from "./cache.ts";
+import { scopeDir, type CacheStore } from "./cache-store.ts";
+import { WORKSPACES_DIR, workspaceDir, WorkspaceLock } from "./workspace.ts";
 import { readReleaseNotes, recentCommits } from "./release-notes.ts";
 
 const PipelineConfig = z.object({
@@ -33,6 +38,11 @@ const PipelineConfig = z.object({
   // Test reports: uploaded as `junit` artifacts after the last step, whether it passed or failed.
   reports: z.optional(z.object({ junit: z.optional(z.array(z.string())) })),
   release_notes: z.optional(z.string()),
+  // Caches and workspaces (docs/caches.md); the daemon checked the templates and paths already.
+  cache: z.optional(
+    z.array(z.object({ key: z.string(), paths: z.array(z.string()).check(z.minLength(1)), restore_keys: z.optional(z.array(z.string())) })),
+  ),
+  workspace: z._default(z.enum(["persistent", "fresh"]), "persistent"),
 });
 type PipelineConfig = z.infer<typeof PipelineConfig>;
 
@@ -85,6 +95,8 @@ export interface JobContext {
   isolation?: "user" | "none";
   /** Whether each job gets a cgroup of its own (Linux, cgroup v2 writable), decided once at start. */
   cgroups?: CgroupSupport;
+  /** The runner-local cache store (--cache-dir, --cache-max-gb); without it `cache` entries are skipped. */
+  cacheStore?: CacheStore;
 }
 
 export class Job {
@@ -97,6 +109,9 @@ export class Job {
 
   /** Calls for this job carry the job's own token (the runner token only when the daemon gave none). */
   private readonly client: RunnerClient;
+  /** The job's cache entries once their keys are filled in, and the bytes they must never hold. */
+  private caches: JobCaches | null = null;
+  private prints: SecretPrints = { sizes: new Set(), hashes: new Set() };
 
   constructor(
     runnerClient: RunnerClient,
@@ -154,7 +169,7 @@ export class Job {
     const retry = { signal: this.stopper.signal };
 
     const parsed = PipelineConfig.safeParse(job.config_snapshot);
-    const config: PipelineConfig = parsed.success ? parsed.data : { platform: "any", steps: [] };
+    const config: PipelineConfig = parsed.success ? parsed.data : { platform: "any", steps: [], workspace: "fresh" };
     const results: StepResult[] = config.steps.map((s) => ({ name: s.name, status: "pending" }));
     const snapshot = (): StepResult[] => results.map((r) => ({ ...r }));
     reporter.update({ status: "running", step_results: snapshot() });
@@ -163,13 +178,33 @@ export class Job {
     const watcher = setInterval(() => void this.pollJob(), JOB_POLL_MS);
     const timeout = config.timeout_s ? setTimeout(() => this.stop("timed_out"), config.timeout_s * 1000) : null;
     let exitCode = 0;
+    let workspaceLock: WorkspaceLock | null = null;
+    let checkoutDir = srcDir;
     try {
       say(`hangar: build #${job.build_number}${job.pipeline_name ? ` of ${job.pipeline_name}` : ""}, commit ${job.commit_sha} on ${job.branch}`);
       if (!parsed.success) {
         say("hangar: the pipeline configuration of this build is not valid: it needs at least one step {name, run}");
         exitCode = 1;
       } else {
-        exitCode = await this.runSteps({ config, results, snapshot, jobDir, srcDir, secretsDir, logs, say, reporter, retry, cgroup });
+        if (config.workspace === "persistent") {
+          const persistent = await this.takeWorkspace(say);
+          if (persistent) [checkoutDir, workspaceLock] = persistent;
+        }
+        const persistent = workspaceLock !== null;
+        exitCode = await this.runSteps({
+          config,
+          results,
+          snapshot,
+          jobDir,
+          srcDir: checkoutDir,
+          persistent,
+          secretsDir,
+          logs,
+          say,
+          reporter,
+          retry,
+          cgroup,
+        });
       }
     } catch (err) {
       if (!this.stopReason) {
@@ -185,6 +220,9 @@ export class Job {
       if (ended > 0) say(`hangar: ended ${ended} process(es) the job left running`);
       await removeSigning(secretsDir, this.signingSystem);
     }
+    // Saved once the job's processes are ended (nothing changes the files meanwhile), after a succeeded build only.
+    if (this.caches && exitCode === 0 && !this.stopReason) await this.caches.save(this.prints);
+    const caches = this.caches ? { caches: this.caches.reports() } : {};
 
     for (const r of results) if (r.status === "pending" || r.status === "running") r.status = "skipped";
     const outcome = this.outcome(exitCode);
@@ -195,8 +233,9 @@ export class Job {
     if (!delivered) this.log.warn(`build ${job.build_id}: ${logs.deliveredBytes} log bytes delivered, the rest was refused`);
     if (!serverFinal) {
       // Tester channels' release notes: the pipeline's file, and the commits up to this one (docs/decisions.md).
-      const notes = outcome === "succeeded" ? await readReleaseNotes(srcDir, config.release_notes) : null;
-      const commits = outcome === "succeeded" ? await recentCommits(srcDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: jobDir }) : [];
+      const notes = outcome === "succeeded" ? await readReleaseNotes(checkoutDir, config.release_notes) : null;
+      const commits =
+        outcome === "succeeded" ? await recentCommits(checkoutDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: jobDir }) : [];
       const final: StatusReport =
         outcome === "succeeded"
           ? {
@@ -205,8 +244,9 @@ export class Job {
               step_results: snapshot(),
               ...(notes !== null ? { release_notes: notes } : {}),
               ...(commits.length ? { commits } : {}),
+              ...caches,
             }
-          : { status: outcome === "timed_out" ? "timed_out" : "failed", exit_code: exitCode || 1, step_results: snapshot() };
+          : { status: outcome === "timed_out" ? "timed_out" : "failed", exit_code: exitCode || 1, step_results: snapshot(), ...caches };
       const answer = await reporter.final(final);
       this.log.info(
         `build ${job.build_id}: ${final.status} (${answer === "delivered" ? "reported" : `not reported: ${reporter.refusedWith ?? "stopped"}`})`,
@@ -216,6 +256,7 @@ export class Job {
       this.log.info(`build ${job.build_id}: ${outcome}`);
     }
     await rm(jobDir, { recursive: true, force: true });
+    await workspaceLock?.release();
     await clearActiveJob(this.workRoot);
     return outcome;
   }
@@ -279,6 +320,8 @@ export class Job {
     snapshot: () => StepResult[];
     jobDir: string;
     srcDir: string;
+    /** `srcDir` is the pipeline's persistent workspace (fetched into, cleaned) rather than a fresh directory. */
+    persistent: boolean;
     cgroup: JobCgroup | null;
     secretsDir: string;
     logs: LogStream;
@@ -307,6 +350,7 @@ export class Job {
       baseEnv: stepEnv(process.env, { ...config, env: {} }, job, { [COOKIE_VAR]: this.cookie }),
       onOutput: (b) => logs.write(b),
       signal,
+      ...(ctx.persistent ? { reuse: { keep: JobCaches.workspacePaths(config.cache) } } : {}),
     });
     if (clone.exitCode !== 0 || clone.stopped) {
       if (!clone.stopped) say(`hangar: checkout of ${job.commit_sha} failed (exit code ${clone.exitCode})`);
@@ -330,8 +374,14 @@ export class Job {
     const tmpDir = join(ctx.jobDir, "tmp");
     const env = stepEnv(process.env, withSecrets, job, { ...signing.env, ...userEnv, TMPDIR: tmpDir, [COOKIE_VAR]: this.cookie });
     if (runAs) {
-      // Signing files stay 0600 in a 0700 directory, now the build user's: readable by the job's user only.
+      // Signing files stay 0600 in a 0700 directory, now the build user's: readable by the job's user only. A
+      // persistent workspace is handed over again too: git (the runner's user) wrote into it.
       for (const dir of [srcDir, tmpDir, ctx.secretsDir]) if (existsSync(dir)) await chownTree(dir, runAs.uid, runAs.gid);
+    }
+    if (config.cache?.length) {
+      this.prints = await secretPrints(ctx.secretsDir, [...signing.secrets, ...Object.values(variables ?? {})]);
+      await this.restoreCaches(config, srcDir, ctx.jobDir, say);
+      env.HANGAR_CACHE_HIT = this.caches?.hitVariable() ?? config.cache.map(() => "miss").join(",");
     }
     const identity = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
     const cgroup = ctx.cgroup;
@@ -425,6 +475,70 @@ export class Job {
       return false;
     }
     return true;
+  }
+
+  private get trustClass(): "protected" | "open" {
+    return this.claimed.trust === "protected" ? "protected" : "open";
+  }
+
+  /**
+   * The pipeline's persistent workspace, locked for this job; null (a fresh directory instead, said in the log)
+   * when another job holds it or it cannot be made.
+   */
+  private async takeWorkspace(say: (line: string) => void): Promise<[string, WorkspaceLock] | null> {
+    const job = this.claimed;
+    const dir = workspaceDir(this.workRoot, job.project_id, job.pipeline_id, this.trustClass);
+    const runAs = this.context.runAs;
+    try {
+      const parent = join(this.workRoot, WORKSPACES_DIR);
+      await mkdir(parent, { recursive: true, mode: 0o700 });
+      // With --run-as the build user traverses to its workspace, never lists the others.
+      await chmod(parent, runAs ? 0o711 : 0o700);
+      const lock = await WorkspaceLock.acquire(dir);
+      if (!lock) {
+        say("hangar: the persistent workspace is in use by another job; this build uses a fresh directory");
+        return null;
+      }
+      await mkdir(dir, { recursive: true, mode: 0o700 });
+      say(`hangar: workspace ${dir} (persistent)`);
+      return [dir, lock];
+    } catch (err) {
+      say(`hangar: the persistent workspace could not be used (${(err as Error).message}); this build uses a fresh directory`);
+      return null;
+    }
+  }
+
+  /** Fills in the cache keys (the checkout is there: `hash` reads it) and restores each entry. */
+  private async restoreCaches(config: PipelineConfig, workspace: string, jobDir: string, say: (line: string) => void): Promise<void> {
+    const store = this.context.cacheStore;
+    if (!store) {
+      say("hangar: this runner has no cache store; the cache entries are skipped");
+      return;
+    }
+    const job = this.claimed;
+    const runAs = this.context.runAs;
+    const caches = new JobCaches({
+      entries: config.cache ?? [],
+      store,
+      // The instance's shared cache (S3/R2 through the daemon's presigned URLs, docs/api.md §16); on a daemon whose
+      // artifacts are on local disk the first lookup answers 409 and the job goes on with the local store only.
+      remote: createRemoteCache(this.client, job, { say }),
+      scope: scopeDir(job.project_id, this.trustClass),
+      workspace,
+      home: runAs ? runAs.home : (process.env.HOME ?? homedir()),
+      stageDir: jobDir,
+      identity: runAs ? { uid: runAs.uid, gid: runAs.gid } : {},
+      values: { branch: job.branch, platform: config.platform, pipeline: job.pipeline_name ?? job.pipeline_id, ...hostKeyValues() },
+      say,
+    });
+    try {
+      await caches.resolveKeys();
+    } catch (err) {
+      say(`hangar: the cache keys could not be filled in (${(err as Error).message}); no cache for this build`);
+      return;
+    }
+    this.caches = caches;
+    await caches.restore();
   }
 
   /** Checkout credentials, or null when the project has none (404 no_credentials). */

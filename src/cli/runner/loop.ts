@@ -1,6 +1,7 @@
 // The runner's main loop: long-poll claims one job at a time, heartbeats on their own timer, and a SIGTERM that
 // drains (finish the current job, then exit 0) rather than abandoning a build halfway.
-import { DaemonError, UnreachableError, type RunnerClient } from "./client.ts";
+import { DaemonError, sleep, UnreachableError, type RunnerClient } from "./client.ts";
+import type { DiskCare } from "./disk.ts";
 import { Job, type JobContext, type JobOutcome } from "./job.ts";
 import type { Logger } from "./log.ts";
 
@@ -12,10 +13,13 @@ export interface LoopOptions {
   once: boolean;
   onceWaitS?: number;
   context?: JobContext;
+  /** Free disk measured for each heartbeat; below its floor no job is claimed. */
+  disk?: DiskCare;
 }
 
 const DEFAULT_HEARTBEAT_S = 10;
 const CLAIM_WAIT_S = 30;
+const LOW_DISK_RECHECK_MS = 5_000;
 
 /** Runs until drained (exit code 0), or, with `once`, until one job ends (0 when it succeeded, 1 otherwise). */
 export async function runLoop(options: LoopOptions): Promise<number> {
@@ -46,7 +50,8 @@ export async function runLoop(options: LoopOptions): Promise<number> {
     heartbeatTimer = null;
     let next = DEFAULT_HEARTBEAT_S;
     try {
-      const beat = await client.heartbeat();
+      const disk = (await options.disk?.check()) ?? null;
+      const beat = await client.heartbeat(disk);
       if (beat.nextInS && beat.nextInS > 0) next = Math.min(beat.nextInS, 60);
       if (current && beat.cancelJobIds.includes(current.id)) current.stop("canceled");
     } catch (err) {
@@ -78,6 +83,11 @@ export async function runLoop(options: LoopOptions): Promise<number> {
         if (options.once && wait <= 0) {
           log.info("no job arrived in time");
           return 1;
+        }
+        if ((await options.disk?.check())?.low_disk) {
+          // Still online and heartbeating (with low_disk), just not taking work (docs/api.md §16).
+          await sleep(LOW_DISK_RECHECK_MS, shutdown.signal);
+          continue;
         }
         claimed = await client.claim(wait, { signal: shutdown.signal, deadline: options.once ? onceDeadline : undefined });
       } catch (err) {

@@ -1,7 +1,10 @@
 // `hangar runner` and `hangar runner register` (docs/api.md §9).
 import { statSync } from "node:fs";
 import { userInfo } from "node:os";
-import { resolve } from "node:path";
+import { mkdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { CacheStore } from "./cache-store.ts";
+import { DiskCare, GIB } from "./disk.ts";
 import { parseOptions, readSecretOption, SecretOptionError } from "../options.ts";
 import { DaemonError, RunnerClient, UnreachableError } from "./client.ts";
 import { createLogger } from "./log.ts";
@@ -30,6 +33,10 @@ Options:
                      in --token-file; every process of USER is ended after each job; docs/runner-isolation.md).
                      Without it any build can read this runner's token.
   --once             run one job (waiting up to 30 s for it); exit 0 when it succeeded, 1 otherwise
+  --cache-dir DIR    where \`cache\` entries are kept, per project (default: <workdir>/caches; docs/caches.md)
+  --cache-max-gb N   the cache store's cap in GiB, least recently used entries evicted first (default 20)
+  --min-free-gb N    below this many GiB free under the work root, evict cache entries, then stop claiming
+                     jobs until space is back (default 10)
 
 register: registers a new runner with a user session of an owner or admin and prints two lines,
   HANGAR_RUNNER_ID=<id> and HANGAR_RUNNER_TOKEN=<token>, ready for an env file.
@@ -47,6 +54,13 @@ HANGAR_IOS_CERTIFICATE_PATH, HANGAR_IOS_CERTIFICATE_PASSWORD, HANGAR_IOS_PROVISI
 profile), HANGAR_IOS_PROFILES (JSON: bundle id pattern -> {uuid, name, path}) and, on macOS, HANGAR_KEYCHAIN_PATH
 (a keychain made for the job; see docs/signing.md).
 `;
+
+/** A GiB amount option (fractions allowed; GB = 2^30 bytes): its value, the default when absent, null when invalid. */
+function gigabytes(value: string | undefined, fallback: number): number | null {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  return value.trim() !== "" && Number.isFinite(n) && n >= 0 ? n : null;
+}
 
 /** Usage errors exit 2, failures 1. */
 function fail(message: string, code = 2): number {
@@ -73,8 +87,15 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
     workdir: { type: "string" },
     "run-as": { type: "string" },
     once: { type: "boolean", default: false },
+    "cache-dir": { type: "string" },
+    "cache-max-gb": { type: "string" },
+    "min-free-gb": { type: "string" },
   });
   if (typeof values === "string") return fail(`${values}\n\n${HELP}`);
+  const cacheMaxGb = gigabytes(values["cache-max-gb"], 20);
+  if (cacheMaxGb === null) return fail("--cache-max-gb must be a number of GiB, 0 or more (fractions allowed)");
+  const minFreeGb = gigabytes(values["min-free-gb"], 10);
+  if (minFreeGb === null) return fail("--min-free-gb must be a number of GiB, 0 or more (fractions allowed)");
   const tokenFile = values["token-file"];
   if (tokenFile !== undefined) {
     // A token file others can read is no secret (docs/api.md §9: a file of mode 0600).
@@ -157,8 +178,13 @@ export async function runnerMain(args: string[], program = "hangar runner"): Pro
   try {
     // How long --once waits for a job: 30 s (docs/api.md §9); tests shorten it.
     const onceWaitS = Number(process.env.HANGAR_RUNNER_ONCE_WAIT_S) || undefined;
-    const context = { maskedValues: [token], sweepUids, runAs, isolation: runAs ? ("user" as const) : ("none" as const), cgroups };
-    code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS, context });
+    const cacheStore = new CacheStore(resolve(values["cache-dir"] ?? join(workRoot, "caches")), cacheMaxGb * GIB);
+    await mkdir(cacheStore.dir, { recursive: true, mode: 0o700 }).catch((err: Error) =>
+      log.warn(`cache directory ${cacheStore.dir}: ${err.message}`),
+    );
+    const disk = new DiskCare(workRoot, minFreeGb * GIB, cacheStore, log);
+    const context = { maskedValues: [token], sweepUids, runAs, isolation: runAs ? ("user" as const) : ("none" as const), cgroups, cacheStore };
+    code = await runLoop({ client, workRoot, log, once: values.once ?? false, onceWaitS, context, disk });
   } catch (err) {
     if (err instanceof DaemonError) {
       log.error(`the daemon refused the runner: ${err.status} ${err.code} — ${err.message}`);

@@ -7,6 +7,7 @@ import { builds, pipelines, projects, projectSecrets } from "../../db/schema/ind
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { auditStatement, auditStatementWhen } from "../common/audit.ts";
+import { cachePathProblem, parseKeyTemplate } from "../common/cache-key.ts";
 import { NON_FINAL_STATUSES } from "../builds/build-machine.ts";
 import type { GitCredentials } from "./git.ts";
 import { isValidBranchName } from "./git.ts";
@@ -146,6 +147,37 @@ export const pipelineReportsSchema = z.lazy(() => z.strictObject({ junit: z.arra
 
 /** The most automatic requeues a pipeline may ask for after lost runners (docs/api.md §21). */
 export const MAX_RUNNER_LOST_RETRIES = 3;
+/** A key template (docs/api.md §16): its placeholders are checked here, filled in by the runner. */
+const cacheKeyTemplate = () =>
+  z
+    .string()
+    .min(1)
+    .max(512)
+    .superRefine((template, ctx) => {
+      const parsed = parseKeyTemplate(template);
+      if (!parsed.ok) ctx.addIssue({ code: "custom", message: parsed.message });
+    });
+
+/** A `cache` entry: the key, the paths it holds (workspace-relative or `~/…`), and the prefixes to fall back to. */
+export const cacheEntrySchema = z.lazy(() =>
+  z.strictObject({
+    key: cacheKeyTemplate(),
+    paths: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(1024)
+          .superRefine((path, ctx) => {
+            const problem = cachePathProblem(path);
+            if (problem) ctx.addIssue({ code: "custom", message: `a cache path ${problem}` });
+          }),
+      )
+      .min(1)
+      .max(50),
+    restore_keys: z.array(cacheKeyTemplate()).max(20).optional(),
+  }),
+);
 
 /**
  * A pipeline's config (docs/api.md §5); frozen into each build as `config_snapshot`. Strict at every level: an
@@ -194,6 +226,10 @@ export const pipelineConfigSchema = z.lazy(() =>
     publish: publishListSchema.optional(),
     /** `runner_lost: N`: a build whose runner is lost mid-build is queued again, at most N times along its chain. */
     retry: z.strictObject({ runner_lost: z.number().int().min(0).max(MAX_RUNNER_LOST_RETRIES) }).optional(),
+    /** Caches the runner restores before the first step and saves after a succeeded build (docs/caches.md). */
+    cache: z.array(cacheEntrySchema).max(20).optional(),
+    /** `persistent` (the default) reuses one workspace per project and pipeline on a runner; `fresh` clones anew. */
+    workspace: z.enum(["persistent", "fresh"]).optional(),
   }),
 );
 export type PipelineConfig = z.infer<typeof pipelineConfigSchema>;
