@@ -161,17 +161,10 @@ export class ApiError extends Error {
   readonly code: ErrorCode;
   readonly issues?: ValidationIssue[];
 
-  constructor(code: ErrorCode, message: string, issues?: ValidationIssue[]);
-  /**
-   * @deprecated Name the code only: the status comes from ERROR_STATUS. Kept while branches written before the
-   * table merge; the status given is ignored (every such throw already matched the table).
-   */
-  constructor(status: ErrorStatus, code: ErrorCode, message: string, issues?: ValidationIssue[]);
-  constructor(...args: [ErrorCode, string, ValidationIssue[]?] | [ErrorStatus, ErrorCode, string, ValidationIssue[]?]) {
-    const [code, message, issues] = typeof args[0] === "number" ? (args.slice(1) as [ErrorCode, string, ValidationIssue[]?]) : args;
-    super(message as string);
+  constructor(code: ErrorCode, message: string, issues?: ValidationIssue[]) {
+    super(message);
     this.name = "ApiError";
-    this.code = code as ErrorCode;
+    this.code = code;
     this.status = ERROR_STATUS[this.code];
     if (issues) this.issues = issues;
   }

@@ -83,8 +83,8 @@ async function jobScope(deps: Pick<AppDeps, "db">, runnerId: string, jobId: stri
     .leftJoin(runners, eq(runners.id, builds.runnerId))
     .where(and(eq(builds.id, jobId), eq(builds.runnerId, runnerId)))
     .get();
-  if (!row) throw new ApiError(404, "not_found", "no such job on this runner");
-  if (!allowed.includes(row.status)) throw new ApiError(409, "job_not_active", `a ${row.status} build has no cache to restore or save`);
+  if (!row) throw new ApiError("not_found", "no such job on this runner");
+  if (!allowed.includes(row.status)) throw new ApiError("job_not_active", `a ${row.status} build has no cache to restore or save`);
   // A runner demoted to open while it holds a protected build is no longer trusted to write protected entries.
   const trust = row.trust === "protected" && row.runnerTrust !== "protected" ? "open" : row.trust;
   return { projectId: row.projectId, buildId: row.id, trust };
@@ -95,7 +95,6 @@ async function assertSharedStorage(deps: Deps): Promise<void> {
   const active = await readActiveStorageSettings(deps);
   if (active.provider === "local") {
     throw new ApiError(
-      409,
       "invalid_state",
       "shared caches need S3 or R2 artifact storage; this instance stores artifacts on local disk, so runners keep their caches locally",
     );
@@ -109,7 +108,7 @@ export async function createCacheUpload(deps: Deps, input: z.infer<typeof cacheU
   const id = crypto.randomUUID();
   const location = await newStorageLocationAt(deps, `caches/${scope.projectId}/${scope.trust}/${id}`);
   const store = await openStoreAt(deps, location);
-  if (!store.presignUpload) throw new ApiError(409, "invalid_state", "the artifact storage cannot hand out upload URLs");
+  if (!store.presignUpload) throw new ApiError("invalid_state", "the artifact storage cannot hand out upload URLs");
   const now = deps.clock.now();
   const presigned = await store.presignUpload(location.key, { contentType: "application/octet-stream", expiresInS: CACHE_UPLOAD_TTL_S, now });
   await deps.db.insert(cacheEntries).values({
@@ -199,11 +198,11 @@ export async function findCacheEntry(deps: Deps, input: { runnerId: string; jobI
   const hit =
     ready.find((e) => e.key === input.key) ??
     input.restoreKeys.map((prefix) => ready.find((e) => e.key.startsWith(prefix))).find((e) => e !== undefined);
-  if (!hit) throw new ApiError(404, "not_found", "no cache entry matches the key or a restore key");
+  if (!hit) throw new ApiError("not_found", "no cache entry matches the key or a restore key");
   const now = deps.clock.now();
   const location = hit.storageLocation as StorageLocation;
   const store = await openStoreAt(deps, location);
-  if (!store.presignDownload) throw new ApiError(409, "invalid_state", "the artifact storage cannot hand out download URLs");
+  if (!store.presignDownload) throw new ApiError("invalid_state", "the artifact storage cannot hand out download URLs");
   const url = await store.presignDownload(location.key, {
     contentDisposition: "attachment",
     contentType: "application/octet-stream",

@@ -475,8 +475,7 @@ export function settingsPages(deps: AppDeps) {
       change("trusted-proxy", async (c, form) => {
         const headerText = (form.user_email_header ?? "").trim();
         const header = headerText === "" ? null : userEmailHeaderSchema.safeParse(headerText);
-        if (header && !header.success)
-          throw new ApiError("invalid_input", "the identity header must be an HTTP header name that is not reserved");
+        if (header && !header.success) throw new ApiError("invalid_input", "the identity header must be an HTTP header name that is not reserved");
         const cidrs = lines(form.trusted_proxy_cidrs);
         const cidrCheck = cidrListSchema.safeParse(cidrs);
         if (!cidrCheck.success) throw new ApiError("invalid_input", `not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`);
