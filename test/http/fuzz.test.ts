@@ -66,6 +66,13 @@ function samples(w: World): Record<string, Record<string, Json>> {
     },
     "POST /v1/auth/oidc/callback": { code: "code", state: "state" },
     "POST /v1/auth/local/login": { email: "owner@example.com" },
+    // An internal key set address: refused before any fetch, so the fuzz never waits on the network.
+    "PUT /v1/settings/trusted-proxy": {
+      user_email_header: "x-hangar-user-email",
+      trusted_proxy_cidrs: ["10.0.0.0/8"],
+      shared_secret: "a-long-enough-shared-secret-value",
+      assertion: { header: "Cf-Access-Jwt-Assertion", jwks_url: "https://127.0.0.1:1/certs", issuer: "https://team.example.com", audience: "aud" },
+    },
     "PUT /v1/settings/external-access/oidc": { issuer_url: "https://127.0.0.1:1/", client_id: "hangar", client_secret: "s3cret" },
     "POST /v1/users/invite": { email: "invitee@example.com", role: "developer" },
     "POST /v1/users/transfer-owner": { email: "nobody@example.com" },
@@ -164,6 +171,8 @@ function samples(w: World): Record<string, Record<string, Json>> {
 
 /** Routes whose success is not JSON (docs/spec.md/docs/api.md): log text, file bytes, the plist, redirects, 204 claims. */
 const NON_JSON_SUCCESS = new Set([
+  // Apple's device upload file (docs/api.md §18).
+  "GET /v1/projects/:project_id/devices/export",
   "GET /v1/builds/:build_id/logs",
   "GET /v1/artifacts/download/:token",
   "GET /install/ios/:token/manifest.plist",
