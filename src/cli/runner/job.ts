@@ -1,6 +1,6 @@
 // One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
 import { existsSync } from "node:fs";
-import { chmod, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { chmod, chown, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 // zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
@@ -256,6 +256,12 @@ export class Job {
       this.log.info(`build ${job.build_id}: ${outcome}`);
     }
     await rm(jobDir, { recursive: true, force: true });
+    if (workspaceLock && this.context.runAs) {
+      // Between jobs a persistent workspace is the runner's, 0700: another pipeline's job (the same build user)
+      // cannot read what this one left there (docs/runner-isolation.md). The next job of this pipeline gets it back.
+      await chown(checkoutDir, process.getuid?.() ?? 0, process.getgid?.() ?? 0).catch(() => undefined);
+      await chmod(checkoutDir, 0o700).catch(() => undefined);
+    }
     await workspaceLock?.release();
     await clearActiveJob(this.workRoot);
     return outcome;
