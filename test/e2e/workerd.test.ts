@@ -62,6 +62,8 @@ beforeAll(async () => {
       // s3rver and the notification receiver listen on loopback; the outbound guard refuses that by default.
       HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32",
       HANGAR_LOG_REQUESTS: "0",
+      // Several runners take this file's builds one after another: no build is held for the last one's warm workspace.
+      HANGAR_AFFINITY_WAIT_MS: "0",
     },
     // Serves /cdn-cgi/handler/scheduled, which fires the cron trigger's scheduled() as Cloudflare would.
     unsafeTriggerHandlers: true,

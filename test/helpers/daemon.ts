@@ -25,8 +25,16 @@ export interface Daemon {
 export async function startDaemon(env: Record<string, string>, timeoutMs = 20_000): Promise<Daemon> {
   const proc = spawn(process.execPath, [HANGAR_BIN, "serve"], {
     cwd: PROJECT_ROOT,
-    // Loopback allowed for the outbound guard: the tests' OIDC providers, S3 and git servers are on 127.0.0.1.
-    env: { ...process.env, HANGAR_HOST: "127.0.0.1", HANGAR_PORT: "0", HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32,::1/128", ...env },
+    // Loopback allowed for the outbound guard: the tests' OIDC providers, S3 and git servers are on 127.0.0.1. No build
+    // is held for a warm runner (HANGAR_AFFINITY_WAIT_MS) unless a test asks: test/http/affinity.test.ts covers it.
+    env: {
+      ...process.env,
+      HANGAR_HOST: "127.0.0.1",
+      HANGAR_PORT: "0",
+      HANGAR_OUTBOUND_ALLOW: "127.0.0.1/32,::1/128",
+      HANGAR_AFFINITY_WAIT_MS: "0",
+      ...env,
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
