@@ -80,10 +80,11 @@ describe("architecture (docs/architecture.md)", () => {
 
   it("keeps the runner to its own code and the pure modules it shares with the daemon", () => {
     const runnerDir = join(SRC, "cli", "runner");
-    // Pure, Node-free modules both sides need: glob matching (artifacts), the outbound guard's address rules (the
-    // runner's clone is checked with the daemon's own rules), CIDR parsing, the version string, and the option
-    // reader every `hangar` command uses.
+    // Pure, Node-free modules both sides need: the wire protocol (src/protocol/), glob matching (artifacts), the
+    // outbound guard's address rules (the runner's clone is checked with the daemon's own rules), CIDR parsing, the
+    // version string, and the option reader every `hangar` command uses.
     const shared = new Set([
+      "protocol/runner.ts",
       "domain/common/glob.ts",
       "domain/common/cache-key.ts",
       "domain/common/outbound.ts",

@@ -50,6 +50,7 @@ import type { readNetworkSettings } from "../domain/settings/network-settings.ts
 import type { runPreflight } from "../domain/setup/preflight.ts";
 import type { completeSetup, setSetupPreferences, setupStatus, verifyBootstrapToken } from "../domain/setup/setup.ts";
 import { ERROR_CODES } from "../errors.ts";
+import * as protocol from "../protocol/runner.ts";
 import type { readSigning, toSigningAnswer } from "../domain/signing/signing.ts";
 import type { signingHealth } from "../domain/signing/health.ts";
 
@@ -324,25 +325,12 @@ function buildAnswerSchemas() {
   });
   const RegisteredRunnerJson = RunnerJson.extend({ token: z.string() });
   const RunnerTokenJson = z.object({ token: z.string() });
-  const HeartbeatJson = z.object({ runner: RunnerJson, cancel_job_ids: z.array(z.string()), next_heartbeat_in_s: z.number().int() });
+  const HeartbeatJson = z.object({ ...protocol.heartbeatAnswerSchema.shape, runner: RunnerJson });
 
-  const ClaimedJobJson = z.object({
-    build_id: id,
-    project_id: id,
-    pipeline_id: id,
-    pipeline_name: z.string(),
-    build_number: z.number().int(),
-    config_snapshot: pipelineConfigSchema,
-    commit_sha: z.string(),
-    branch: z.string(),
-    repo_url: z.string(),
-    trigger_event: z.string().nullable(),
-    lease_expires_at: time,
-    job_token: z.string(),
-    trust: z.enum(BUILD_TRUSTS),
-    outbound_allow: z.array(z.string()),
-  });
-  const JobJson = z.object({ build_id: id, status: z.enum(BUILD_STATUSES), cancel_requested: z.boolean(), lease_expires_at: time.nullable() });
+  // The runner's side of the wire is the protocol module's: these answers are its schemas, with the daemon's own
+  // detail (the pipeline as validated, the build statuses, the runner and artifact as GET shows them) in place.
+  const ClaimedJobJson = z.object({ ...protocol.claimedJobSchema.shape, config_snapshot: pipelineConfigSchema });
+  const JobJson = z.object({ ...protocol.jobStateSchema.shape, status: z.enum(BUILD_STATUSES) });
   const LogAppendedJson = z.object({ log_bytes: z.number().int() });
   const CheckoutAuthJson = z.object({ username: z.string(), password: z.string(), expires_at: time.nullable() });
   const AndroidSigningJson = z.object({
@@ -424,13 +412,10 @@ function buildAnswerSchemas() {
     created_at: time,
     updated_at: time,
   });
-  const ArtifactCreatedJson = z.object({
-    artifact: ArtifactJson,
-    upload: z.object({ method: z.literal("PUT"), url: z.string(), headers: z.record(z.string(), z.string()), expires_at: time }),
-  });
+  const ArtifactCreatedJson = z.object({ ...protocol.artifactCreatedSchema.shape, artifact: ArtifactJson });
   const ArtifactAnswerJson = z.object({ artifact: ArtifactJson });
-  const CacheUploadJson = ArtifactCreatedJson.pick({ upload: true });
-  const CacheHitJson = z.object({ key: z.string(), url: z.string(), size_bytes: z.number().int(), sha256: z.string() });
+  const CacheUploadJson = z.object(protocol.cacheUploadAnswerSchema.shape);
+  const CacheHitJson = z.object(protocol.cacheHitSchema.shape);
   const UploadReceivedJson = z.object({ artifact: ArtifactJson, received_bytes: z.number().int(), sha256: z.string() });
   const DownloadLinkJson = z.object({ url: z.string(), expires_at: time });
   const InstallLinkJson = z.object({

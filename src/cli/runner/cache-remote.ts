@@ -8,7 +8,8 @@ import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import type { RemoteCache, RemoteCacheHit } from "./cache-remote-types.ts";
-import { backoffDelay, DaemonError, sleep, toDaemonError, type ClaimedJob, type RetryPolicy, type RunnerClient } from "./client.ts";
+import type { CacheUploadAnswer, ClaimedJob, UploadTarget } from "../../protocol/runner.ts";
+import { backoffDelay, DaemonError, sleep, toDaemonError, type RetryPolicy, type RunnerClient } from "./client.ts";
 import { putFile } from "./upload.ts";
 
 /** Tries of one PUT or GET of an archive: a dropped connection is worth another go, a refusal is not. */
@@ -84,10 +85,10 @@ export function createRemoteCache(
 
     async upload(key, file, sizeBytes, sha256) {
       if (unavailable) return;
-      let target: { method?: string; url?: string; headers?: Record<string, string> } | undefined;
+      let target: Partial<UploadTarget> | undefined;
       try {
         const created = await jobClient.ok("POST", path, { json: { key, size_bytes: sizeBytes, sha256 }, retry });
-        target = (created.body as { upload?: typeof target } | null)?.upload;
+        target = (created.body as Partial<CacheUploadAnswer> | null)?.upload;
       } catch (err) {
         if (err instanceof DaemonError && noteUnavailable(err)) return;
         throw err;

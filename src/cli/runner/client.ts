@@ -1,61 +1,12 @@
 // HTTP client of the reference runner: every runner-to-daemon call, with retries that ride out a daemon restart.
 // The token lives only in the Authorization header; no message this module builds ever contains it.
-import type { CacheEntryReport } from "./cache-remote-types.ts";
+// The bodies it sends and reads are the wire protocol's (src/protocol/runner.ts), the daemon's own definitions.
+import type { ClaimedJob, DiskReport, JobState } from "../../protocol/runner.ts";
 import type { Logger } from "./log.ts";
-
-export interface ClaimedJob {
-  build_id: string;
-  project_id: string;
-  pipeline_id: string;
-  build_number: number;
-  config_snapshot: unknown;
-  commit_sha: string;
-  branch: string;
-  lease_expires_at: number;
-  repo_url: string;
-  pipeline_name?: string;
-  trigger_event?: string;
-  /** Authenticates this job's calls only, until shortly after it is final (`hgj_…`); absent from older daemons. */
-  job_token?: string;
-  trust?: "protected" | "open" | "fork";
-  /** CIDRs the daemon's outbound guard allows (HANGAR_OUTBOUND_ALLOW): the clone is held to the same rules. */
-  outbound_allow?: string[];
-}
 
 export interface RunnerInfo {
   id?: string;
   capabilities?: Record<string, unknown>;
-}
-
-export interface JobState {
-  build_id: string;
-  status: string;
-  cancel_requested: boolean;
-  lease_expires_at: number | null;
-}
-
-export interface StepResult {
-  name: string;
-  status: "pending" | "running" | "succeeded" | "failed" | "skipped";
-  exit_code?: number;
-  started_at?: number;
-  finished_at?: number;
-}
-
-export interface StatusReport {
-  status: "running" | "succeeded" | "failed" | "canceled" | "timed_out";
-  exit_code?: number;
-  step_results?: StepResult[];
-  release_notes?: string;
-  commits?: Array<{ sha: string; subject: string; author: string }>;
-  /** One per `cache` entry, in order (docs/api.md §16). */
-  caches?: CacheEntryReport[];
-}
-
-/** What every heartbeat tells the daemon about the disk holding the work root (docs/api.md §16). */
-export interface DiskReport {
-  free_disk_bytes: number;
-  low_disk: boolean;
 }
 
 /** A definite answer from the daemon that the caller has to decide about (a 4xx, or a 5xx once retries ran out). */

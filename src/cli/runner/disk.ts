@@ -3,7 +3,7 @@
 // still heartbeating, `low_disk: true`) until space is back.
 import { statfs } from "node:fs/promises";
 import type { CacheStore } from "./cache-store.ts";
-import type { DiskReport } from "./client.ts";
+import type { DiskReport } from "../../protocol/runner.ts";
 import type { Logger } from "./log.ts";
 
 export const GIB = 2 ** 30;

@@ -7,7 +7,8 @@ import { join } from "node:path";
 // of that file otherwise).
 import * as z from "zod/mini";
 import { checkoutCommit, basicHeaderValue, type CheckoutAuth } from "./checkout.ts";
-import { DaemonError, type ClaimedJob, type RunnerClient, type StatusReport, type StepResult } from "./client.ts";
+import type { ClaimedJob, StatusReport, StepResult } from "../../protocol/runner.ts";
+import { DaemonError, type RunnerClient } from "./client.ts";
 import { matchFiles } from "./artifact-files.ts";
 import type { Logger } from "./log.ts";
 import { LogStream } from "./logs.ts";

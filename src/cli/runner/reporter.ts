@@ -2,7 +2,8 @@
 // newer one replaces an older one still waiting: during a daemon outage only the latest is sent when it is back.
 // Delivery is retried until the daemon answers; a 409 means the job is already final there (the user canceled it,
 // its lease lapsed, or an earlier attempt of this very report got through) and ends reporting.
-import type { RunnerClient, StatusReport } from "./client.ts";
+import type { StatusReport } from "../../protocol/runner.ts";
+import type { RunnerClient } from "./client.ts";
 import { backoffDelay, sleep } from "./client.ts";
 import type { Logger } from "./log.ts";
 

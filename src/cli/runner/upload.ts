@@ -7,6 +7,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { basename, extname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
+import type { ArtifactCreated, UploadTarget } from "../../protocol/runner.ts";
 import { DaemonError, type RetryPolicy, type RunnerClient, backoffDelay, sleep } from "./client.ts";
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -40,12 +41,6 @@ async function sha256File(path: string): Promise<string> {
   const hash = createHash("sha256");
   await pipeline(createReadStream(path), hash);
   return hash.digest("hex");
-}
-
-interface UploadTarget {
-  method: string;
-  url: string;
-  headers?: Record<string, string>;
 }
 
 /** Streams a file as the body of one PUT; answers the status and (short) body. Shared caches upload with it too. */
@@ -127,7 +122,7 @@ async function uploadOne(
       json: { filename, size_bytes: size, content_type: contentType, sha256, ...(kind === "junit" ? { kind } : {}) },
       retry,
     });
-    const body = created.body as { artifact?: { id?: string }; upload?: UploadTarget };
+    const body = created.body as Partial<ArtifactCreated>;
     const artifactId = body.artifact?.id;
     const upload = body.upload;
     if (!artifactId || !upload?.url) throw new Error("the daemon's create-artifact answer has no artifact id or upload URL");

@@ -1,5 +1,6 @@
 import { FINAL_BUILD_STATUSES, type BuildStatus } from "../../db/schema/constants.ts";
 import { ApiError } from "../../errors.ts";
+import { REPORTABLE_STATUSES } from "../../protocol/runner.ts";
 
 /**
  * Every build transition as data (STYLE habit 8). Who makes each move:
@@ -19,8 +20,8 @@ export const BUILD_TRANSITIONS: Record<BuildStatus, readonly BuildStatus[]> = {
   expired: [],
 };
 
-/** The statuses a runner may report (docs/api.md §6). */
-export const REPORTABLE_STATUSES = ["running", "succeeded", "failed", "canceled", "timed_out"] as const;
+/** The statuses a runner may report (docs/api.md §6): the wire protocol's list. */
+export { REPORTABLE_STATUSES };
 export type ReportableStatus = (typeof REPORTABLE_STATUSES)[number];
 
 /** The states from which a runner report of `next` is accepted: assigned → running → a final status. */

@@ -55,14 +55,8 @@ export const listBuildsSchema = z.lazy(() =>
 );
 
 /** One element of `step_results` (docs/api.md §6). */
-export const stepResultSchema = z.object({
-  name: z.string().min(1).max(200),
-  status: z.enum(["pending", "running", "succeeded", "failed", "skipped"]),
-  exit_code: z.number().int().optional(),
-  started_at: z.number().int().optional(),
-  finished_at: z.number().int().optional(),
-});
-export type StepResult = z.infer<typeof stepResultSchema>;
+export { stepResultSchema, type StepResult } from "../../protocol/runner.ts";
+import type { StepResult } from "../../protocol/runner.ts";
 
 /** The full build (GET /v1/builds/{id} and the list). */
 export function toBuildJson(b: BuildRow, showEnv = true) {

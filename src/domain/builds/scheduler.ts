@@ -6,8 +6,8 @@ import { queueVersion } from "../../db/queries/queue-version.ts";
 import { builds, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, REPORTABLE_STATUSES, reportableFrom } from "./build-machine.ts";
-import { stepResultSchema, type BuildRow } from "./builds.ts";
+import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, reportableFrom } from "./build-machine.ts";
+import type { BuildRow } from "./builds.ts";
 import { endStepResults, endStepResultsExpression } from "./step-results.ts";
 import { getProject, openAndroidSigning, openSourceCredentials, type PipelineConfig } from "../projects/projects.ts";
 import { iosSigningForRunner } from "../signing/signing.ts";
@@ -16,7 +16,7 @@ import { assertCredentialsReleasable } from "../projects/credential-release.ts";
 import { openSecrets } from "../projects/project-secrets.ts";
 import { prefixedToken, sha256Hex, TOKEN_PREFIXES } from "../common/crypto.ts";
 import type { BuildTrust } from "../../db/schema/constants.ts";
-import { cacheReportsSchema } from "../caches/cache-report.ts";
+import { statusReportSchema, type ClaimedJob as ProtocolClaimedJob } from "../../protocol/runner.ts";
 
 type SchedDeps = Pick<AppDeps, "db" | "clock" | "config" | "metrics">;
 
@@ -34,45 +34,11 @@ export const MAX_CLAIM_WAIT_S = 30;
 
 export const claimQuerySchema = z.object({ wait: z.coerce.number().int().min(0).max(MAX_CLAIM_WAIT_S).default(0) });
 
-export const jobStatusSchema = z.object({
-  status: z.enum(REPORTABLE_STATUSES),
-  exit_code: z.number().int().min(-255).max(255).optional(),
-  step_results: z.array(stepResultSchema).max(100).optional(),
-  /** Tester channels (docs/decisions.md "Tester distribution"): the pipeline's release_notes file, read after the last step. */
-  release_notes: z
-    .string()
-    .max(64 * 1024)
-    .optional(),
-  /** The commits up to this build's, newest first, for release notes made of commit subjects. */
-  commits: z
-    .array(z.object({ sha: z.string().regex(/^[0-9a-f]{7,64}$/), subject: z.string().max(1000), author: z.string().max(320) }))
-    .max(50)
-    .optional(),
-  /** Per `cache` entry, in order (docs/api.md §16): kept with a final report, shown on the build page. */
-  caches: cacheReportsSchema.optional(),
-});
+/** The status report's validator: the wire protocol's schema (src/protocol/runner.ts), in full zod for the OpenAPI document. */
+export const jobStatusSchema = z.object(statusReportSchema.shape);
 
-/** The claimed job (docs/spec.md "Claimed job" plus docs/api.md §6's repo_url and pipeline_name). */
-export interface ClaimedJob {
-  build_id: string;
-  project_id: string;
-  pipeline_id: string;
-  pipeline_name: string;
-  build_number: number;
-  config_snapshot: PipelineConfig;
-  commit_sha: string;
-  branch: string;
-  repo_url: string;
-  /** What started the build (`push`, `pull_request`, … for webhooks; null for a manual build). */
-  trigger_event: string | null;
-  lease_expires_at: number;
-  /** This job's own credential for its /v1/runners/{rid}/jobs/{jid}/… calls (docs/runner-isolation.md). */
-  job_token: string;
-  /** The build's trust, decided at queue time. */
-  trust: BuildTrust;
-  /** HANGAR_OUTBOUND_ALLOW's CIDRs: the runner's clone refuses what the daemon's outbound guard refuses. */
-  outbound_allow: string[];
-}
+/** The claimed job (docs/spec.md "Claimed job"): the wire protocol's, with the pipeline as the daemon validated it. */
+export type ClaimedJob = Omit<ProtocolClaimedJob, "config_snapshot" | "trust"> & { config_snapshot: PipelineConfig; trust: BuildTrust };
 
 /**
  * The claim itself: ONE conditional UPDATE picks the oldest queued build this runner can run and assigns it.

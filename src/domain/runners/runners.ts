@@ -1,5 +1,6 @@
 import { and, asc, eq, gte, inArray, sql, type SQL } from "drizzle-orm";
 import { z } from "zod";
+import { heartbeatBodySchema } from "../../protocol/runner.ts";
 import { builds, runners } from "../../db/schema/index.ts";
 import { RUNNER_TRUSTS } from "../../db/schema/constants.ts";
 import type { AppDeps } from "../../deps.ts";
@@ -58,11 +59,8 @@ function storedCapabilities(caps: RunnerCapabilities): RunnerCapabilities {
  * A runner may report `busy` too; the daemon derives online/busy from its active jobs either way. Since docs/api.md §16
  * it also reports its free disk and whether it is below its --min-free-gb (both optional: older runners send neither).
  */
-export const heartbeatSchema = z.object({
-  status: z.enum(["online", "busy", "draining"]).optional(),
-  free_disk_bytes: z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).optional(),
-  low_disk: z.boolean().optional(),
-});
+/** The heartbeat's body: the wire protocol's (src/protocol/runner.ts), in full zod for the OpenAPI document. */
+export const heartbeatSchema = z.object(heartbeatBodySchema.shape);
 
 export function toRunnerJson(r: RunnerRow) {
   return {
