@@ -1,7 +1,7 @@
 // Tester channels (docs/spec.md §18): a channel names a pipeline, branch globs and platforms; its releases are the
 // succeeded builds of that pipeline on a matching branch that left an installable .ipa or .apk. Testers need no
 // account: each gets a personal link `/apps/{token}` (only its SHA-256 hash is stored, as for every URL token).
-import { and, count, desc, eq, inArray, isNotNull } from "drizzle-orm";
+import { and, count, desc, eq, inArray, isNotNull, like, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import { artifacts, builds, channels, installs, outbox, pipelines, testers } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
@@ -192,8 +192,10 @@ export interface Release {
 
 /** A release row before its notes are made: the artifact is kept for the tester page (icon, signing, size). */
 export interface ReleaseEntry extends Release {
-  artifact: ArtifactRow;
+  artifact: Pick<ArtifactRow, "sizeBytes" | "appMetadata">;
 }
+
+type ReleaseArtifact = Pick<ArtifactRow, "id" | "buildId" | "filename" | "sizeBytes" | "appMetadata" | "installMetadata"> & { installs: number };
 
 function installablePlatform(filename: string): "ios" | "android" | null {
   if (/\.ipa$/i.test(filename)) return "ios";
@@ -223,46 +225,63 @@ function notesOf(
 
 /** The channel's releases, newest first (GET …/channels/{cid}/releases and the tester page). */
 export async function channelReleases(deps: Db, ch: ChannelRow): Promise<ReleaseEntry[]> {
-  const candidates = await deps.db
-    .select({
-      id: builds.id,
-      buildNumber: builds.buildNumber,
-      branch: builds.branch,
-      commitSha: builds.commitSha,
-      releaseNotes: builds.releaseNotes,
-      commits: builds.commits,
-      createdAt: builds.createdAt,
-    })
+  // One query whatever the number of releases, with fixed parameters: the installable files of the scanned builds
+  // joined with their build, install counts inside the same row, and only the columns a release shows. At 100
+  // releases a query per build, or every artifact column, was most of the tester page's time (docs/benchmarks.md
+  // "Tester page").
+  const scannedIds = deps.db
+    .select({ id: builds.id })
     .from(builds)
     .where(and(eq(builds.pipelineId, ch.pipelineId), eq(builds.status, "succeeded")))
     .orderBy(desc(builds.createdAt), desc(builds.buildNumber))
     .limit(RELEASES_SCANNED);
-  const onBranch = candidates.filter((b) => !ch.branches || matchesAnyRefGlob(ch.branches, b.branch));
-  if (onBranch.length === 0) return [];
-  const files = await deps.db
-    .select()
+  const rows = await deps.db
+    .select({
+      build: {
+        id: builds.id,
+        buildNumber: builds.buildNumber,
+        branch: builds.branch,
+        commitSha: builds.commitSha,
+        releaseNotes: builds.releaseNotes,
+        commits: builds.commits,
+        createdAt: builds.createdAt,
+      },
+      file: {
+        id: artifacts.id,
+        buildId: artifacts.buildId,
+        filename: artifacts.filename,
+        sizeBytes: artifacts.sizeBytes,
+        appMetadata: artifacts.appMetadata,
+        installMetadata: artifacts.installMetadata,
+        installs: sql<number>`(select count(*) from ${installs} where ${installs.artifactId} = ${artifacts.id})`,
+      },
+    })
     .from(artifacts)
+    .innerJoin(builds, eq(builds.id, artifacts.buildId))
     .where(
       and(
-        inArray(
-          artifacts.buildId,
-          onBranch.map((b) => b.id),
-        ),
+        inArray(artifacts.buildId, scannedIds),
         eq(artifacts.status, "available"),
+        // LIKE ignores ASCII case, as installablePlatform does; the check below stays the rule.
+        or(like(artifacts.filename, "%.ipa"), like(artifacts.filename, "%.apk")),
       ),
     )
-    .orderBy(artifacts.createdAt, artifacts.id);
+    .orderBy(desc(builds.createdAt), desc(builds.buildNumber), artifacts.createdAt, artifacts.id);
+  const candidates: Array<(typeof rows)[number]["build"]> = [];
+  const files: ReleaseArtifact[] = [];
+  for (const row of rows) {
+    if (candidates[candidates.length - 1]?.id !== row.build.id) candidates.push(row.build);
+    files.push(row.file);
+  }
+  const onBranch = candidates.filter((b) => !ch.branches || matchesAnyRefGlob(ch.branches, b.branch));
+  if (onBranch.length === 0) return [];
   const platforms = ch.platforms ?? CHANNEL_PLATFORMS;
-  const firstInstallable = new Map<string, ArtifactRow>();
+  const firstInstallable = new Map<string, ReleaseArtifact>();
   for (const file of files) {
     const platform = installablePlatform(file.filename);
     if (platform && platforms.includes(platform) && !firstInstallable.has(file.buildId)) firstInstallable.set(file.buildId, file);
   }
   const released = onBranch.filter((b) => firstInstallable.has(b.id));
-  const counts = await installCounts(
-    deps,
-    [...firstInstallable.values()].map((a) => a.id),
-  );
   return released.map((b, i) => {
     const artifact = firstInstallable.get(b.id)!;
     const app = artifact.appMetadata as AppMetadata | null;
@@ -276,9 +295,9 @@ export async function channelReleases(deps: Db, ch: ChannelRow): Promise<Release
       platform: installablePlatform(artifact.filename)!,
       app: { name: app?.name ?? meta?.title ?? null, version: app?.version ?? null, build: app?.build ?? meta?.bundle_version ?? null },
       release_notes: notesOf(b, released[i + 1]?.commitSha ?? null),
-      installs: counts.get(artifact.id) ?? 0,
+      installs: Number(artifact.installs),
       created_at: b.createdAt,
-      artifact,
+      artifact: { sizeBytes: artifact.sizeBytes, appMetadata: artifact.appMetadata },
     };
   });
 }
@@ -286,16 +305,6 @@ export async function channelReleases(deps: Db, ch: ChannelRow): Promise<Release
 export function toReleaseJson(r: ReleaseEntry): Release {
   const { artifact: _artifact, ...json } = r;
   return json;
-}
-
-async function installCounts(deps: Db, artifactIds: string[]): Promise<Map<string, number>> {
-  if (artifactIds.length === 0) return new Map();
-  const rows = await deps.db
-    .select({ artifactId: installs.artifactId, n: count() })
-    .from(installs)
-    .where(inArray(installs.artifactId, artifactIds))
-    .groupBy(installs.artifactId);
-  return new Map(rows.map((r) => [r.artifactId, r.n]));
 }
 
 // ---- testers ----

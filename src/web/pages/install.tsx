@@ -39,11 +39,26 @@ export function expiresIn(expiresAt: number, now: number): string {
   return `expires in ${Math.floor(minutes / 60)} hours`;
 }
 
+// Recently drawn QR codes by text. lean-qr's automatic mask choice costs 1–3 ms a code, and a tester page shows the
+// same code on every visit (docs/benchmarks.md "Tester page"); a bounded map keeps memory small (a code is ≈ 5 KB).
+const QR_CACHE_SIZE = 256;
+const qrCache = new Map<string, string>();
+
 /** The QR code of `text` as an inline SVG (lean-qr: no dependencies, runs on Workers too). */
 export function qrSvg(text: string): string {
+  const cached = qrCache.get(text);
+  if (cached !== undefined) {
+    // Most recently used last: the first key is the one to drop.
+    qrCache.delete(text);
+    qrCache.set(text, cached);
+    return cached;
+  }
   const code = generate(text);
   // The SVG holds only path data computed from `text`: no string from the request reaches it as markup.
-  return toSvgSource(code, { on: "#000", off: "#fff", pad: 4, xmlDeclaration: false });
+  const svg = toSvgSource(code, { on: "#000", off: "#fff", pad: 4, xmlDeclaration: false });
+  if (qrCache.size >= QR_CACHE_SIZE) qrCache.delete(qrCache.keys().next().value!);
+  qrCache.set(text, svg);
+  return svg;
 }
 
 const date = (epochSeconds: number) => isoTime(epochSeconds).slice(0, 10);

@@ -62,9 +62,24 @@ function InstallForm(props: { token: string; release: ReleaseView; primary?: boo
   );
 }
 
-function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; pageUrl: string; device: Device; otherBrowser: boolean }) {
+/**
+ * Earlier builds listed before a link to all of them: a tester wants the last few, and rendering a channel's whole
+ * history (up to RELEASES_SCANNED) was most of the page's time (docs/benchmarks.md "Tester page").
+ */
+export const EARLIER_SHOWN = 20;
+
+function TesterPage(props: {
+  ctx: PageCtx;
+  data: TesterPageData;
+  token: string;
+  pageUrl: string;
+  device: Device;
+  otherBrowser: boolean;
+  allEarlier: boolean;
+}) {
   const { ctx, data, token, device } = props;
-  const [latest, ...earlier] = data.releases;
+  const [latest, ...allEarlier] = data.releases;
+  const earlier = props.allEarlier ? allEarlier : allEarlier.slice(0, EARLIER_SHOWN);
   const title = latest?.app.name ?? data.channel_name;
   if (!latest) {
     return (
@@ -151,6 +166,13 @@ function TesterPage(props: { ctx: PageCtx; data: TesterPageData; token: string; 
                 </li>
               ))}
             </ul>
+            {earlier.length < allEarlier.length ? (
+              <p>
+                <a href={`/apps/${token}?earlier=all`} id="all-earlier">
+                  All {allEarlier.length} earlier builds
+                </a>
+              </p>
+            ) : null}
           </>
         ) : null}
       </section>
@@ -302,7 +324,18 @@ export function testerPages(deps: AppDeps) {
         c.header("vary", "User-Agent");
         // The QR code opens this same page on the phone, at the address tester links are given out with.
         const pageUrl = testerPageUrl(await deliveryBase(deps, new URL(c.req.url).origin), token);
-        return renderPage(c, <TesterPage ctx={ctx} data={data} token={token} pageUrl={pageUrl} device={device} otherBrowser={inAppOrOtherBrowser} />);
+        return renderPage(
+          c,
+          <TesterPage
+            ctx={ctx}
+            data={data}
+            token={token}
+            pageUrl={pageUrl}
+            device={device}
+            otherBrowser={inAppOrOtherBrowser}
+            allEarlier={c.req.query("earlier") === "all"}
+          />,
+        );
       })
       .get("/apps/:token/icon/:artifact_id", async (c) => {
         const png = await testerIcon(deps, c.req.param("token"), c.req.param("artifact_id"));
