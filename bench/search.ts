@@ -162,7 +162,7 @@ async function searchPart(dir: string, builds: number) {
     const after = await pageBytes();
     const mib = logBytes / 2 ** 20;
     console.log(
-      `indexing: ${f(mib / (indexMs / 1000))} MiB/s through indexEndedLogs (${f(indexMs / 1000)} s); bare FTS5 inserts ${f(mib / (rawMs / 1000))} MiB/s (${f(rawMs / 1000)} s): ratio ${f(rawMs / indexMs, 2)}`,
+      `indexing: ${f(mib / (indexMs / 1000))} MiB/s through indexEndedLogs (${f(indexMs / 1000)} s)${BARE ? `; bare FTS5 inserts ${f(mib / (rawMs / 1000))} MiB/s (${f(rawMs / 1000)} s): ratio ${f(rawMs / indexMs, 2)}` : ""}`,
     );
     console.log(
       `index size: ${f((after - before) / 2 ** 20)} MiB for ${f(mib)} MiB of stored log = ${f(((after - before) / logBytes) * 100, 0)} % (line text kept in the FTS table + the inverted index, pages after indexing); bare FTS5 file ${f(statSync(join(dir, "raw.db")).size / 2 ** 20)} MiB`,
@@ -198,8 +198,11 @@ async function searchPart(dir: string, builds: number) {
     }
     ours.sort((x, y) => x - y);
     bare.sort((x, y) => x - y);
+    const bareQueries = BARE
+      ? `; bare MATCH p50 ${f(pct(bare, 50), 2)} ms p99 ${f(pct(bare, 99), 2)} ms: ratio p50 ${f(pct(bare, 50) / pct(ours, 50), 2)}, p99 ${f(pct(bare, 99) / pct(ours, 99), 2)}`
+      : "";
     console.log(
-      `queries (${ours.length}, ${queries.length} kinds): searchLogs p50 ${f(pct(ours, 50), 2)} ms p99 ${f(pct(ours, 99), 2)} ms; bare MATCH p50 ${f(pct(bare, 50), 2)} ms p99 ${f(pct(bare, 99), 2)} ms: ratio p50 ${f(pct(bare, 50) / pct(ours, 50), 2)}, p99 ${f(pct(bare, 99) / pct(ours, 99), 2)}`,
+      `queries (${ours.length}, ${queries.length} kinds): searchLogs p50 ${f(pct(ours, 50), 2)} ms p99 ${f(pct(ours, 99), 2)} ms${bareQueries}`,
     );
     const filtered: number[] = [];
     for (let round = 0; round < 20; round++) {
