@@ -78,24 +78,24 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
     const whole = lastNewline >= 0 ? page.bytes.subarray(0, lastNewline + 1) : new Uint8Array(0);
     const tail = page.bytes.subarray(whole.length);
     const lines = whole.length > 0 ? decoder.decode(whole).split("\n").slice(0, -1) : [];
-    const rows: Array<[number, string, number]> = [];
+    const rows: Array<[number, string]> = [];
     lines.forEach((raw, i) => {
       const line = searchableLine(raw);
-      if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + i, line, lineNumber + i]);
+      if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + i, line]);
     });
     // The unterminated last line of an ended log: indexed now, replaced if a late chunk completes it.
     const atEnd = page.complete;
     if (atEnd && tail.length > 0) {
       const line = searchableLine(decoder.decode(tail));
-      if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + lines.length, line, lineNumber + lines.length]);
+      if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + lines.length, line]);
     }
     // Lines go in as JSON arrays unpacked by SQLite (json_each): one bound parameter per few thousand lines.
     const statements = [];
     for (let i = 0; i < rows.length; i += INSERT_ROWS) {
       const chunk = JSON.stringify(rows.slice(i, i + INSERT_ROWS));
       statements.push(
-        deps.db.run(sql`INSERT OR REPLACE INTO log_search (rowid, line, build_id, line_number)
-          SELECT value ->> 0, value ->> 1, ${buildId}, value ->> 2 FROM json_each(${chunk}) ORDER BY key`),
+        deps.db.run(sql`INSERT OR REPLACE INTO log_search (rowid, line)
+          SELECT value ->> 0, value ->> 1 FROM json_each(${chunk}) ORDER BY key`),
       );
     }
     const nextOffset = offset + whole.length;
@@ -226,13 +226,15 @@ export async function searchLogs(
   if (query.project_id) filters.push(sql`b.project_id = ${query.project_id}`);
   if (query.pipeline_id) filters.push(sql`b.pipeline_id = ${query.pipeline_id}`);
   if (query.branch) filters.push(sql`b.branch = ${query.branch}`);
-  let rows: Array<{ rowid: number; build_id: string; line_number: number; line: string; marked: string; build_number: number; project_id: string }>;
+  let rows: Array<{ rowid: number; build_id: string; line: string; marked: string; build_number: number; project_id: string }>;
   try {
     // CROSS JOIN keeps the FTS table outermost, walked in descending rowid order: the newest matches come first
-    // and the walk stops at the limit instead of sorting every match.
-    rows = await deps.db.all(sql`SELECT s.rowid AS rowid, s.build_id, s.line_number, s.line,
+    // and the walk stops at the limit instead of sorting every match. The rowid names the build (through its
+    // search number) and the line: the index stores only the line text.
+    rows = await deps.db.all(sql`SELECT s.rowid AS rowid, l.build_id, s.line,
         highlight(log_search, 0, ${MARK_OPEN}, ${MARK_CLOSE}) AS marked, b.build_number, b.project_id
-      FROM log_search s CROSS JOIN builds b ON b.id = s.build_id
+      FROM log_search s CROSS JOIN log_search_builds l ON l.seq = s.rowid / ${sql.raw(String(LINE_SPACE))}
+      CROSS JOIN builds b ON b.id = l.build_id
       WHERE ${sql.join(filters, sql` AND `)}
       ORDER BY s.rowid DESC LIMIT ${query.limit}`);
   } catch (err) {
@@ -245,7 +247,7 @@ export async function searchLogs(
       build_id: r.build_id,
       build_number: Number(r.build_number),
       project_id: r.project_id,
-      line_number: Number(r.line_number),
+      line_number: Number(r.rowid) % LINE_SPACE,
       line: r.line,
       marked: r.marked,
     }))
