@@ -11,7 +11,7 @@ import { BENCH_ROOT, COMPARE_ROOT, cpuMs, runCli, startDaemon, stopProcess, type
 import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { createHash, randomBytes } from "node:crypto";
-import { CLAIM_SQL as TRUST_CLAIM_SQL } from "../src/domain/builds/scheduler.ts";
+import { CLAIM_SQL as TRUST_CLAIM_SQL } from "../src/db/queries/claim.ts";
 import { join } from "node:path";
 
 const BUILDS = 2000;
