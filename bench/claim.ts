@@ -142,7 +142,7 @@ async function main() {
     const fleet: Array<{ id: string; token: string }> = [];
     for (let i = 0; i < RUNNERS; i++) fleet.push(await register(["android"]));
     const trigger = (pipelineId: string) =>
-      json(`${base}/v1/projects/${project.id}/builds`, "POST", owner, { pipeline_id: pipelineId, commit_sha: "abcdef0123456789" });
+      json(`${base}/v1/projects/${project.id}/builds`, "POST", owner, { pipeline_id: pipelineId, commit_sha: "abcdef0123456789abcdef0123456789abcdef01" });
 
     process.stdout.write(`queueing ${BUILDS} builds...\n`);
     if (process.env.BENCH_ONLY !== "pickup")
