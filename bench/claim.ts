@@ -11,7 +11,7 @@ import { BENCH_ROOT, COMPARE_ROOT, cpuMs, runCli, startDaemon, stopProcess, type
 import { keepAliveClient } from "./keepalive-client.ts";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { createHash, randomBytes } from "node:crypto";
-import { CLAIM_SQL as TRUST_CLAIM_SQL } from "../src/domain/builds/scheduler.ts";
+import { CLAIM_SQL as TRUST_CLAIM_SQL } from "../src/db/queries/claim.ts";
 import { join } from "node:path";
 
 const BUILDS = 2000;
@@ -142,7 +142,10 @@ async function main() {
     const fleet: Array<{ id: string; token: string }> = [];
     for (let i = 0; i < RUNNERS; i++) fleet.push(await register(["android"]));
     const trigger = (pipelineId: string) =>
-      json(`${base}/v1/projects/${project.id}/builds`, "POST", owner, { pipeline_id: pipelineId, commit_sha: "abcdef0123456789" });
+      json(`${base}/v1/projects/${project.id}/builds`, "POST", owner, {
+        pipeline_id: pipelineId,
+        commit_sha: "abcdef0123456789abcdef0123456789abcdef01",
+      });
 
     process.stdout.write(`queueing ${BUILDS} builds...\n`);
     if (process.env.BENCH_ONLY !== "pickup")

@@ -28,6 +28,11 @@ export interface OpenDbOptions {
    * The daemon sets it; one-shot commands leave checkpoints to SQLite.
    */
   checkpointEveryMs?: number;
+  /**
+   * `libsql-client` opens a `file:` URL through plain `@libsql/client` instead of the embedded driver (WAL, busy
+   * timeout, `synchronous`; no checkpoint timer): only to measure what the embedded driver gains (docs/decisions.md "The embedded driver").
+   */
+  fileDriver?: "embedded" | "libsql-client";
 }
 
 /**
@@ -48,7 +53,14 @@ const BUSY_TIMEOUT_MS = 10_000;
  */
 export async function openDb(url: string, authToken?: string, options: OpenDbOptions = {}): Promise<OpenedDb> {
   let client: Client;
-  if (url.startsWith("file:")) {
+  if (url.startsWith("file:") && options.fileDriver === "libsql-client") {
+    const { createClient } = await import("@libsql/client");
+    client = createClient({ url, timeout: options.busyTimeoutMs ?? BUSY_TIMEOUT_MS });
+    // `synchronous` holds per connection: this sets it on the connection every call but an interactive
+    // transaction borrows (the client opens another for those, at SQLite's FULL).
+    await client.execute("PRAGMA journal_mode = WAL");
+    await client.execute(`PRAGMA synchronous = ${options.synchronous ?? "normal"}`);
+  } else if (url.startsWith("file:")) {
     let path = url.slice("file:".length).replace(/^\/\/(?=\/)/, "");
     // file:///abs and file://localhost/abs name the same absolute path; the query string is not part of it.
     path = path.replace(/^\/\/localhost(?=\/)/, "").replace(/\?.*$/, "");

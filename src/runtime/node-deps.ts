@@ -144,6 +144,8 @@ export async function createNodeDeps(config: HangarConfig, overrides: Partial<Ap
   const opened = await openDb(config.databaseUrl, config.databaseAuthToken, {
     synchronous: config.dbSynchronous,
     checkpointEveryMs: config.dbCheckpointMs,
+    // A benchmark's switch, not a setting (docs/benchmarks.md "Embedded driver against @libsql/client").
+    fileDriver: process.env.HANGAR_BENCH_FILE_DRIVER === "libsql-client" ? "libsql-client" : "embedded",
   });
   const outbound = createNodeOutbound(config.outboundAllow);
   try {

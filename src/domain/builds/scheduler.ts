@@ -1,14 +1,13 @@
-import type { Row } from "@libsql/client";
 import { and, eq } from "drizzle-orm";
 import { z } from "zod";
-import { clientOf } from "../../db/fixed-sql.ts";
+import { claimBuild, reportBuildStatus } from "../../db/queries/claim.ts";
 import { queueVersion } from "../../db/queries/queue-version.ts";
 import { builds, runners } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { ACTIVE_STATUSES, assertRunnerReport, isFinalStatus, reportableFrom } from "./build-machine.ts";
 import type { BuildRow } from "./builds.ts";
-import { endStepResults, endStepResultsExpression } from "./step-results.ts";
+import { endStepResults } from "./step-results.ts";
 import { getProject, openAndroidSigning, openSourceCredentials, type PipelineConfig } from "../projects/projects.ts";
 import { iosSigningForRunner } from "../signing/signing.ts";
 import { recordAudit } from "../common/audit.ts";
@@ -51,23 +50,20 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
   // The job token is made before the claim so that its hash lands in the same statement: a claimed build never
   // exists without the token its runner was handed. Only the hash is stored.
   const jobToken = prefixedToken(TOKEN_PREFIXES.job);
-  const claim = {
-    sql: CLAIM_SQL,
-    args: [runnerId, now + deps.config.jobLeaseS, now, await sha256Hex(jobToken), affinityWindowS(deps.config), deps.config.runnerOfflineAfterS],
-  };
-  const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
-  const client = clientOf(deps.db);
-  let row: Row | undefined;
-  if (options.heartbeat === false) {
-    // A long-poll retry: the runner row is touched only when a job came (`changes()` is the claim's row count, the
-    // statement before it on the same connection), in the same round trip: on a libSQL server a second request
-    // would add its whole latency to the cross-daemon pickup (docs/decisions.md).
-    row = (await client.batch([claim, { sql: CLAIMED_HEARTBEAT_SQL, args: refresh.args }], "write"))[0]?.rows[0];
-  } else {
-    row = (await client.batch([claim, refresh], "write"))[0]?.rows[0];
-  }
-  if (!row) return null;
-  const b = row as unknown as ClaimRow;
+  const b = await claimBuild(
+    deps.db,
+    {
+      runnerId,
+      leaseExpiresAt: now + deps.config.jobLeaseS,
+      now,
+      jobTokenHash: await sha256Hex(jobToken),
+      affinityWindowS: affinityWindowS(deps.config),
+      runnerOfflineAfterS: deps.config.runnerOfflineAfterS,
+    },
+    // A long-poll retry touches the runner row only when a job came.
+    { heartbeat: options.heartbeat !== false },
+  );
+  if (!b) return null;
   deps.metrics?.buildPickup.observe(Math.max(0, now - Number(b.queued_at)));
   return {
     build_id: String(b.id),
@@ -87,77 +83,10 @@ export async function claimOnce(deps: SchedDeps, runnerId: string, options: { he
   };
 }
 
-/**
- * The claim as fixed SQL (docs/benchmarks.md): drizzle built this statement afresh on every claim, which cost more than
- * running it. The runner row is read inside it (platforms, trust, max_jobs, draining), so a concurrent PATCH or
- * drain is honoured too, and the trust rules hold under the write lock (docs/runner-isolation.md): a protected
- * runner takes protected and open builds, an open one open and fork builds, and a protected build is not handed
- * to a runner while it holds an open or fork job. A runner at its `max_jobs` matches no row. It returns only what
- * the claimed job needs, with the two names the runner needs beside the build row. Every subquery on the runner is
- * uncorrelated (the trusts it takes are one list, computed once per claim), so a claim costs what it did before the
- * trust match plus one look at the runner's active jobs (docs/benchmarks.md, "Runner trust").
- * Affinity (docs/decisions.md "Runner affinity"): a build queued less than ?5 seconds ago is passed over by every
- * runner but the one holding its warm workspace (the runner that took the pipeline's latest build), while that one
- * could take it now: registered, heartbeating, not draining nor low on disk, of a fitting platform and trust, and
- * under its job cap (1 when it has none). The check lives in the same statement, so the claim stays atomic.
- * Arguments: ?1 runner id, ?2 lease expiry, ?3 now, ?4 the job token's SHA-256, ?5 the affinity window in seconds
- * (0: off), ?6 HANGAR_RUNNER_OFFLINE_AFTER_S.
- */
-export const CLAIM_SQL = `UPDATE builds SET status = 'assigned', runner_id = ?1, attempt_count = attempt_count + 1, lease_expires_at = ?2,
-  updated_at = ?3, job_token_hash = ?4
-WHERE id = (SELECT id FROM builds WHERE status = 'queued' AND platform IN (SELECT value FROM json_each((SELECT capabilities FROM runners
-    WHERE id = ?1 AND status != 'draining'), '$.platforms') UNION ALL SELECT 'any')
-  AND trust IN (SELECT value FROM json_each(CASE (SELECT trust FROM runners WHERE id = ?1) WHEN 'open' THEN '["open","fork"]'
-    ELSE CASE WHEN EXISTS (SELECT 1 FROM builds h WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running') AND h.trust != 'protected')
-      THEN '["open"]' ELSE '["protected","open"]' END END))
-  AND NOT (?5 > 0 AND queued_at > ?3 - ?5 AND EXISTS (SELECT 1 FROM runners w WHERE w.id = (SELECT h.runner_id FROM builds h
-      WHERE h.pipeline_id = builds.pipeline_id AND h.project_id = builds.project_id AND h.runner_id IS NOT NULL
-      ORDER BY h.queued_at DESC, h.rowid DESC LIMIT 1)
-    AND w.id != ?1 AND w.status IN ('online', 'busy') AND COALESCE(w.low_disk, 0) = 0 AND w.last_heartbeat_at >= ?3 - ?6
-    AND (builds.platform = 'any' OR builds.platform IN (SELECT value FROM json_each(w.capabilities, '$.platforms')))
-    AND CASE w.trust WHEN 'open' THEN builds.trust IN ('open', 'fork') ELSE builds.trust IN ('protected', 'open') END
-    AND (SELECT count(*) FROM builds a WHERE a.runner_id = w.id AND a.status IN ('assigned', 'running'))
-      < COALESCE(json_extract(w.capabilities, '$.max_jobs'), 1)))
-  ORDER BY queued_at, rowid LIMIT 1)
-  AND status = 'queued' AND EXISTS (SELECT 1 FROM runners WHERE runners.id = ?1 AND runners.status != 'draining'
-    AND (json_extract(capabilities, '$.max_jobs') IS NULL OR json_extract(capabilities, '$.max_jobs') > (SELECT count(*) FROM builds h
-      WHERE h.runner_id = ?1 AND h.status IN ('assigned', 'running'))))
-RETURNING id, project_id, pipeline_id, build_number, config_snapshot, commit_sha, branch, trigger_event, lease_expires_at, queued_at, trust,
-  (SELECT repo_url FROM projects WHERE projects.id = builds.project_id) AS repo_url,
-  (SELECT name FROM pipelines WHERE pipelines.id = builds.pipeline_id) AS pipeline_name`;
-
 /** HANGAR_AFFINITY_WAIT_MS in whole seconds, as queue times are kept: a build is held 2–3 s for the default 3000. */
 function affinityWindowS(config: Pick<AppDeps["config"], "affinityWaitMs">): number {
   return Math.ceil(config.affinityWaitMs / 1000);
 }
-
-/** The columns CLAIM_SQL returns, as the driver hands them over. */
-interface ClaimRow {
-  id: string;
-  project_id: string;
-  pipeline_id: string;
-  build_number: number;
-  config_snapshot: string;
-  commit_sha: string;
-  branch: string;
-  trigger_event: string | null;
-  lease_expires_at: number | null;
-  queued_at: number;
-  trust: BuildTrust;
-  repo_url: string | null;
-  pipeline_name: string | null;
-}
-
-/**
- * `refreshRunnerStatement(deps, runnerId, { heartbeat: true })` as fixed SQL: draining sticks, otherwise busy
- * while the runner holds an assigned or running build. Arguments: runner id, now, now, runner id.
- */
-const CLAIM_HEARTBEAT_SQL = `UPDATE runners SET status = CASE WHEN status IN ('draining') THEN status ELSE CASE WHEN EXISTS
-  (SELECT 1 FROM builds WHERE builds.runner_id = ? AND builds.status IN ('assigned', 'running')) THEN 'busy' ELSE 'online' END END,
-  last_heartbeat_at = ?, updated_at = ? WHERE id = ?`;
-
-/** CLAIM_HEARTBEAT_SQL only when the statement just before it (the claim) changed a row. */
-const CLAIMED_HEARTBEAT_SQL = `${CLAIM_HEARTBEAT_SQL} AND changes() > 0`;
 
 /**
  * POST .../claim?wait=N: claim now, else wait for this process's job signal (instant) or the next database
@@ -241,32 +170,27 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
   const now = deps.clock.now();
   const final = isFinalStatus(status);
   // A build that ends other than succeeded leaves no step running (docs/decisions.md), whatever the runner reported:
-  // reported steps are closed here, stored ones by REPORT_SQL's own CASE.
+  // reported steps are closed here, stored ones by the report statement's own CASE (src/db/queries/claim.ts).
   const endsSteps = final && status !== "succeeded";
   const reported = input.step_results === undefined ? null : endsSteps ? endStepResults(input.step_results, now) : input.step_results;
   const failureReason =
     status === "failed" ? "nonzero_exit" : status === "timed_out" ? "timeout" : status === "canceled" ? "canceled_by_runner" : null;
-  const report = {
-    sql: REPORT_SQL,
-    args: [
-      status,
-      final ? 1 : 0,
-      now + deps.config.jobLeaseS,
-      now,
-      exitCode ?? null,
-      failureReason,
-      reported === null ? null : JSON.stringify(reported),
-      endsSteps ? 1 : 0,
-      jobId,
-      runnerId,
-      JSON.stringify(reportableFrom(status)),
-      final ? (input.release_notes ?? null) : null,
-      final && input.commits ? JSON.stringify(input.commits) : null,
-      final && input.caches ? JSON.stringify(input.caches) : null,
-    ],
-  };
-  const refresh = { sql: CLAIM_HEARTBEAT_SQL, args: [runnerId, now, now, runnerId] };
-  const row = (await clientOf(deps.db).batch([report, refresh], "deferred"))[0]?.rows[0] as unknown as ReportRow | undefined;
+  const row = await reportBuildStatus(deps.db, {
+    status,
+    final,
+    leaseExpiresAt: now + deps.config.jobLeaseS,
+    now,
+    exitCode: exitCode ?? null,
+    failureReason,
+    stepResultsJson: reported === null ? null : JSON.stringify(reported),
+    endStoredSteps: endsSteps,
+    buildId: jobId,
+    runnerId,
+    allowedFrom: reportableFrom(status),
+    releaseNotes: final ? (input.release_notes ?? null) : null,
+    commitsJson: final && input.commits ? JSON.stringify(input.commits) : null,
+    cachesJson: final && input.caches ? JSON.stringify(input.caches) : null,
+  });
   if (row) {
     return {
       id: String(row.id),
@@ -279,33 +203,6 @@ export async function reportJobStatus(deps: SchedDeps, runnerId: string, jobId: 
   assertRunnerReport(current.status, current.cancelRequested, status);
   // The guard passed on a fresh read: the state moved under us between the two statements; report the refusal.
   throw new ApiError("invalid_transition", `a ${current.status} build cannot become ${status}`);
-}
-
-/**
- * The report as fixed SQL. Arguments: ?1 status, ?2 final (0/1), ?3 renewed lease expiry, ?4 now, ?5 exit code or
- * null (kept), ?6 failure reason (set when final), ?7 reported step results as JSON or null, ?8 close the stored
- * steps (0/1: final and not succeeded, nothing reported), ?9 build id, ?10 runner id, ?11 the allowed previous
- * states as a JSON array, ?12 release notes, ?13 commits and ?14 cache reports as JSON (final reports only, else null:
- * kept). A final
- * report keeps the lease as it was.
- */
-const REPORT_SQL = `UPDATE builds SET status = ?1,
-  lease_expires_at = CASE WHEN ?2 THEN lease_expires_at ELSE ?3 END,
-  started_at = COALESCE(started_at, ?4), updated_at = ?4,
-  exit_code = CASE WHEN ?5 IS NULL THEN exit_code ELSE ?5 END,
-  finished_at = CASE WHEN ?2 THEN ?4 ELSE finished_at END,
-  failure_reason = CASE WHEN ?2 THEN ?6 ELSE failure_reason END,
-  step_results = CASE WHEN ?7 IS NOT NULL THEN ?7 WHEN ?8 THEN (${endStepResultsExpression("?4")})
-    ELSE step_results END,
-  release_notes = COALESCE(?12, release_notes), commits = COALESCE(?13, commits), caches = COALESCE(?14, caches)
-WHERE id = ?9 AND runner_id = ?10 AND status IN (SELECT value FROM json_each(?11))
-RETURNING id, status, cancel_requested, lease_expires_at`;
-
-interface ReportRow {
-  id: string;
-  status: BuildRow["status"];
-  cancel_requested: number;
-  lease_expires_at: number | null;
 }
 
 /** Credentials are handed out only for a job this runner holds right now (409 job_not_active otherwise). */
