@@ -58,7 +58,9 @@ describe("GET /api (the API reference page)", () => {
     const register = rowOf("post_runners_register");
     expect(register).toContain("user session: owner, admin");
     expect(register).toContain("{name, capabilities, trust}");
-    expect(register).toMatch(/200 \{id, name, status, capabilities, trust, last_heartbeat_at, free_disk_bytes, low_disk, registered_by, created_at, updated_at, token\}/);
+    expect(register).toMatch(
+      /200 \{id, name, status, capabilities, trust, last_heartbeat_at, free_disk_bytes, low_disk, registered_by, created_at, updated_at, token\}/,
+    );
     expect(register).toContain("401 missing_auth, invalid_session");
     const trigger = rowOf("post_projects_project_id_builds");
     expect(trigger).toContain("pipeline_id*");
