@@ -11,7 +11,7 @@ import { CacheIntegrityError, createRemoteCache } from "../../src/cli/runner/cac
 import type { RemoteCache } from "../../src/cli/runner/cache-remote-types.ts";
 import { RunnerClient } from "../../src/cli/runner/client.ts";
 import { claim, createPipeline, createProject, queueBuild, registerRunner } from "../helpers/builds.ts";
-import { S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, startTestS3, type TestS3 } from "../helpers/s3rver.ts";
+import { s3StorageSettingsBody, startTestS3, type TestS3 } from "../helpers/s3rver.ts";
 import { startReadyDaemon, type ReadyDaemon } from "./runner-harness.ts";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- API JSON
@@ -39,18 +39,7 @@ afterAll(async () => {
 async function useS3(): Promise<void> {
   const settings = await d.api.call("PUT", "/v1/settings/artifact-storage", {
     token: d.ownerToken,
-    body: {
-      provider: "s3",
-      s3: {
-        endpoint: s3.endpoint,
-        region: "us-east-1",
-        bucket: s3.bucket,
-        prefix: "ci/",
-        access_key_id: S3_ACCESS_KEY_ID,
-        secret_access_key: S3_SECRET_ACCESS_KEY,
-        force_path_style: true,
-      },
-    },
+    body: s3StorageSettingsBody(s3),
   });
   expect(settings.status, settings.text).toBe(200);
 }

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createPipeline, createProject, makeGitRepo, queueBuild, registerRunner, type GitRepo } from "../helpers/builds.ts";
-import { S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, startTestS3, type TestS3 } from "../helpers/s3rver.ts";
+import { s3StorageSettingsBody, startTestS3, type TestS3 } from "../helpers/s3rver.ts";
 import { getBuild, getLog, removeDir, startReadyDaemon, startRunner, stopRunner, type ReadyDaemon, type RunnerProcess } from "./runner-harness.ts";
 
 let s3: TestS3;
@@ -23,18 +23,7 @@ beforeAll(async () => {
   repo = makeGitRepo({ "lock.txt": "v1\n" });
   const settings = await d.api.call("PUT", "/v1/settings/artifact-storage", {
     token: d.ownerToken,
-    body: {
-      provider: "s3",
-      s3: {
-        endpoint: s3.endpoint,
-        region: "us-east-1",
-        bucket: s3.bucket,
-        prefix: "ci/",
-        access_key_id: S3_ACCESS_KEY_ID,
-        secret_access_key: S3_SECRET_ACCESS_KEY,
-        force_path_style: true,
-      },
-    },
+    body: s3StorageSettingsBody(s3),
   });
   expect(settings.status, settings.text).toBe(200);
 });

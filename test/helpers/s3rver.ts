@@ -148,3 +148,19 @@ export async function startTestS3(bucket = "hangar-artifacts"): Promise<TestS3> 
     },
   };
 }
+
+/** The `PUT /v1/settings/artifact-storage` body that points an instance at this S3 server (for tests of a real daemon). */
+export function s3StorageSettingsBody(s3: TestS3, prefix = "ci/") {
+  return {
+    provider: "s3",
+    s3: {
+      endpoint: s3.endpoint,
+      region: "us-east-1",
+      bucket: s3.bucket,
+      prefix,
+      access_key_id: S3_ACCESS_KEY_ID,
+      secret_access_key: S3_SECRET_ACCESS_KEY,
+      force_path_style: true,
+    },
+  };
+}
