@@ -211,6 +211,7 @@ function start(root) {
     schedule();
   }
 
+  let retries = 0;
   function stream() {
     if (complete) return;
     if (!("EventSource" in window)) return poll();
@@ -230,8 +231,19 @@ function start(root) {
       window.dispatchEvent(new CustomEvent("hangar:log-end"));
       finished();
     });
-    es.onopen = () => setState("live");
-    es.onerror = () => setState(complete ? "" : "reconnecting…");
+    es.onopen = () => {
+      retries = 0;
+      setState("live");
+    };
+    es.onerror = () => {
+      setState(complete ? "" : "reconnecting…");
+      // The browser reconnects by itself after a dropped stream, but gives up for good after an HTTP error answer
+      // (a 429 or 503 while the daemon is busy or restarting): open a new stream then, later each time.
+      if (es.readyState === EventSource.CLOSED && !complete) {
+        retries++;
+        setTimeout(stream, Math.min(30000, 1000 * 2 ** Math.min(retries - 1, 5)));
+      }
+    };
   }
 
   async function poll() {

@@ -105,13 +105,23 @@ export async function waitForFinal(d: ReadyDaemon, buildId: string, timeoutMs = 
   );
 }
 
-/** A free loopback port, so a restarted daemon can come back on the same URL. */
+/**
+ * A free loopback port, so a restarted daemon can come back on the same URL. It is taken below Linux's ephemeral
+ * range (32768–60999): while the daemon is down, the port is then never handed to another test's server on port 0
+ * or to an outgoing connection, which would answer the runner in the daemon's place.
+ */
 export async function freePort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const server = createNetServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => resolve(true));
+    });
+    if (!bound) continue;
+    await new Promise((resolve) => server.close(resolve));
+    return port;
+  }
 }
 
 export interface GitHttpServer {

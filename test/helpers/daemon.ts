@@ -22,7 +22,7 @@ export interface Daemon {
 }
 
 /** Starts the real `hangar serve` on 127.0.0.1 with a free port and waits for the listening line. */
-export async function startDaemon(env: Record<string, string>, timeoutMs = 20_000): Promise<Daemon> {
+export async function startDaemon(env: Record<string, string>, timeoutMs = 60_000): Promise<Daemon> {
   const proc = spawn(process.execPath, [HANGAR_BIN, "serve"], {
     cwd: PROJECT_ROOT,
     // Loopback allowed for the outbound guard: the tests' OIDC providers, S3 and git servers are on 127.0.0.1. No build

@@ -156,7 +156,15 @@ describe("the build page with the real daemon and runner", () => {
     expect(await renderedLines(page)).not.toContain("tick 5");
     expect(await page.locator("#build-status").textContent()).toBe("running");
 
-    await page.locator("#log .ln-text", { hasText: /^tick 5$/ }).waitFor();
+    await page
+      .locator("#log .ln-text", { hasText: /^tick 5$/ })
+      .waitFor()
+      .catch(async (err: Error) => {
+        // What the daemon and the runner say tells a slow build from a page that stopped following it.
+        const now = await getBuild(d, build.id);
+        const log = await getLog(d, build.id);
+        throw new Error(`${err.message}\nbuild ${now.status}; stored log:\n${log}\nrunner:\n${runner.stderr().slice(-4000)}`);
+      });
     await expect.poll(() => step.locator(".badge").textContent(), { timeout: 20_000 }).toBe("succeeded");
     await expect.poll(() => page.locator("#build-status").textContent(), { timeout: 20_000 }).toBe("succeeded");
     const took = (await step.locator(".muted").textContent()) ?? "";

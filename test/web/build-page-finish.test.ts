@@ -180,4 +180,32 @@ describe("the build page finishes by itself", () => {
     expect(counts.log, JSON.stringify(counts)).toBeLessThanOrEqual(4);
     await page.close();
   });
+  it("keeps the log live after its stream is answered with an error (a proxy's 503 while the daemon restarts)", async () => {
+    const buildId = await runningBuild();
+    expect((await appendLog(t, w.runner, buildId, 0, "before the restart\n")).status).toBe(200);
+    const page = await ctx.newPage();
+    // The first three event streams are refused as a reverse proxy refuses them while the daemon is down; a browser
+    // gives an EventSource up for good after such an answer, so only the page can open a new one.
+    let refused = 0;
+    await page.route(`**/builds/${buildId}/events**`, async (route) => {
+      if (refused < 3) {
+        refused++;
+        await route.fulfill({ status: 503, contentType: "text/html", body: "<h1>502 Bad Gateway</h1>" });
+      } else await route.continue();
+    });
+    const counts = countLogRequests(page, buildId);
+    await page.goto(`${served.url}/builds/${buildId}`);
+    await page.locator("#log[data-ready=true]").waitFor();
+    expect(await page.locator("#L1 .ln-text").textContent()).toBe("before the restart");
+    const line = "after the restart\n";
+    expect((await appendLog(t, w.runner, buildId, "before the restart\n".length, line)).status).toBe(200);
+    await page.locator("#L2").waitFor({ timeout: 30_000 });
+    expect(await page.locator("#L2 .ln-text").textContent()).toBe("after the restart");
+    expect(refused).toBe(3);
+    // Backed off between attempts: a handful of streams, not a loop.
+    expect(counts.events, JSON.stringify(counts)).toBeLessThanOrEqual(6);
+    expect((await reportStatus(t, w.runner, buildId, { status: "succeeded", exit_code: 0 })).status).toBe(200);
+    await page.locator("body[data-build-finished=true]").waitFor({ timeout: 15_000 });
+    await page.close();
+  });
 });
