@@ -324,5 +324,6 @@ describe("disk care", () => {
     expect((await runnerJson()).status).toBe("online");
     await stopRunner(r);
     await d.api.call("POST", `/v1/builds/${queued.id}/cancel`, { token: d.ownerToken });
-  });
+    // Two heartbeats 20 s apart (the default interval) and a runner start: more than the default 30 s under load.
+  }, 90_000);
 });
