@@ -1,6 +1,6 @@
 // npm run bench:claim: claim cycles (claim, `running`, `succeeded`) over loopback HTTP by 20 runners, against a raw
 // SQLite loop running the same three transactions on the same database file at the same `synchronous` level (the
-// limit), and job pickup latency with long-poll against a runner polling every 3 s. Issues 5 and 16.
+// limit), and job pickup latency with long-poll against a runner polling every 3 s (docs/benchmarks.md, "Claims").
 //
 // BENCH_ROOT points at another checkout to measure its daemon with this bench (the "before" figures);
 // BENCH_DAEMON_SYNCHRONOUS names that daemon's level (`normal`, the default since the performance work in docs/benchmarks.md, or `full`);

@@ -2,7 +2,7 @@
 // (libsql-server 0.24, --use-custom-wal libsql-wal), beside ONE daemon on the embedded file, and a raw client loop
 // against the same sqld running the same three transactions with the same 20-way concurrency (the limit: the
 // server's own rate for this work, without HTTP, auth, JSON or ORM); then cross-daemon pickup: a runner long-polls
-// daemon B while builds are queued through daemon A. Issue 18 (docs/api.md §8).
+// daemon B while builds are queued through daemon A (docs/api.md §8).
 //
 // BENCH_BUILDS (default 2000) and BENCH_PICKUP_BUILDS (default 100) size the runs.
 import { createClient, type Client, type InStatement } from "@libsql/client";

@@ -1,6 +1,6 @@
 // Stands in for @neon-rs/load inside dist/hangar.cjs (scripts/build.mjs bundles the `libsql` driver's JavaScript;
 // its native binary stays in node_modules/@libsql/<target>). The package's currentTarget() tells glibc from musl
-// with process.report.getReport(), about 6 ms of every daemon start (issue 16); detect-libc, which `libsql`
+// with process.report.getReport(), about 6 ms of every daemon start (docs/benchmarks.md, "Performance"); detect-libc, which `libsql`
 // asks the same question right after, reads /usr/bin/ldd instead and falls back to that same report. The targets
 // are @neon-rs/load 0.0.4's.
 "use strict";
