@@ -37,7 +37,7 @@ h2{font-size:1.15rem;margin:0 0 .75rem}
 .hint{font-size:.875rem;margin:.25rem 0 0}
 .field{margin:0 0 .9rem;border:0;padding:0;min-width:0}
 .field>label,.field legend,.copy-field>label{display:block;font-weight:600;margin:0 0 .25rem}
-input[type=text],input[type=email],input[type=url],input[type=password],input:not([type]),select,textarea{
+input[type=text],input[type=email],input[type=url],input[type=password],input[type=search],input[type=number],input[type=tel],input[type=date],input[type=time],input[type=datetime-local],input:not([type]),select,textarea{
 width:100%;padding:.5rem .6rem;border:1px solid var(--border);border-radius:6px;background:var(--bg);color:var(--fg);font:inherit;min-height:2.5rem}
 textarea{resize:vertical}
 input:focus-visible,select:focus-visible,textarea:focus-visible,button:focus-visible,a:focus-visible{outline:3px solid var(--focus);outline-offset:1px}
