@@ -68,7 +68,7 @@ describe("outbox across kill -9", () => {
     expect(beforeRestart).toBeLessThan(BUILDS * 2);
 
     daemon = await startDaemon(env);
-    await waitFor(() => new Set(received.map((r) => r.id)).size >= BUILDS * 2, 30_000, "every message after the restart");
+    await waitFor(() => new Set(received.map((r) => r.id)).size >= BUILDS * 2, 60_000, "every message after the restart");
     // Let any redelivery of an attempt cut off by the kill arrive, then count.
     await new Promise((r) => setTimeout(r, 300));
     const hook = new Webhook(created.body.secret);
@@ -88,5 +88,5 @@ describe("outbox across kill -9", () => {
       if (copies === 2) expect(fromOld.has(id), id).toBe(true);
     }
     expect(daemon.stderr()).not.toContain('"level":"error"');
-  }, 90_000);
+  }, 150_000);
 });
