@@ -29,7 +29,7 @@ export const MAX_CASES_PER_BUILD = 100_000;
 /** Cases per INSERT statement (one JSON array each); each statement is its own short write between event-loop turns. */
 const INSERT_ROWS = 500;
 /** Leftover cases of an interrupted report deleted per statement. */
-const DELETE_ROWS = 2000;
+const DELETE_ROWS = 500;
 
 type IngestDeps = Pick<AppDeps, "db" | "clock" | "config"> & Partial<Pick<AppDeps, "log">>;
 /** Opens the store an artifact's bytes live in (the artifacts domain's openStoreAt). */
@@ -172,6 +172,8 @@ async function storeReport(deps: IngestDeps, artifactId: string, openStore: Open
     // unpacked by SQLite (json_each): one bound parameter per batch.
     const insert = async (cases: ParsedTestCase[]) => {
       for (let i = 0; i < cases.length; i += INSERT_ROWS) {
+        // A turn before each statement, so the scan slice that finished these cases and the insert are two blocks.
+        await lease.turn();
         const batch = cases.slice(i, i + INSERT_ROWS);
         const chunk = JSON.stringify(batch.map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]));
         const inserted =
@@ -185,7 +187,6 @@ async function storeReport(deps: IngestDeps, artifactId: string, openStore: Open
           totals[c.status]++;
           totals.duration_ms += c.durationMs ?? 0;
         }
-        await lease.turn();
       }
     };
     const outcome = await scanReport(deps, artifactId, claimed.buildId, openStore, lease, insert);
