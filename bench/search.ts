@@ -14,7 +14,8 @@
 //     fast-xml-parser parse of the same text (the yardstick).
 //  4. Storing: a 50 MiB report of 100,000 cases (both per-build limits) through ingestJunitReport as the
 //     complete call runs it (read from a local store, parse in slices, batched inserts, the flip), with the
-//     longest event-loop stall seen by monitorEventLoopDelay and by a 1 ms setInterval probe.
+//     longest event-loop stall seen by monitorEventLoopDelay and by a 1 ms setInterval probe (with the most CPU
+//     time between two of its ticks); then flaky detection over the stored cases, with the same probe.
 //  5. Log indexing blocks: one ended build's 16 MiB log indexed by the maintenance pass, with the longest
 //     event-loop stall (BENCH_SEARCH_PARTS=logblock only: not in the default set).
 //  BENCH_SEARCH_PARTS=search,junit,store,logblock picks parts (default the first three).
