@@ -14,9 +14,12 @@
 //     fast-xml-parser parse of the same text (the issue's yardstick).
 //  4. Storing: a 50 MiB report of 100,000 cases (both per-build limits) through ingestJunitReport as the
 //     complete call runs it (read from a local store, parse in slices, batched inserts, the flip), with the
-//     longest event-loop stall seen by monitorEventLoopDelay and by a 1 ms setInterval probe.
-//  BENCH_SEARCH_PARTS=search,junit,store picks parts (default all three).
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+//     longest event-loop stall seen by monitorEventLoopDelay and by a 1 ms setInterval probe (with the most CPU
+//     time between two of its ticks); then flaky detection over the stored cases, with the same probe.
+//  5. Log indexing blocks: one ended build's 16 MiB log indexed by the maintenance pass, with the longest
+//     event-loop stall (BENCH_SEARCH_PARTS=logblock only: not in the default set).
+//  BENCH_SEARCH_PARTS=search,junit,store,logblock picks parts (default the first three).
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
@@ -28,7 +31,7 @@ import { migrateDb } from "../src/db/migrate.ts";
 import { loadConfig } from "../src/config.ts";
 import { indexEndedLogs, searchLogs, searchableLine, toFtsQuery } from "../src/domain/logs/log-search.ts";
 import { parseJunit } from "../src/domain/tests/junit.ts";
-import { ingestJunitReport, pendingReportStatement } from "../src/domain/tests/test-reports.ts";
+import { flakyTests, ingestJunitReport, pendingReportStatement } from "../src/domain/tests/test-reports.ts";
 import { createLocalDiskStore } from "../src/storage/local-disk.ts";
 
 const TOTAL_MB = Number(process.env.BENCH_SEARCH_MB ?? 200);
@@ -74,10 +77,10 @@ function logLine(i: number): string {
   }
 }
 
-function buildLog(buildIndex: number): { bytes: Uint8Array; lines: string[] } {
+function buildLog(buildIndex: number, bytes = PER_BUILD): { bytes: Uint8Array; lines: string[] } {
   const lines: string[] = [];
   let size = 0;
-  for (let i = 0; size < PER_BUILD; i++) {
+  for (let i = 0; size < bytes; i++) {
     const line = logLine(buildIndex * 1000 + i);
     lines.push(line);
     size += Buffer.byteLength(line) + 1;
@@ -97,6 +100,7 @@ async function main() {
     if (PARTS.has("search")) await searchPart(dir, builds);
     if (PARTS.has("junit")) await junitPart(dir);
     if (PARTS.has("store")) await storePart(dir);
+    if (PARTS.has("logblock")) await logBlockPart(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -250,27 +254,42 @@ async function junitPart(dir: string) {
   }
 }
 
-/** The longest gap between ticks of a 1 ms interval, minus the interval: what a request arriving then waits. */
-function intervalProbe(): { stop: () => number } {
+/**
+ * The longest gap between ticks of a 1 ms interval, minus the interval: what a request arriving then waits. And
+ * the process's CPU time within each gap (process.cpuUsage: user + system, all threads, so GC helper threads
+ * count): what the longest block costs with a core to itself, which a loaded machine does not change much.
+ */
+function intervalProbe(): { stop: () => { wallMs: number; cpuMs: number } } {
   let last = performance.now();
+  let lastCpu = process.cpuUsage();
   let worst = 0;
+  let worstCpu = 0;
   const timer = setInterval(() => {
     const now = performance.now();
+    const cpu = process.cpuUsage(lastCpu);
     worst = Math.max(worst, now - last - 1);
+    worstCpu = Math.max(worstCpu, (cpu.user + cpu.system) / 1000);
     last = now;
+    lastCpu = process.cpuUsage();
   }, 1);
   return {
     stop: () => {
       clearInterval(timer);
-      return worst;
+      // The gap still open when the work ends (the whole run, when the loop never turned).
+      const cpu = process.cpuUsage(lastCpu);
+      return { wallMs: Math.max(worst, performance.now() - last - 1), cpuMs: Math.max(worstCpu, (cpu.user + cpu.system) / 1000) };
     },
   };
 }
 
-async function storePart(dir: string) {
+/**
+ * Writes the store part's report: 100,000 cases padded to an equal share of 50 MiB, a failure with its trace in one
+ * case of 7, system-out in all. In a function of its own so the text is garbage by the time the daemon's path
+ * runs (a daemon does not hold the file in memory; a 100 MiB live heap would lengthen its collections).
+ */
+function writeStoreReport(path: string): number {
   const CASES = 100_000;
   const target = 50 * 2 ** 20 - 4096;
-  // Each case padded to an equal share of 50 MiB: a failure with its trace in one case of 7, system-out in all.
   const per = Math.floor(target / CASES);
   const parts: string[] = [];
   for (let i = 0; i < CASES; i++) {
@@ -279,13 +298,15 @@ async function storePart(dir: string) {
     const tail = `</system-out></testcase>\n`;
     parts.push(head + "x".repeat(Math.max(1, per - head.length - tail.length)) + tail);
   }
-  const xml = `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="all">\n${parts.join("")}</testsuite></testsuites>\n`;
+  writeFileSync(path, `<?xml version="1.0" encoding="UTF-8"?>\n<testsuites><testsuite name="all">\n${parts.join("")}</testsuite></testsuites>\n`);
+  return statSync(path).size;
+}
+
+async function storePart(dir: string) {
   const storeDir = join(dir, "artifacts");
   const key = "report.xml";
-  const { mkdirSync } = await import("node:fs");
   mkdirSync(storeDir, { recursive: true });
-  writeFileSync(join(storeDir, key), xml);
-  const size = statSync(join(storeDir, key)).size;
+  const size = writeStoreReport(join(storeDir, key));
   const opened = await openDb(`file:${join(dir, "store.db")}`);
   const { db } = opened;
   await migrateDb(db);
@@ -326,12 +347,66 @@ async function storePart(dir: string) {
   const summary = await db.get<{ s: string }>(sql`SELECT tests_summary AS s FROM builds WHERE id = ${buildId}`);
   console.log(
     `store: ${f(size / 2 ** 20)} MiB report, ${JSON.parse(summary!.s).total} cases stored in ${f(ms)} ms (${f(size / 2 ** 20 / (ms / 1000))} MiB/s); ` +
-      `longest event-loop stall: monitorEventLoopDelay ${f(delay.max / 1e6)} ms (p99 ${f(delay.percentile(99) / 1e6)} ms), 1 ms interval probe ${f(probeMax)} ms; ` +
+      `longest event-loop stall: monitorEventLoopDelay ${f(delay.max / 1e6)} ms (p99 ${f(delay.percentile(99) / 1e6)} ms), 1 ms interval probe ${f(probeMax.wallMs)} ms (most CPU between two ticks ${f(probeMax.cpuMs)} ms); ` +
       `garbage collection: ${gcPauses.length} pauses, longest ${gcPauses
         .slice(0, 3)
         .map((d) => f(d))
         .join(", ")} ms; ` +
-      `idle event loop before, 5 s: monitorEventLoopDelay ${f(idleDelay.max / 1e6)} ms, probe ${f(idleMax)} ms`,
+      `idle event loop before, 5 s: monitorEventLoopDelay ${f(idleDelay.max / 1e6)} ms, probe ${f(idleMax.wallMs)} ms (CPU ${f(idleMax.cpuMs)} ms)`,
+  );
+  // Flaky detection (a GET of the project's flaky tests) over these 100,000 cases: one query and a grouping pass,
+  // neither sliced, so its time is a block of the event loop.
+  await db.run(
+    sql`INSERT INTO projects (id, name, repo_url, default_branch, created_at, updated_at) VALUES ('p', 'p', 'https://example.com/r.git', 'main', 1, 1)`,
+  );
+  const flaky: number[] = [];
+  const flakyProbe = intervalProbe();
+  for (let round = 0; round < 5; round++) {
+    const a = performance.now();
+    await flakyTests(deps, "p");
+    flaky.push(performance.now() - a);
+  }
+  const flakyBlock = flakyProbe.stop();
+  flaky.sort((x, y) => x - y);
+  console.log(
+    `flaky detection over the ${JSON.parse(summary!.s).total} stored cases: median ${f(flaky[2]!)} ms, longest ${f(flaky[4]!)} ms (5 runs); longest event-loop stall ${f(flakyBlock.wallMs)} ms (most CPU between two ticks ${f(flakyBlock.cpuMs)} ms)`,
+  );
+  opened.close();
+}
+
+/**
+ * The event loop while the maintenance pass indexes one ended build's 16 MiB log (a log appendLog could not index
+ * as it came: a crash, or logs stored before the index existed): the longest stall and the most CPU between two
+ * ticks of a 1 ms interval, beside the idle loop just before.
+ */
+async function logBlockPart(dir: string) {
+  const opened = await openDb(`file:${join(dir, "block.db")}`);
+  const { db } = opened;
+  await migrateDb(db);
+  const deps = { db, clock: { now: () => 2_000_000_000 }, config: loadConfig({}) };
+  const id = "00000000-0000-4000-8000-00000000b10c";
+  const { bytes } = buildLog(7, 16 * 2 ** 20);
+  await db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, commit_sha, branch, config_snapshot, timeout_s, log_bytes, queued_at, finished_at, created_at, updated_at)
+    VALUES (${id}, 'p', 'pl', 1, 'succeeded', 'any', 'manual', ${"a".repeat(40)}, 'main', '{}', 3600, ${bytes.length}, 1, 1, 1, 1)`);
+  for (let at = 0; at < bytes.length; at += CHUNK) {
+    const part = bytes.subarray(at, at + CHUNK);
+    let n = 0;
+    for (const byte of part) if (byte === 10) n++;
+    await db.run(sql`INSERT INTO build_log_chunks (build_id, start_offset, content, newlines) VALUES (${id}, ${at}, ${Buffer.from(part)}, ${n})`);
+  }
+  const idle = intervalProbe();
+  await new Promise((r) => setTimeout(r, 2000));
+  const idleMax = idle.stop();
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  const probe = intervalProbe();
+  delay.enable();
+  const t0 = performance.now();
+  while ((await indexEndedLogs(deps, 50)) > 0);
+  const ms = performance.now() - t0;
+  delay.disable();
+  const worst = probe.stop();
+  console.log(
+    `logblock: one build's ${f(bytes.length / 2 ** 20)} MiB log indexed by the maintenance pass in ${f(ms)} ms; longest event-loop stall: monitorEventLoopDelay ${f(delay.max / 1e6)} ms, 1 ms interval probe ${f(worst.wallMs)} ms (most CPU between two ticks ${f(worst.cpuMs)} ms); idle loop before, 2 s: probe ${f(idleMax.wallMs)} ms (CPU ${f(idleMax.cpuMs)} ms)`,
   );
   opened.close();
 }

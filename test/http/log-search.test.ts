@@ -1,5 +1,6 @@
 // Log search (docs/log-search.md): lines indexed as logs arrive and when a build ends, FTS5 terms, phrases and
 // prefixes, filters, newest builds first, 400 for a malformed query, entries dropped with their log.
+import { sql } from "drizzle-orm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { makeTestApp, type TestApp } from "../helpers/app.ts";
 import { artifactWorld, insertBuild, type ArtifactWorld } from "../helpers/artifact-world.ts";
@@ -82,6 +83,26 @@ describe("log search", () => {
     }
     const anonymous = await t.call("GET", "/v1/search?q=hello");
     expect(anonymous.status).toBe(401);
+  });
+
+  it("a line longer than an indexing page is indexed by its start, and the lines after it still are (as they arrive and once ended)", async () => {
+    // 200 KiB of one line in 40 KiB appends: every page the indexer reads from inside it holds no newline.
+    const long = `LONGHEAD ${"x".repeat(200 * 1024)} LONGTAIL\nafter the long line\nlast`;
+    let offset = 0;
+    for (const piece of ["before it\n", ...(long.match(/[\s\S]{1,40960}/g) ?? [])]) {
+      await log(w.buildId, piece, offset);
+      offset += piece.length;
+    }
+    expect((await search("q=after")).map((m) => [m.line_number, m.line])).toEqual([[3, "after the long line"]]);
+    expect((await search("q=LONGHEAD")).map((m) => [m.line_number, m.line.length])).toEqual([[2, 2000]]);
+    await reportStatus(t, w.runner, w.buildId, { status: "running" });
+    await reportStatus(t, w.runner, w.buildId, { status: "succeeded" });
+    t.clock.advance(t.deps.config.logGraceS + 1);
+    await runMaintenance(t.deps);
+    await runMaintenance(t.deps);
+    expect((await search("q=before OR LONGHEAD OR after OR last")).map((m) => m.line_number)).toEqual([1, 2, 3, 4]);
+    const state = await t.deps.db.get<{ complete: number }>(sql`SELECT complete FROM log_search_builds WHERE build_id = ${w.buildId}`);
+    expect(state?.complete).toBe(1);
   });
 
   it("dropLogSearchEntries removes a build's lines, and nothing indexes them again", async () => {

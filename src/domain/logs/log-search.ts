@@ -9,6 +9,7 @@ import { ApiError } from "../../errors.ts";
 import { FINAL_BUILD_STATUSES } from "../../db/schema/constants.ts";
 import { getBuild } from "../builds/builds.ts";
 import { isFinalStatus } from "../builds/build-machine.ts";
+import { concatBytes } from "../common/bytes.ts";
 import { readLog } from "./log-read.ts";
 
 /** A build's rows are rowids [seq × 2^27, (seq + 1) × 2^27): a 64 MiB log has fewer lines than 2^27. */
@@ -17,8 +18,22 @@ const LINE_SPACE = 134_217_728;
 const MAX_LINE_CHARS = 2000;
 /** Bytes of log one indexing call reads; the rest waits for the next call. */
 const INDEX_BUDGET_BYTES = 16 * 1024 * 1024;
+/**
+ * Bytes of log read and inserted per transaction, with an event-loop turn between two: the embedded driver runs
+ * statements synchronously, so indexing a 16 MiB log in 4 MiB pages without a turn held the loop for the whole
+ * call (seconds); a 64 KiB page costs about 14 ms of CPU, 63 ms at most (docs/benchmarks.md, "Test reports and
+ * log search").
+ */
+const INDEX_PAGE_BYTES = 64 * 1024;
 /** Lines per INSERT statement (one JSON array each). */
 const INSERT_ROWS = 5000;
+
+/** An event-loop turn between two transactions of indexing, so requests and timers run in between. */
+function yieldToEventLoop(): Promise<void> {
+  // setImmediate runs after pending I/O without setTimeout's 1 ms floor; Workers have only setTimeout.
+  if (typeof setImmediate === "function") return new Promise((resolve) => setImmediate(resolve));
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
 
 /** Private-use characters around highlighted terms: they never reach a page unescaped (src/web/pages/builds.tsx). */
 export const MARK_OPEN = "\uE000";
@@ -55,6 +70,29 @@ async function stateOf(db: Db, buildId: string): Promise<SearchState> {
 }
 
 /**
+ * At least INDEX_PAGE_BYTES of stored log from `offset` when there are that many (readLog charges a whole chunk
+ * even when `offset` falls inside it, so one call may answer only a chunk's end), or up to what is stored.
+ * `full`: the page stopped at the size, not at the end of the stored log.
+ */
+async function readIndexPage(
+  deps: Pick<AppDeps, "db">,
+  buildId: string,
+  offset: number,
+): Promise<{ bytes: Uint8Array; complete: boolean; full: boolean }> {
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (let at = offset; ; ) {
+    const page = await readLog(deps, buildId, at, INDEX_PAGE_BYTES - size);
+    parts.push(page.bytes);
+    size += page.bytes.length;
+    at = page.nextOffset;
+    if (page.complete || page.bytes.length === 0 || size >= INDEX_PAGE_BYTES) {
+      return { bytes: concatBytes(parts), complete: page.complete, full: !page.complete && size >= INDEX_PAGE_BYTES };
+    }
+  }
+}
+
+/**
  * Indexes the complete lines of a build's stored log past what is indexed, and, once the build is final, its
  * last unterminated line too (marked complete once the log can no longer grow). Rows are keyed by line, so two
  * daemons indexing the same lines write the same rows: no lock is needed, and a line indexed while unterminated
@@ -72,20 +110,31 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
   let readBytes = 0;
   const decoder = new TextDecoder();
   for (;;) {
-    const page = await readLog(deps, buildId, offset, INDEX_BUDGET_BYTES);
-    readBytes += page.bytes.length;
-    const lastNewline = page.bytes.lastIndexOf(0x0a);
-    const whole = lastNewline >= 0 ? page.bytes.subarray(0, lastNewline + 1) : new Uint8Array(0);
-    const tail = page.bytes.subarray(whole.length);
+    // From the byte before `offset`: whether the last page stopped inside a line longer than a page.
+    const from = offset > 0 ? offset - 1 : 0;
+    const page = await readIndexPage(deps, buildId, from);
+    const midLine = offset > 0 && page.bytes[0] !== 0x0a;
+    const bytes = page.bytes.subarray(offset - from);
+    readBytes += bytes.length;
+    const lastNewline = bytes.lastIndexOf(0x0a);
+    const whole = lastNewline >= 0 ? bytes.subarray(0, lastNewline + 1) : new Uint8Array(0);
+    const tail = bytes.subarray(whole.length);
+    const atEnd = page.complete;
+    // A line longer than a page (minified output, base64): its first page is indexed as the line and the rest of
+    // it is read past; the fragment that ends it keeps the line's number but not its row.
+    const longLine = !atEnd && lastNewline < 0 && page.full;
     const lines = whole.length > 0 ? decoder.decode(whole).split("\n").slice(0, -1) : [];
     const rows: Array<[number, string]> = [];
     lines.forEach((raw, i) => {
       const line = searchableLine(raw);
-      if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + i, line]);
+      if (line.trim() !== "" && !(i === 0 && midLine)) rows.push([state.seq * LINE_SPACE + lineNumber + i, line]);
     });
+    if (longLine && !midLine) {
+      const line = searchableLine(decoder.decode(bytes));
+      if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber, line]);
+    }
     // The unterminated last line of an ended log: indexed now, replaced if a late chunk completes it.
-    const atEnd = page.complete;
-    if (atEnd && tail.length > 0) {
+    if (atEnd && tail.length > 0 && !(lines.length === 0 && midLine)) {
       const line = searchableLine(decoder.decode(tail));
       if (line.trim() !== "") rows.push([state.seq * LINE_SPACE + lineNumber + lines.length, line]);
     }
@@ -98,7 +147,8 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
           SELECT value ->> 0, value ->> 1 FROM json_each(${chunk}) ORDER BY key`),
       );
     }
-    const nextOffset = offset + whole.length;
+    const consumed = longLine ? bytes.length : whole.length;
+    const nextOffset = offset + consumed;
     const nextLine = lineNumber + lines.length;
     const done = atEnd && closed;
     statements.push(
@@ -110,7 +160,8 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
     offset = nextOffset;
     lineNumber = nextLine;
     // Another page only while this one held whole lines and the budget lasts; a partial line waits for more.
-    if (atEnd || whole.length === 0 || readBytes >= INDEX_BUDGET_BYTES) break;
+    if (atEnd || consumed === 0 || readBytes >= INDEX_BUDGET_BYTES) break;
+    await yieldToEventLoop();
   }
   return { lines: indexedLines, bytes: readBytes };
 }
@@ -126,7 +177,10 @@ export async function indexEndedLogs(deps: Pick<AppDeps, "db" | "clock" | "confi
   );
   const rows = await deps.db.all<{ id: string }>(sql`SELECT b.id FROM builds b LEFT JOIN log_search_builds s ON s.build_id = b.id
     WHERE b.log_bytes > 0 AND b.status IN (${finals}) AND coalesce(s.complete, 0) = 0 ORDER BY b.finished_at LIMIT ${limit}`);
-  for (const { id } of rows) await indexBuildLog(deps, id);
+  for (const { id } of rows) {
+    await indexBuildLog(deps, id);
+    await yieldToEventLoop();
+  }
   return rows.length;
 }
 

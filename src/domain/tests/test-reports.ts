@@ -29,7 +29,7 @@ export const MAX_CASES_PER_BUILD = 100_000;
 /** Cases per INSERT statement (one JSON array each); each statement is its own short write between event-loop turns. */
 const INSERT_ROWS = 500;
 /** Leftover cases of an interrupted report deleted per statement. */
-const DELETE_ROWS = 2000;
+const DELETE_ROWS = 500;
 
 type IngestDeps = Pick<AppDeps, "db" | "clock" | "config"> & Partial<Pick<AppDeps, "log">>;
 /** Opens the store an artifact's bytes live in (the artifacts domain's openStoreAt). */
@@ -172,6 +172,8 @@ async function storeReport(deps: IngestDeps, artifactId: string, openStore: Open
     // unpacked by SQLite (json_each): one bound parameter per batch.
     const insert = async (cases: ParsedTestCase[]) => {
       for (let i = 0; i < cases.length; i += INSERT_ROWS) {
+        // A turn before each statement, so the scan slice that finished these cases and the insert are two blocks.
+        await lease.turn();
         const batch = cases.slice(i, i + INSERT_ROWS);
         const chunk = JSON.stringify(batch.map((c) => [c.suite, c.classname, c.name, c.status, c.durationMs, c.message, c.output]));
         const inserted =
@@ -185,7 +187,6 @@ async function storeReport(deps: IngestDeps, artifactId: string, openStore: Open
           totals[c.status]++;
           totals.duration_ms += c.durationMs ?? 0;
         }
-        await lease.turn();
       }
     };
     const outcome = await scanReport(deps, artifactId, claimed.buildId, openStore, lease, insert);
@@ -444,6 +445,9 @@ export async function testHistory(deps: Pick<AppDeps, "db">, projectId: string, 
 
 /** How many of the project's latest cases flaky detection looks through. */
 const FLAKY_WINDOW_CASES = 200_000;
+/** Flaky detection's slices: case ids scanned for failures per statement, tests whose outcomes are read per statement. */
+const FLAKY_SCAN_IDS = 5000;
+const FLAKY_TESTS_PER_READ = 100;
 const FLIP_RUNS = 20;
 const MIN_FLIPS = 3;
 
@@ -471,16 +475,34 @@ const failing = (s: TestCaseStatus) => s === "failed" || s === "errored";
  */
 export async function flakyTests(deps: Pick<AppDeps, "db">, projectId: string): Promise<{ tests: FlakyTest[] }> {
   await getProject(deps, projectId);
-  const floor = await deps.db
-    .select({ id: testCases.id })
-    .from(testCases)
-    .where(eq(testCases.projectId, projectId))
-    .orderBy(desc(testCases.id))
-    .limit(1)
-    .offset(FLAKY_WINDOW_CASES)
-    .get();
-  const minId = floor?.id ?? 0;
-  const rows = await deps.db.all<{
+  // In slices with an event-loop turn between two (one query over the window held the loop for seconds, a
+  // correlated lookup per case; docs/benchmarks.md, "Test reports and log search"). First, newest first, ranges of
+  // case ids in rowid order (`+project_id` keeps SQLite off the project's index, which would sort all its cases):
+  // the project's cases counted to find where the window starts, and the tests that failed in it. Then all the
+  // outcomes of those tests only, a batch of tests at a time.
+  const last = await deps.db.get<{ id: number | null }>(sql`SELECT max(id) AS id FROM test_cases`);
+  let minId = 0;
+  let counted = 0;
+  const failed = new Map<string, [string, string]>();
+  for (let to = Number(last?.id ?? 0); to > minId; to -= FLAKY_SCAN_IDS) {
+    let from = Math.max(0, to - FLAKY_SCAN_IDS);
+    const inRange = await deps.db.get<{ n: number }>(sql`SELECT count(*) AS n FROM test_cases
+      WHERE +project_id = ${projectId} AND id > ${from} AND id <= ${to}`);
+    const n = Number(inRange?.n ?? 0);
+    if (counted + n > FLAKY_WINDOW_CASES) {
+      // The window's oldest case is in this range: the cases after the FLAKY_WINDOW_CASES newest are left out.
+      const floor = await deps.db.get<{ id: number }>(sql`SELECT id FROM test_cases WHERE +project_id = ${projectId} AND id > ${from} AND id <= ${to}
+        ORDER BY id DESC LIMIT 1 OFFSET ${FLAKY_WINDOW_CASES - counted}`);
+      minId = from = Number(floor?.id ?? from);
+    }
+    counted += n;
+    const keys = await deps.db.all<{ classname: string; name: string }>(sql`SELECT DISTINCT classname, name FROM test_cases
+      WHERE +project_id = ${projectId} AND id > ${from} AND id <= ${to} AND status IN ('failed', 'errored')`);
+    for (const k of keys) failed.set(`${k.classname}\u0000${k.name}`, [k.classname, k.name]);
+    await yieldToEventLoop();
+  }
+  type Outcome = {
+    id: number;
     classname: string;
     name: string;
     build_id: string;
@@ -488,27 +510,34 @@ export async function flakyTests(deps: Pick<AppDeps, "db">, projectId: string): 
     commit_sha: string;
     branch: string;
     status: TestCaseStatus;
-  }>(sql`
-    SELECT c.classname, c.name, c.build_id, c.build_number, c.commit_sha, c.branch, c.status FROM test_cases c
-    WHERE c.project_id = ${projectId} AND c.id > ${minId} AND c.status != 'skipped'
-      AND c.artifact_id NOT IN (SELECT artifact_id FROM test_reports WHERE state != 'stored')
-      AND EXISTS (SELECT 1 FROM test_cases f WHERE f.project_id = c.project_id AND f.name = c.name AND f.classname = c.classname
-                  AND f.id > ${minId} AND f.status IN ('failed', 'errored'))
-    ORDER BY c.build_number, c.id`);
-  const byTest = new Map<string, typeof rows>();
-  for (const row of rows) {
-    const key = `${row.classname}\u0000${row.name}`;
-    let list = byTest.get(key);
-    if (!list) byTest.set(key, (list = []));
-    list.push(row);
+  };
+  const byTest = new Map<string, Outcome[]>();
+  const failedTests = [...failed.values()];
+  for (let i = 0; i < failedTests.length; i += FLAKY_TESTS_PER_READ) {
+    const batch = JSON.stringify(failedTests.slice(i, i + FLAKY_TESTS_PER_READ));
+    const rows = await deps.db.all<Outcome>(sql`
+      SELECT c.id, c.classname, c.name, c.build_id, c.build_number, c.commit_sha, c.branch, c.status
+      FROM json_each(${batch}) k CROSS JOIN test_cases c ON c.project_id = ${projectId} AND c.classname = k.value ->> 0 AND c.name = k.value ->> 1
+      WHERE c.id > ${minId} AND c.status != 'skipped' AND c.artifact_id NOT IN (SELECT artifact_id FROM test_reports WHERE state != 'stored')`);
+    for (const row of rows) {
+      const key = `${row.classname}\u0000${row.name}`;
+      let list = byTest.get(key);
+      if (!list) byTest.set(key, (list = []));
+      list.push(row);
+    }
+    await yieldToEventLoop();
   }
   const tests: FlakyTest[] = [];
+  let looked = 0;
   for (const list of byTest.values()) {
+    if (++looked % 1000 === 0) await yieldToEventLoop();
+    // Their runs in build order (a test's stored outcomes may all pass: its failure was in a report not stored).
+    list.sort((x, y) => x.build_number - y.build_number || x.id - y.id);
     const reasons: FlakyTest["reasons"] = [];
     const evidence = new Map<string, FlakyEvidence>();
-    const add = (r: (typeof rows)[number]) =>
+    const add = (r: Outcome) =>
       evidence.set(r.build_id, { build_id: r.build_id, build_number: r.build_number, commit_sha: r.commit_sha, branch: r.branch, status: r.status });
-    const byCommit = new Map<string, typeof rows>();
+    const byCommit = new Map<string, Outcome[]>();
     for (const r of list) (byCommit.get(r.commit_sha) ?? byCommit.set(r.commit_sha, []).get(r.commit_sha)!).push(r);
     for (const runs of byCommit.values()) {
       if (runs.some((r) => r.status === "passed") && runs.some((r) => failing(r.status))) {
@@ -516,7 +545,7 @@ export async function flakyTests(deps: Pick<AppDeps, "db">, projectId: string): 
         runs.forEach(add);
       }
     }
-    const byBranch = new Map<string, typeof rows>();
+    const byBranch = new Map<string, Outcome[]>();
     for (const r of list) (byBranch.get(r.branch) ?? byBranch.set(r.branch, []).get(r.branch)!).push(r);
     for (const runs of byBranch.values()) {
       const lastRuns = runs.slice(-FLIP_RUNS);
