@@ -5,11 +5,33 @@
 
 interface Entry {
   version: string;
-  /** The page split around its CSP nonce placeholder: each answer joins them with its own nonce. */
-  parts: string[];
+  /**
+   * The page as UTF-8, split around its CSP nonce placeholder: each answer joins them with its own nonce. Bytes, not a
+   * string: encoding ≈ 21 KB of text with a few non-Latin-1 characters (·, “) on every answer cost more than the rest
+   * of the kept page's path (docs/benchmarks.md "Tester page").
+   */
+  parts: Uint8Array[];
   /** The last `now` at which the page reads as rendered with nothing written. */
   freshThrough: number;
   size: number;
+}
+
+const encoder = new TextEncoder();
+
+function joinBytes(parts: Uint8Array[], separator: Uint8Array): Uint8Array<ArrayBuffer> {
+  let length = separator.length * (parts.length - 1);
+  for (const part of parts) length += part.length;
+  const out = new Uint8Array(length);
+  let at = 0;
+  parts.forEach((part, i) => {
+    if (i > 0) {
+      out.set(separator, at);
+      at += separator.length;
+    }
+    out.set(part, at);
+    at += part.length;
+  });
+  return out;
 }
 
 /** A fresh, unguessable stand-in for the nonce while a page is rendered for the cache. */
@@ -25,7 +47,7 @@ export class RenderedPageCache {
   constructor(private readonly maxChars: number) {}
 
   /** The page for `key` with `nonce` in place, when it was rendered at `version` and still reads the same at `now`. */
-  get(key: string, version: string, now: number, nonce: string): string | null {
+  get(key: string, version: string, now: number, nonce: string): Uint8Array<ArrayBuffer> | null {
     const entry = this.entries.get(key);
     if (!entry) return null;
     if (entry.version !== version || now > entry.freshThrough) {
@@ -35,7 +57,7 @@ export class RenderedPageCache {
     // Most recently used last: the first key is the one to drop.
     this.entries.delete(key);
     this.entries.set(key, entry);
-    return entry.parts.join(nonce);
+    return joinBytes(entry.parts, encoder.encode(nonce));
   }
 
   /** Keeps `html`, rendered at `version` with `placeholder` for the nonce; it reads the same through `freshThrough`. */
@@ -43,7 +65,8 @@ export class RenderedPageCache {
     const old = this.entries.get(key);
     if (old) this.drop(key, old);
     if (html.length > this.maxChars) return;
-    this.entries.set(key, { version, parts: html.split(placeholder), freshThrough, size: html.length });
+    const parts = html.split(placeholder).map((part) => encoder.encode(part));
+    this.entries.set(key, { version, parts, freshThrough, size: html.length });
     this.chars += html.length;
     for (const [oldest, entry] of this.entries) {
       if (this.chars <= this.maxChars) break;

@@ -363,7 +363,7 @@ export function testerPages(deps: AppDeps) {
         const key = `${link.tokenHash} ${device} ${inAppOrOtherBrowser} ${allEarlier} ${pageUrl}`;
         if (ctx.flash === null) {
           const kept = pages.get(key, link.version, ctx.now, ctx.nonce);
-          if (kept !== null) return c.html(kept);
+          if (kept !== null) return c.body(kept, 200, { "content-type": "text/html; charset=UTF-8" });
         }
         const data = await testerPage(deps, link);
         const placeholder = noncePlaceholder();
