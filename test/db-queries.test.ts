@@ -3,8 +3,12 @@ import { claimBuild, reportBuildStatus } from "../src/db/queries/claim.ts";
 import { outboxHasWorkAt } from "../src/db/queries/outbox.ts";
 import { queueVersion } from "../src/db/queries/queue-version.ts";
 import { lookupSessionByTokenHash } from "../src/db/queries/sessions.ts";
+import { readTesterPageLink } from "../src/db/queries/tester-page.ts";
+import { artifacts, builds, channels, devices, testers } from "../src/db/schema/index.ts";
+import { eq } from "drizzle-orm";
 import { sha256Hex } from "../src/domain/common/crypto.ts";
 import { makeTestApp } from "./helpers/app.ts";
+import { artifactWorld } from "./helpers/artifact-world.ts";
 import { buildWorld, DEFAULT_SHA, queueBuild } from "./helpers/builds.ts";
 import { completeLocalSetup } from "./helpers/factories.ts";
 
@@ -90,5 +94,62 @@ describe("src/db/queries against a migrated database", () => {
     expect(done).toMatchObject({ status: "failed", lease_expires_at: now + 900 });
     const stored = await t.deps.db.query.builds.findFirst({ where: (b, { eq }) => eq(b.id, build.id) });
     expect(stored).toMatchObject({ status: "failed", exitCode: 2, failureReason: "nonzero_exit", finishedAt: now + 1, releaseNotes: "notes" });
+  });
+
+  it("reads a tester link with its channel decoded as drizzle would, and the counters the triggers bump", async () => {
+    const t = await makeTestApp();
+    const { projectId, pipelineId, buildId, runner } = await artifactWorld(t);
+    const now = t.clock.now();
+    const channel = {
+      id: "ch",
+      projectId,
+      pipelineId,
+      name: "beta",
+      branches: ["main"],
+      platforms: ["ios"],
+      createdBy: null,
+      createdAt: now,
+      updatedAt: now,
+    };
+    await t.deps.db.insert(channels).values(channel);
+    await t.deps.db
+      .insert(testers)
+      .values({ id: "t1", channelId: "ch", email: "a@example.com", name: "Ada", tokenHash: "h1", createdAt: now, updatedAt: now });
+    const read = () => readTesterPageLink(t.deps.db, "h1", "external_access_network");
+    expect(await read()).toEqual({
+      tester: { id: "t1", name: "Ada" },
+      channel: (await t.deps.db.select().from(channels).where(eq(channels.id, "ch")).get())!,
+      releasesVersion: null,
+      devicesVersion: null,
+      networkJson: null,
+    });
+    expect(await readTesterPageLink(t.deps.db, "unknown", "external_access_network")).toBeNull();
+
+    // A running build and its file are no release yet; its success is, and so is any later change to it or its files.
+    const file = {
+      id: "f1",
+      buildId,
+      runnerId: runner.id,
+      filename: "a.ipa",
+      sizeBytes: 1,
+      contentType: "application/octet-stream",
+      createdAt: now,
+      updatedAt: now,
+    };
+    await t.deps.db.insert(artifacts).values({ ...file, status: "pending", storageLocation: { provider: "local", key: "k" } });
+    await t.deps.db.update(artifacts).set({ status: "available" }).where(eq(artifacts.id, "f1"));
+    expect((await read())?.releasesVersion).toBeNull();
+    await t.deps.db.update(builds).set({ status: "succeeded" }).where(eq(builds.id, buildId));
+    expect((await read())?.releasesVersion).toBe(1);
+    await t.deps.db.update(artifacts).set({ status: "expired" }).where(eq(artifacts.id, "f1"));
+    await t.deps.db.update(builds).set({ releaseNotes: "notes" }).where(eq(builds.id, buildId));
+    await t.deps.db.delete(builds).where(eq(builds.id, buildId));
+    expect((await read())?.releasesVersion).toBe(4);
+
+    await t.deps.db.insert(devices).values({ id: "d1", projectId, udid: "U", testerId: "t1", createdAt: now, updatedAt: now });
+    await t.deps.db.update(devices).set({ testerId: null }).where(eq(devices.id, "d1"));
+    expect((await read())?.devicesVersion).toBe(2);
+    await t.deps.db.delete(devices).where(eq(devices.id, "d1"));
+    expect((await read())?.devicesVersion).toBe(3);
   });
 });

@@ -115,7 +115,14 @@ export async function makeTestApp(options: { config?: Record<string, string>; de
   };
   afterAll(close);
 
-  const call = async (method: string, path: string, o: CallOptions = {}): Promise<CallResult> => {
+  const call = callerOf(app);
+
+  return { app, deps, clock, dataDir, dbPath, opened, logs, call, close };
+}
+
+/** `TestApp.call` for an app: a JSON request through app.request(), `peer` defaulting to 127.0.0.1. */
+function callerOf(app: ReturnType<typeof createApp>): TestApp["call"] {
+  return async (method, path, o = {}) => {
     const headers: Record<string, string> = { ...o.headers };
     if (o.token !== undefined) headers.authorization = `Bearer ${o.token}`;
     let body: RequestInit["body"] = o.rawBody;
@@ -129,8 +136,25 @@ export async function makeTestApp(options: { config?: Record<string, string>; de
     } satisfies TestEnv);
     return toCallResult(res);
   };
+}
 
-  return { app, deps, clock, dataDir, dbPath, opened, logs, call, close };
+/**
+ * A second daemon on `t`'s database file (docs/decisions.md, scale-out): its own connection, app and job signal,
+ * sharing only the database (and the data directory, clock and key, as daemons of one deployment do). Closed with
+ * `t` at the end of the file.
+ */
+export async function secondDaemon(t: TestApp): Promise<TestApp> {
+  const opened = await openDb(`file:${t.dbPath}`);
+  const deps: AppDeps = { ...t.deps, db: opened.db, jobSignal: new JobSignal(), metrics: undefined, logSignal: undefined };
+  const app = createApp(deps);
+  let closed = false;
+  const close = () => {
+    if (closed) return;
+    closed = true;
+    opened.close();
+  };
+  afterAll(close);
+  return { ...t, app, deps, opened, call: callerOf(app), close };
 }
 
 /** Reads a response whole: status, headers, text and, when it parses, the JSON body (else null). */

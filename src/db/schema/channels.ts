@@ -80,3 +80,14 @@ export const installs = sqliteTable(
   },
   (t) => [index("installs_artifact_id").on(t.artifactId), index("installs_tester_id").on(t.testerId)],
 );
+
+/**
+ * Version counters of what tester pages show (docs/decisions.md "Tester page cache"): `pipeline:{id}` counts the
+ * changes to that pipeline's releases (its succeeded builds and their files), `devices:{project_id}` the changes to
+ * a project's registered devices. Bumped by triggers in the same statement as the change, whichever code path or
+ * daemon makes it; a daemon reads them on every tester page GET to tell whether its rendered copy is current.
+ */
+export const testerPageVersions = sqliteTable("tester_page_versions", {
+  scope: text("scope").primaryKey(),
+  version: integer("version").notNull(),
+});

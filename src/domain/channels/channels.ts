@@ -13,7 +13,7 @@ import { auditStatement } from "../common/audit.ts";
 import { randomToken, sha256Hex } from "../common/crypto.ts";
 import { MAX_REF_GLOB_LENGTH, matchesAnyRefGlob } from "../common/ref-glob.ts";
 import { getProject } from "../projects/projects.ts";
-import { readNetworkSettings } from "../settings/network-settings.ts";
+import { readNetworkSettings, type NetworkSettings } from "../settings/network-settings.ts";
 import { publicBase } from "../events/webhooks.ts";
 import { mailOutboxRow, newOptOutToken, smtpConfigured } from "../events/mail.ts";
 
@@ -311,7 +311,11 @@ export function toReleaseJson(r: ReleaseEntry): Release {
 
 /** Where tester links point: the artifact delivery URL, else the public URL, else where the caller reached us. */
 export async function deliveryBase(deps: Db, requestOrigin: string): Promise<string> {
-  const network = await readNetworkSettings(deps);
+  return deliveryBaseOf(await readNetworkSettings(deps), requestOrigin);
+}
+
+/** deliveryBase with the network settings already read. */
+export function deliveryBaseOf(network: Pick<NetworkSettings, "public_url" | "artifact_delivery_url">, requestOrigin: string): string {
   return (network.artifact_delivery_url || network.public_url || requestOrigin).replace(/\/+$/, "");
 }
 

@@ -3,8 +3,8 @@
 // without a cable: the tester page offers a .mobileconfig whose payload asks the device for its attributes, the
 // device POSTs them to the callback as a CMS-signed property list, and the project keeps the device. The file
 // Apple's developer portal takes for bulk device uploads is made from the stored devices.
-import { and, asc, eq, inArray } from "drizzle-orm";
-import { channels, devices, testers } from "../../db/schema/index.ts";
+import { and, asc, eq } from "drizzle-orm";
+import { devices, testers } from "../../db/schema/index.ts";
 import type { AppDeps } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
 import { parsePlist, type PlistValue } from "../artifacts/ipa-metadata.ts";
@@ -166,15 +166,11 @@ export async function devicesExport(deps: Pick<AppDeps, "db">, projectId: string
   return ["Device ID\tDevice Name\tDevice Platform", ...list.map((d) => `${d.udid}\t${deviceName(d)}\tios`)].join("\n") + "\n";
 }
 
-/** The UDIDs this tester registered in the channel's project (the tester page's hint). */
-export async function testerDeviceUdids(deps: Pick<AppDeps, "db">, testerId: string): Promise<string[]> {
-  const tester = await deps.db.select({ channelId: testers.channelId }).from(testers).where(eq(testers.id, testerId)).get();
-  if (!tester) return [];
-  const channel = await deps.db.select({ projectId: channels.projectId }).from(channels).where(eq(channels.id, tester.channelId)).get();
-  if (!channel) return [];
+/** The UDIDs this tester registered in the channel's project (the tester page's hint): one indexed read. */
+export async function testerDeviceUdids(deps: Pick<AppDeps, "db">, projectId: string, testerId: string): Promise<string[]> {
   const rows = await deps.db
     .select({ udid: devices.udid })
     .from(devices)
-    .where(and(eq(devices.projectId, channel.projectId), inArray(devices.testerId, [testerId])));
+    .where(and(eq(devices.testerId, testerId), eq(devices.projectId, projectId)));
   return rows.map((r) => r.udid);
 }

@@ -5,7 +5,10 @@ import { ApiError } from "../../errors.ts";
 import type { AppMetadata } from "../artifacts/app-metadata.ts";
 import { loadArtifactIcon } from "../artifacts/artifacts.ts";
 import { createInstallLink } from "../artifacts/install.ts";
-import { channelReleases, resolveTesterLink, type ReleaseEntry } from "./channels.ts";
+import { readTesterPageLink } from "../../db/queries/tester-page.ts";
+import { sha256Hex } from "../common/crypto.ts";
+import { NETWORK_SETTING, type NetworkSettings } from "../settings/network-settings.ts";
+import { channelReleases, resolveTesterLink, type ChannelRow, type ReleaseEntry } from "./channels.ts";
 import { testerDeviceUdids } from "./devices.ts";
 
 type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore">;
@@ -18,13 +21,45 @@ export interface TesterPageData {
   releases: Array<ReleaseEntry & { app_metadata: AppMetadata | null; size_bytes: number; has_icon: boolean }>;
 }
 
-export async function testerPage(deps: Pick<AppDeps, "db">, token: string): Promise<TesterPageData> {
-  const { tester, channel } = await resolveTesterLink(deps, token);
-  const releases = await channelReleases(deps, channel);
+/**
+ * A tester link as a page GET first reads it, in one indexed query (docs/decisions.md "Tester page cache"): the
+ * tester, the channel, the network settings the page's QR code needs, and `version`, which changes whenever what
+ * `testerPage` would return for this link may have changed (a release or a file of it, the channel's settings, the
+ * tester's name, the project's registered devices), whichever daemon wrote it. A page rendered at one version can be
+ * sent again while the version read on a later GET is the same.
+ */
+export interface TesterPageLink {
+  tester: { id: string; name: string | null };
+  channel: ChannelRow;
+  tokenHash: string;
+  network: Pick<NetworkSettings, "public_url" | "artifact_delivery_url">;
+  version: string;
+}
+
+/** The link behind a tester page's token; 404 not_found for an unknown or revoked one (a removed tester or channel). */
+export async function resolveTesterPage(deps: Pick<AppDeps, "db">, token: string): Promise<TesterPageLink> {
+  if (token.length > 100) throw new ApiError("not_found", "no such link");
+  const tokenHash = await sha256Hex(token);
+  const row = await readTesterPageLink(deps.db, tokenHash, NETWORK_SETTING);
+  if (!row) throw new ApiError("not_found", "no such link");
+  const stored = row.networkJson === null ? null : (JSON.parse(row.networkJson) as Partial<NetworkSettings>);
+  const network = { public_url: stored?.public_url ?? null, artifact_delivery_url: stored?.artifact_delivery_url ?? null };
   return {
-    channel_name: channel.name,
-    tester_name: tester.name,
-    tester_devices: await testerDeviceUdids(deps, tester.id),
+    tester: row.tester,
+    channel: row.channel,
+    tokenHash,
+    network,
+    version: JSON.stringify([row.releasesVersion, row.devicesVersion, row.tester.name, row.channel]),
+  };
+}
+
+/** What the page shows for a resolved link: the channel's releases and the tester's registered devices. */
+export async function testerPage(deps: Pick<AppDeps, "db">, link: TesterPageLink): Promise<TesterPageData> {
+  const releases = await channelReleases(deps, link.channel);
+  return {
+    channel_name: link.channel.name,
+    tester_name: link.tester.name,
+    tester_devices: await testerDeviceUdids(deps, link.channel.projectId, link.tester.id),
     releases: releases.map((r) => {
       const meta = (r.artifact.appMetadata as AppMetadata | null) ?? null;
       return { ...r, app_metadata: meta, size_bytes: r.artifact.sizeBytes, has_icon: meta?.has_icon ?? false };

@@ -99,6 +99,9 @@ export function Qr(props: { url: string; caption: string }) {
   );
 }
 
+/** How long before a provisioning profile's expiry the install and tester pages warn about it. */
+export const PROFILE_EXPIRY_WARNING_S = 14 * 86400;
+
 export function signingHints(signing: AppSigning | null, device: Device, now: number) {
   if (!signing) return [];
   const hints = [];
@@ -135,7 +138,7 @@ export function signingHints(signing: AppSigning | null, device: Device, now: nu
       </li>,
     );
   }
-  if (signing.expires_at !== null && signing.expires_at - now < 14 * 86400) {
+  if (signing.expires_at !== null && signing.expires_at - now < PROFILE_EXPIRY_WARNING_S) {
     hints.push(<li id="hint-profile-expiry">The provisioning profile expires on {date(signing.expires_at)}; after that the app no longer opens.</li>);
   }
   return hints;

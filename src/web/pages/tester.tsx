@@ -5,15 +5,30 @@ import { Hono, type Context } from "hono";
 import { raw } from "hono/html";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
-import { channelOfTester, deliveryBase, optOutOfReleaseMail, testerByOptOutToken, testerPageUrl } from "../../domain/channels/channels.ts";
+import {
+  channelOfTester,
+  deliveryBaseOf,
+  optOutOfReleaseMail,
+  resolveTesterLink,
+  testerByOptOutToken,
+  testerPageUrl,
+} from "../../domain/channels/channels.ts";
 import type { AppSigning } from "../../domain/artifacts/app-metadata.ts";
 import type { StoredAppSigning } from "../../domain/artifacts/mobileprovision.ts";
-import { testerIcon, testerInstall, testerPage, type TesterPageData } from "../../domain/channels/tester-page.ts";
+import {
+  resolveTesterPage,
+  testerIcon,
+  testerInstall,
+  testerPage,
+  type TesterPageData,
+  type TesterPageLink,
+} from "../../domain/channels/tester-page.ts";
 import { Name, PostForm } from "../components.tsx";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { formatBytes, isoTime, neutralise } from "../text.ts";
 import { pageContext, renderPage } from "../session.tsx";
-import { INSTALL_STYLE, Qr, deviceOf, neutralInitial, signingHints, type Device } from "./install.tsx";
+import { INSTALL_STYLE, PROFILE_EXPIRY_WARNING_S, Qr, deviceOf, neutralInitial, signingHints, type Device } from "./install.tsx";
+import { noncePlaceholder, RenderedPageCache } from "../page-cache.ts";
 
 const TESTER_STYLE = `
 .tester .notes{white-space:pre-line;text-align:left;overflow-wrap:anywhere;margin:.75rem 0;padding:.6rem .8rem;border:1px solid var(--border);border-radius:8px}
@@ -281,7 +296,26 @@ function UnknownLink(props: { ctx: PageCtx }) {
   );
 }
 
+/**
+ * Rendered tester pages of this app instance, by link and variant (docs/decisions.md "Tester page cache"). A page
+ * at 100 releases is ≈ 21 KB; 8 M characters keep a few hundred of them.
+ */
+const PAGE_CACHE_CHARS = 8 * 1024 * 1024;
+
+/**
+ * The last moment a rendered tester page reads the same with nothing written: its words change by themselves only
+ * when the latest build's profile comes within PROFILE_EXPIRY_WARNING_S of its expiry (signingHints warns once
+ * `expires_at - now` is less).
+ */
+function freshThrough(data: TesterPageData, now: number): number {
+  const expiresAt = data.releases[0]?.app_metadata?.signing?.expires_at ?? null;
+  if (expiresAt === null) return Number.POSITIVE_INFINITY;
+  const lastWithoutWarning = expiresAt - PROFILE_EXPIRY_WARNING_S;
+  return now <= lastWithoutWarning ? lastWithoutWarning : Number.POSITIVE_INFINITY;
+}
+
 export function testerPages(deps: AppDeps) {
+  const pages = new RenderedPageCache(PAGE_CACHE_CHARS);
   const optOutPage = async (c: Context<AppEnv>, done: boolean) => {
     const token = c.req.param("token")!;
     const ctx = pageContext(c, deps);
@@ -303,7 +337,7 @@ export function testerPages(deps: AppDeps) {
         const token = c.req.param("token");
         const ctx = pageContext(c, deps);
         try {
-          await testerPage(deps, token);
+          await resolveTesterLink(deps, token);
         } catch (err) {
           if (err instanceof ApiError && err.status === 404) return renderPage(c, <UnknownLink ctx={ctx} />, 404);
           throw err;
@@ -313,9 +347,9 @@ export function testerPages(deps: AppDeps) {
       .get("/apps/:token", async (c) => {
         const token = c.req.param("token");
         const ctx = pageContext(c, deps);
-        let data: TesterPageData;
+        let link: TesterPageLink;
         try {
-          data = await testerPage(deps, token);
+          link = await resolveTesterPage(deps, token);
         } catch (err) {
           if (err instanceof ApiError && err.status === 404) return renderPage(c, <UnknownLink ctx={ctx} />, 404);
           throw err;
@@ -323,19 +357,30 @@ export function testerPages(deps: AppDeps) {
         const { device, inAppOrOtherBrowser } = deviceOf(c.req.header("user-agent") ?? "");
         c.header("vary", "User-Agent");
         // The QR code opens this same page on the phone, at the address tester links are given out with.
-        const pageUrl = testerPageUrl(await deliveryBase(deps, new URL(c.req.url).origin), token);
-        return renderPage(
-          c,
+        const pageUrl = testerPageUrl(deliveryBaseOf(link.network, new URL(c.req.url).origin), token);
+        const allEarlier = c.req.query("earlier") === "all";
+        // Everything the page's words depend on besides the link's version (a flash message is never kept).
+        const key = `${link.tokenHash} ${device} ${inAppOrOtherBrowser} ${allEarlier} ${pageUrl}`;
+        if (ctx.flash === null) {
+          const kept = pages.get(key, link.version, ctx.now, ctx.nonce);
+          if (kept !== null) return c.body(kept, 200, { "content-type": "text/html; charset=UTF-8" });
+        }
+        const data = await testerPage(deps, link);
+        const placeholder = noncePlaceholder();
+        const page = (
           <TesterPage
-            ctx={ctx}
+            ctx={{ ...ctx, nonce: placeholder }}
             data={data}
             token={token}
             pageUrl={pageUrl}
             device={device}
             otherBrowser={inAppOrOtherBrowser}
-            allEarlier={c.req.query("earlier") === "all"}
-          />,
+            allEarlier={allEarlier}
+          />
         );
+        const html = `<!DOCTYPE html>${String(await page)}`;
+        if (ctx.flash === null) pages.set(key, link.version, html, placeholder, freshThrough(data, ctx.now));
+        return c.html(html.split(placeholder).join(ctx.nonce));
       })
       .get("/apps/:token/icon/:artifact_id", async (c) => {
         const png = await testerIcon(deps, c.req.param("token"), c.req.param("artifact_id"));
