@@ -4,7 +4,6 @@
 // neither the sections nor the routes (403 page).
 import { Hono, type Context } from "hono";
 import type { Child } from "hono/jsx";
-import type { z, ZodType } from "zod";
 import { FORGE_PROVIDERS, NOTIFICATION_EVENTS, NOTIFICATION_KINDS, type ForgeProvider, type NotificationKind } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import {
@@ -27,12 +26,12 @@ import {
 } from "../../domain/events/webhooks.ts";
 import type { ProjectRow } from "../../domain/projects/projects.ts";
 import { buildNumbersOf } from "../../domain/builds/builds.ts";
-import { ApiError, type ValidationIssue } from "../../errors.ts";
+import { ApiError } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
-import { toIssues } from "../../http/validate.ts";
 import { Button, Checkbox, CopyField, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
+import { checkForm, fieldErrors } from "../form.ts";
 import type { PageCtx } from "../layout.tsx";
 import { requireBrowserUser } from "../session.tsx";
 
@@ -531,20 +530,6 @@ export function ProjectEvents(props: { ctx: PageCtx; project: ProjectRow; view: 
 /** Renders the project page with this section state and status (the project pages' own renderer). */
 export type ShowProject = (c: Context<AppEnv>, projectId: string, state: EventsState, status: 200 | 400) => Promise<Response>;
 
-function check<T extends ZodType>(schema: T, input: unknown): { ok: true; data: z.infer<T> } | { ok: false; issues: ValidationIssue[] } {
-  const parsed = schema.safeParse(input);
-  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, issues: toIssues(parsed.error.issues) };
-}
-
-function fieldErrors(issues: ValidationIssue[], messages: Record<string, string> = {}): Record<string, string> {
-  const errors: Record<string, string> = {};
-  for (const i of issues) {
-    const key = i.path.split(".")[0] ?? "";
-    errors[key] ??= messages[key] ?? sentence(i.message);
-  }
-  return errors;
-}
-
 type Body = Record<string, string | File | (string | File)[]>;
 function formStrings(form: Body, name: string): string[] {
   const v = form[name];
@@ -566,13 +551,18 @@ export function projectEventPages(deps: AppDeps, show: ShowProject) {
       const id = c.req.param("project_id");
       const form = (await c.req.parseBody({ all: true })) as Body;
       const values = { provider: one(form, "provider"), api_url: one(form, "api_url"), report_status: one(form, "report_status") };
-      const checked = check(createWebhookSchema, {
+      const checked = checkForm(createWebhookSchema, {
         provider: values.provider,
         api_url: values.api_url || undefined,
         report_status: values.report_status === "1",
       });
       if (!checked.ok)
-        return show(c, id, { webhookForm: { values, errors: fieldErrors(checked.issues, { provider: "Choose one of the forges listed." }) } }, 400);
+        return show(
+          c,
+          id,
+          { webhookForm: { values, errors: fieldErrors(checked.issues, { wording: { provider: "Choose one of the forges listed." } }) } },
+          400,
+        );
       try {
         const created = await createWebhook(deps, c.get("user"), id, checked.data, new URL(c.req.url).origin);
         return show(c, id, { createdWebhook: { id: created.id, provider: checked.data.provider, url: created.url, secret: created.secret } }, 200);
@@ -595,12 +585,14 @@ export function projectEventPages(deps: AppDeps, show: ShowProject) {
       const values = { kind: one(form, "kind"), url: one(form, "url"), on: formStrings(form, "on"), branches: branchText };
       const branches = branchText.split(/[\s,]+/).filter((b) => b !== "");
       const input = { kind: values.kind, url: values.url, on: values.on, ...(branches.length > 0 ? { branches } : {}) };
-      const checked = check(createNotificationSchema, input);
+      const checked = checkForm(createNotificationSchema, input);
       if (!checked.ok) {
         const errors = fieldErrors(checked.issues, {
-          kind: "Choose where to send.",
-          on: "Choose at least one event.",
-          url: "Enter an absolute http(s) URL without a user name or password.",
+          wording: {
+            kind: "Choose where to send.",
+            on: "Choose at least one event.",
+            url: "Enter an absolute http(s) URL without a user name or password.",
+          },
         });
         return show(c, id, { notificationForm: { values, errors } }, 400);
       }

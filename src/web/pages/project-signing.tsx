@@ -36,6 +36,7 @@ import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, Field, Name, Section, StatusBadge, Table, TextArea, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
+import { checkForm, firstMessage, issueField } from "../form.ts";
 import type { PageCtx } from "../layout.tsx";
 import { requireBrowserUser } from "../session.tsx";
 
@@ -522,8 +523,8 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const id = c.req.param("project_id");
       const form = (await c.req.parseBody({ all: true })) as Body;
       const username = text(form, "username").trim();
-      const parsed = sourceCredentialsSchema.safeParse({ token: text(form, "token"), ...(username ? { username } : {}) });
-      if (!parsed.success)
+      const parsed = checkForm(sourceCredentialsSchema, { token: text(form, "token"), ...(username ? { username } : {}) });
+      if (!parsed.ok)
         return show(c, id, { form: "source", error: "Enter the token (and a user name of at most 256 characters).", values: { username } }, 400);
       await storeProjectSecret(deps, c.get("user"), id, "sourceCredentialsSealed", parsed.data);
       return done(c, id, "Source credentials saved. They are not shown again.");
@@ -533,13 +534,13 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const form = (await c.req.parseBody({ all: true })) as Body;
       const values = { key_alias: text(form, "key_alias") };
       const keystore = files(form, "keystore")[0];
-      const parsed = androidSigningUploadSchema.safeParse({
+      const parsed = checkForm(androidSigningUploadSchema, {
         keystore_base64: keystore ? await fileBase64(keystore) : "",
         keystore_password: text(form, "keystore_password"),
         key_alias: values.key_alias,
         key_password: text(form, "key_password"),
       });
-      if (!parsed.success)
+      if (!parsed.ok)
         return show(c, id, { form: "android", error: "Choose the keystore file and fill in both passwords and the alias.", values }, 400);
       try {
         await storeAndroidSigning(deps, c.get("user"), id, parsed.data);
@@ -554,12 +555,12 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const form = (await c.req.parseBody({ all: true })) as Body;
       const certificate = files(form, "certificate")[0];
       const profiles = files(form, "profiles");
-      const parsed = iosSigningUploadSchema.safeParse({
+      const parsed = checkForm(iosSigningUploadSchema, {
         certificate_p12_base64: certificate ? await fileBase64(certificate) : "",
         certificate_password: text(form, "certificate_password"),
         provisioning_profiles_base64: await Promise.all(profiles.map(fileBase64)),
       });
-      if (!parsed.success) return show(c, id, { form: "ios", error: "Choose the .p12 file and at least one provisioning profile." }, 400);
+      if (!parsed.ok) return show(c, id, { form: "ios", error: "Choose the .p12 file and at least one provisioning profile." }, 400);
       try {
         await storeIosSigning(deps, c.get("user"), id, parsed.data);
       } catch (err) {
@@ -572,11 +573,12 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const id = c.req.param("project_id");
       const form = (await c.req.parseBody({ all: true })) as Body;
       const values = { issuer_id: text(form, "issuer_id"), key_id: text(form, "key_id") };
-      const parsed = appStoreConnectKeySchema.safeParse({ ...values, private_key_p8: text(form, "private_key_p8") });
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        const field = { issuer_id: "Issuer ID", key_id: "Key ID", private_key_p8: "Private key" }[String(issue?.path[0])] ?? "The form";
-        const why = issue?.path[0] === "key_id" ? "is letters and digits" : "is required";
+      const parsed = checkForm(appStoreConnectKeySchema, { ...values, private_key_p8: text(form, "private_key_p8") });
+      if (!parsed.ok) {
+        const first = parsed.issues[0];
+        const apiField = first ? issueField(first) : "";
+        const field = { issuer_id: "Issuer ID", key_id: "Key ID", private_key_p8: "Private key" }[apiField] ?? "The form";
+        const why = apiField === "key_id" ? "is letters and digits" : "is required";
         return show(c, id, { form: "app_store_connect", error: `${field} ${why}.`, values }, 400);
       }
       try {
@@ -589,8 +591,8 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
     .post("/projects/:project_id/stores/google-play", builders, async (c) => {
       const id = c.req.param("project_id");
       const form = (await c.req.parseBody({ all: true })) as Body;
-      const parsed = googlePlayKeySchema.safeParse({ service_account_json: text(form, "service_account_json") });
-      if (!parsed.success) return show(c, id, { form: "google_play", error: "Paste the service account's JSON key file." }, 400);
+      const parsed = checkForm(googlePlayKeySchema, { service_account_json: text(form, "service_account_json") });
+      if (!parsed.ok) return show(c, id, { form: "google_play", error: "Paste the service account's JSON key file." }, 400);
       try {
         await putGooglePlayKey(deps, c.get("user"), id, parsed.data);
       } catch (err) {
@@ -602,7 +604,7 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const id = c.req.param("project_id");
       const form = (await c.req.parseBody({ all: true })) as Body;
       const name = text(form, "name").trim();
-      const value = putSecretSchema.safeParse({ value: text(form, "value") });
+      const value = checkForm(putSecretSchema, { value: text(form, "value") });
       if (!SECRET_NAME.test(name))
         return show(
           c,
@@ -610,8 +612,7 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
           { form: "secret", error: "A name has upper case letters, digits and _ only, and does not start with a digit.", values: { name } },
           400,
         );
-      if (!value.success)
-        return show(c, id, { form: "secret", error: sentence(value.error.issues[0]?.message ?? "not a valid value"), values: { name } }, 400);
+      if (!value.ok) return show(c, id, { form: "secret", error: sentence(firstMessage(value.issues, "not a valid value")), values: { name } }, 400);
       try {
         await putSecret(deps, c.get("user"), id, name, value.data.value);
       } catch (err) {
@@ -633,8 +634,8 @@ export function projectSigningPages(deps: AppDeps, show: ShowSigning) {
       const tags = lines(values.tags);
       // `tags` is sent only when given: the protection body takes it where tag protection exists.
       const input = { branches: lines(values.branches), ...(tags.length > 0 ? { tags } : {}) };
-      const parsed = protectionSchema.safeParse(input);
-      if (!parsed.success) return show(c, id, { form: "protection", error: sentence(parsed.error.issues[0]?.message ?? "not valid"), values }, 400);
+      const parsed = checkForm(protectionSchema, input);
+      if (!parsed.ok) return show(c, id, { form: "protection", error: sentence(firstMessage(parsed.issues, "not valid")), values }, 400);
       await setProtection(deps, c.get("user"), id, parsed.data);
       return done(c, id, "Protection saved.");
     });

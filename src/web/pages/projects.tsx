@@ -1,6 +1,6 @@
 import { Hono, type Context } from "hono";
 import type { Child } from "hono/jsx";
-import type { z, ZodType } from "zod";
+import type { z } from "zod";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { triggerBuild, triggerBuildSchema } from "../../domain/builds/builds.ts";
 import { refreshFromDefaultBranch, schedulesWithNextRun } from "../../domain/builds/schedules.ts";
@@ -27,10 +27,10 @@ import {
 } from "../../domain/projects/projects.ts";
 import { ApiError, type ValidationIssue } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
-import { toIssues } from "../../http/validate.ts";
 import { Button, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, TextArea, Time } from "../components.tsx";
 import { sentence } from "../errors.tsx";
 import { setFlash } from "../flash.ts";
+import { checkForm, fieldErrors } from "../form.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { logStylesheetUrl } from "../log-viewer.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
@@ -61,21 +61,6 @@ type Forms = Partial<Record<string, FormState>>;
 function str(form: Record<string, unknown>, name: string): string {
   const v = form[name];
   return typeof v === "string" ? v : "";
-}
-
-/** Validates a form body with a domain schema; field errors keyed by the first path element. */
-function check<T extends ZodType>(schema: T, input: unknown): { ok: true; data: z.infer<T> } | { ok: false; issues: ValidationIssue[] } {
-  const parsed = schema.safeParse(input);
-  return parsed.success ? { ok: true, data: parsed.data } : { ok: false, issues: toIssues(parsed.error.issues) };
-}
-
-function fieldErrors(issues: ValidationIssue[]): Record<string, string> {
-  const errors: Record<string, string> = {};
-  for (const i of issues) {
-    const key = i.path.split(".")[0] ?? "";
-    errors[key] ??= sentence(i.message);
-  }
-  return errors;
 }
 
 /** Parses the config textarea; a JSON syntax error is reported as the config field's error. */
@@ -573,7 +558,7 @@ export function projectPages(deps: AppDeps) {
     .post("/projects", builders, async (c) => {
       const form = await c.req.parseBody();
       const values = { name: str(form, "name"), repo_url: str(form, "repo_url"), default_branch: str(form, "default_branch") || "main" };
-      const checked = check(createProjectSchema, values);
+      const checked = checkForm(createProjectSchema, values);
       let errors: Record<string, string>;
       if (checked.ok) {
         try {
@@ -597,7 +582,7 @@ export function projectPages(deps: AppDeps) {
         default_branch: str(form, "default_branch"),
         config_path: str(form, "config_path").trim(),
       };
-      const checked = check(patchProjectSchema, { ...values, config_path: values.config_path === "" ? null : values.config_path });
+      const checked = checkForm(patchProjectSchema, { ...values, config_path: values.config_path === "" ? null : values.config_path });
       if (!checked.ok) return showProject(c, id, { project: { values, errors: fieldErrors(checked.issues) } }, 400);
       try {
         await updateProject(deps, c.get("user"), id, checked.data);
@@ -656,7 +641,7 @@ export function projectPages(deps: AppDeps) {
       const input: Record<string, string> = { pipeline_id: values.pipeline_id };
       if (values.branch) input.branch = values.branch;
       if (values.commit_sha) input.commit_sha = values.commit_sha;
-      const checked = check(triggerBuildSchema, input);
+      const checked = checkForm(triggerBuildSchema, input);
       if (!checked.ok) return showProject(c, id, { trigger: { values, errors: fieldErrors(checked.issues) } }, 400);
       try {
         const build = await triggerBuild(deps, c.get("user"), id, checked.data);
@@ -689,7 +674,7 @@ export function projectPages(deps: AppDeps) {
     const parsed = parseConfig(values.config);
     if (!parsed.ok) return showProject(c, projectId, { [key]: { values, errors: { config: parsed.error } } }, 400);
     const body = { name: values.name, config: parsed.value };
-    const checked = pipelineId ? check(patchPipelineSchema, body) : check(createPipelineSchema, body);
+    const checked = pipelineId ? checkForm(patchPipelineSchema, body) : checkForm(createPipelineSchema, body);
     if (!checked.ok) {
       const errors = fieldErrors(checked.issues.filter((i) => !i.path.startsWith("config")));
       const issues = checked.issues.filter((i) => i.path.startsWith("config"));

@@ -22,6 +22,7 @@ import { Button, Checkbox, CopyField, Field, PostForm, RadioGroup, Section, Text
 import { sentence } from "../errors.tsx";
 import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
+import { checkForm, firstMessage } from "../form.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { clearSessionCookie, pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { diskUsage, type DiskUsage } from "../../domain/retention/disk.ts";
@@ -474,13 +475,13 @@ export function settingsPages(deps: AppDeps) {
       owner,
       change("trusted-proxy", async (c, form) => {
         const headerText = (form.user_email_header ?? "").trim();
-        const header = headerText === "" ? null : userEmailHeaderSchema.safeParse(headerText);
-        if (header && !header.success) throw new ApiError("invalid_input", "the identity header must be an HTTP header name that is not reserved");
+        const header = headerText === "" ? null : checkForm(userEmailHeaderSchema, headerText);
+        if (header && !header.ok) throw new ApiError("invalid_input", "the identity header must be an HTTP header name that is not reserved");
         const cidrs = lines(form.trusted_proxy_cidrs);
-        const cidrCheck = cidrListSchema.safeParse(cidrs);
-        if (!cidrCheck.success) throw new ApiError("invalid_input", `not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`);
+        const cidrCheck = checkForm(cidrListSchema, cidrs);
+        if (!cidrCheck.ok) throw new ApiError("invalid_input", `not a valid address range: ${firstMessage(cidrCheck.issues)}`);
         const secret = form.shared_secret ?? "";
-        if (secret !== "" && !sharedSecretSchema.safeParse(secret).success)
+        if (secret !== "" && !checkForm(sharedSecretSchema, secret).ok)
           throw new ApiError("invalid_input", "the shared secret must be 16 to 512 visible characters without spaces");
         const assertion = assertionFromForm(form);
         if (!assertion.ok)

@@ -1,5 +1,4 @@
 import { Hono, type Context } from "hono";
-import type { z } from "zod";
 import type { RemoteAuthMode, RuntimeMode } from "../../db/schema/constants.ts";
 import type { AppDeps, AppEnv } from "../../deps.ts";
 import { ApiError } from "../../errors.ts";
@@ -23,9 +22,9 @@ import { findUserById, signIn } from "../../domain/auth/users.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { Button, CopyField, Field, PostForm, RadioGroup, Select, TextArea } from "../components.tsx";
 import { AssertionFields, assertionFromForm, OIDC_PRESETS, PresetLinks, PROXY_PRESETS, presetById, type ProxyPreset } from "../team-presets.tsx";
-import { sentence } from "../errors.tsx";
 import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
+import { checkForm, firstMessage } from "../form.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import {
   clearUiCookie,
@@ -394,16 +393,6 @@ function statusOf(err: ApiError): Status {
   return ([400, 401, 403, 409, 410, 429, 500, 502] as const).find((s) => s === err.status) ?? 400;
 }
 
-/** First zod issue per field, as field → message. */
-function fieldErrors(error: z.ZodError, prefix = ""): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const issue of error.issues) {
-    const key = prefix || String(issue.path[0] ?? "form");
-    out[key] ??= issue.message;
-  }
-  return out;
-}
-
 function formString(form: Record<string, unknown>, key: string): string {
   const v = form[key];
   return typeof v === "string" ? v : "";
@@ -558,7 +547,7 @@ export function setupPages(deps: AppDeps) {
       "/setup/owner",
       step("owner", async (c, form) => {
         const email = formString(form, "email").trim();
-        if (!emailSchema.safeParse(email).success) {
+        if (!checkForm(emailSchema, email).ok) {
           return renderStep(deps, c, "owner", { values: { email }, errors: { email: "Enter a valid email address, like you@example.com." } }, 400);
         }
         await createLocalOwner(deps, email);
@@ -607,20 +596,19 @@ export function setupPages(deps: AppDeps) {
         const ticket = formString(form, "gateway_access_ticket");
         const ownerEmail = formString(form, "setup_owner_email").trim();
         const errors: Record<string, string> = {};
-        const header = userEmailHeaderSchema.safeParse(headerText);
-        if (!header.success) errors[preset === "custom" ? "custom_header" : "header_preset"] = `The header name ${fieldErrors(header.error, "h").h}.`;
-        const cidrCheck = cidrListSchema.safeParse(cidrs);
-        if (!cidrCheck.success) errors.trusted_proxy_cidrs = `Not a valid address range: ${cidrCheck.error.issues[0]?.message ?? ""}`;
-        if (secret !== "" && !sharedSecretSchema.safeParse(secret).success)
+        const header = checkForm(userEmailHeaderSchema, headerText);
+        if (!header.ok) errors[preset === "custom" ? "custom_header" : "header_preset"] = `The header name ${firstMessage(header.issues)}.`;
+        const cidrCheck = checkForm(cidrListSchema, cidrs);
+        if (!cidrCheck.ok) errors.trusted_proxy_cidrs = `Not a valid address range: ${firstMessage(cidrCheck.issues)}`;
+        if (secret !== "" && !checkForm(sharedSecretSchema, secret).ok)
           errors.shared_secret = "The shared secret must be 16 to 512 visible characters without spaces.";
-        if (ticket !== "" && !gatewayTicketSchema.safeParse(ticket).success)
+        if (ticket !== "" && !checkForm(gatewayTicketSchema, ticket).ok)
           errors.gateway_access_ticket = "The ticket must be visible characters without spaces.";
-        if (ownerEmail !== "" && !emailSchema.safeParse(ownerEmail).success)
-          errors.setup_owner_email = "Enter a valid email address, or leave it empty.";
+        if (ownerEmail !== "" && !checkForm(emailSchema, ownerEmail).ok) errors.setup_owner_email = "Enter a valid email address, or leave it empty.";
         const assertionFields = ["assertion_header", "jwks_url", "assertion_issuer", "audience", "email_claim"];
         const assertion = assertionFromForm(Object.fromEntries(assertionFields.map((name) => [name, formString(form, name)])));
         if (!assertion.ok) Object.assign(errors, assertion.errors);
-        if (Object.keys(errors).length > 0 || !header.success || !assertion.ok) {
+        if (Object.keys(errors).length > 0 || !header.ok || !assertion.ok) {
           return renderStep(
             deps,
             c,
