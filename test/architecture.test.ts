@@ -81,14 +81,14 @@ describe("architecture (docs/architecture.md)", () => {
   it("keeps the runner to its own code and the pure modules it shares with the daemon", () => {
     const runnerDir = join(SRC, "cli", "runner");
     // Pure, Node-free modules both sides need: the wire protocol (src/protocol/), glob matching (artifacts), the
-    // outbound guard's address rules (the runner's clone is checked with the daemon's own rules), CIDR parsing, the
+    // outbound guard and the address rules it decides with (the runner's clone is checked with the daemon's own rules), the
     // version string, and the option reader every `hangar` command uses.
     const shared = new Set([
       "protocol/runner.ts",
       "domain/common/glob.ts",
       "domain/common/cache-key.ts",
       "domain/common/outbound.ts",
-      "domain/common/cidr.ts",
+      "domain/common/addresses.ts",
       "version.ts",
       "cli/options.ts",
     ]);
@@ -103,6 +103,11 @@ describe("architecture (docs/architecture.md)", () => {
     };
     for (const file of files.filter((f) => f.startsWith(runnerDir))) walk(file);
     expect([...reached].filter((f) => !shared.has(f)).sort()).toEqual([]);
+  });
+
+  it("answers address questions in one place: only src/domain/common/addresses.ts parses addresses (ipaddr.js)", () => {
+    const parsing = files.filter((f) => /from\s+["']ipaddr\.js["']/.test(readFileSync(f, "utf8")));
+    expect(parsing.map((f) => relative(SRC, f))).toEqual([join("domain", "common", "addresses.ts")]);
   });
 
   it("keeps the web UI off the database: pages render view models from domain functions", () => {

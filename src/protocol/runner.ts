@@ -132,6 +132,84 @@ export const heartbeatAnswerSchema = z.object({
 
 // ---------------------------------------------------------------- uploads: artifacts, reports and caches
 
+/** What an artifact is: a file to download, or a `junit` XML report the daemon reads into test results. */
+export const ARTIFACT_KINDS = ["file", "junit"] as const;
+export type ArtifactKind = (typeof ARTIFACT_KINDS)[number];
+
+const utf8 = new TextEncoder();
+
+/** docs/api.md §7: an artifact's name is a base name — no `/`, `\`, `..` or control characters, at most 255 bytes. Null when valid. */
+export function artifactFilenameProblem(name: string): string | null {
+  if (name.length === 0) return "must not be empty";
+  if (utf8.encode(name).length > 255) return "must be at most 255 bytes";
+  if (name.includes("/") || name.includes("\\")) return "must be a base name without / or \\";
+  if (name.includes("..")) return "must not contain ..";
+  if (name === ".") return "must not be .";
+  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return "must not contain control characters";
+  return null;
+}
+
+const installMetadataText = z.string().check(z.trim(), z.minLength(1), z.maxLength(1024));
+
+/**
+ * `POST …/jobs/{jid}/artifacts` (docs/api.md §7): declare an artifact before uploading it. The content type is
+ * echoed as a header on download, so quoted parameter values are visible ASCII only (no quote or backslash): a
+ * control character or a non-Latin-1 one would make every download a 500.
+ */
+export const createArtifactBodySchema = z.object({
+  filename: z.string().check(
+    z.superRefine((name, ctx) => {
+      const problem = artifactFilenameProblem(name);
+      if (problem) ctx.addIssue({ code: "custom", message: `filename ${problem}`, input: name });
+    }),
+  ),
+  size_bytes: int.check(z.minimum(0), z.maximum(Number.MAX_SAFE_INTEGER)),
+  content_type: z
+    .string()
+    .check(
+      z.maxLength(255),
+      z.regex(
+        /^[\w.+-]+\/[\w.+-]+(?:\s*;\s*[\w.+-]+=(?:[\w.+-]+|"[\x20\x21\x23-\x5b\x5d-\x7e]*"))*$/,
+        "must be a media type such as application/octet-stream",
+      ),
+    ),
+  sha256: z.optional(z.string().check(z.regex(/^[0-9a-fA-F]{64}$/, "must be 64 hex characters"))),
+  /** An .ipa's or .apk's identity, for the install page when the daemon cannot read it from the file itself. */
+  install_metadata: z.optional(z.object({ bundle_identifier: installMetadataText, bundle_version: installMetadataText, title: installMetadataText })),
+  /** Sent only when not `file`, so a runner still talks to a daemon that predates test reports. */
+  kind: z.optional(z.enum(ARTIFACT_KINDS)),
+});
+export type CreateArtifactBody = z.input<typeof createArtifactBodySchema>;
+
+/** One cache archive: at most 10 GiB (GB = 2^30, as the runner's --cache-max-gb). */
+export const MAX_CACHE_ENTRY_BYTES = 10 * 2 ** 30;
+/** Restore keys one lookup may try, in order. */
+export const MAX_RESTORE_KEYS = 16;
+
+const cacheKey = z.string().check(
+  z.minLength(1),
+  z.maxLength(MAX_CACHE_KEY_LENGTH),
+  z.refine((k) => !/[\u0000-\u001f\u007f]/.test(k), "must not contain control characters"),
+);
+
+/** `POST …/jobs/{jid}/caches` (docs/api.md §16): save an entry; the daemon answers where to upload its archive. */
+export const cacheUploadBodySchema = z.object({
+  key: cacheKey,
+  size_bytes: int.check(z.minimum(1), z.maximum(MAX_CACHE_ENTRY_BYTES)),
+  sha256: z.string().check(z.regex(/^[0-9a-fA-F]{64}$/, "must be 64 hexadecimal characters"), z.toLowerCase()),
+});
+export type CacheUploadBody = z.input<typeof cacheUploadBodySchema>;
+
+/** `GET …/jobs/{jid}/caches?key=K&restore_key=P1&restore_key=P2`: one key; restore keys repeated, in the order tried. */
+export const cacheLookupQuerySchema = z.object({
+  key: cacheKey,
+  restore_key: z.pipe(
+    z.optional(z.union([cacheKey, z.array(cacheKey).check(z.maxLength(MAX_RESTORE_KEYS))])),
+    z.transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])),
+  ),
+});
+export type CacheLookupQuery = { key: string; restore_key: string[] };
+
 /** Where to PUT the bytes: a presigned URL, or the daemon's own upload route on local storage. */
 export const uploadTargetSchema = z.object({
   method: z.literal("PUT"),

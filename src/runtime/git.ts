@@ -11,14 +11,8 @@ import {
   type ReadFileOptions,
   type ReadFileResult,
 } from "../domain/projects/git.ts";
-import {
-  checkResolved,
-  checkUrlWithoutDns,
-  EMPTY_ALLOW_LIST,
-  findDestinationNotAllowed,
-  parseIpLiteral,
-  type OutboundAllowList,
-} from "../domain/common/outbound.ts";
+import { checkResolved, checkUrlWithoutDns, EMPTY_ALLOW_LIST, findDestinationNotAllowed, type OutboundAllowList } from "../domain/common/outbound.ts";
+import { parseIpLiteral } from "../domain/common/addresses.ts";
 
 const LS_REMOTE_TIMEOUT_MS = 15_000;
 

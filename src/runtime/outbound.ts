@@ -14,6 +14,7 @@ import {
   type OutboundAllowList,
   type OutboundLimits,
 } from "../domain/common/outbound.ts";
+import { isLocalhostName } from "../domain/common/addresses.ts";
 
 /**
  * The Node half of the outbound guard (docs/api.md §12): every name is resolved by the connection itself and each
@@ -168,7 +169,7 @@ export function createNodeOutbound(allow: OutboundAllowList, limits: OutboundLim
       const hostname = new URL(url).hostname;
       if (checked.literal) {
         const bare = hostname.replace(/^\[|\]$/g, "");
-        return { addresses: hostname.toLowerCase().replace(/\.$/, "").endsWith("localhost") ? ["127.0.0.1"] : [bare], listed: checked.listed };
+        return { addresses: isLocalhostName(hostname) ? ["127.0.0.1"] : [bare], listed: checked.listed };
       }
       let addresses: LookupAddress[];
       try {

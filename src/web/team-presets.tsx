@@ -2,6 +2,7 @@ import type { Child } from "hono/jsx";
 import { assertionSchema } from "../domain/auth/trusted-proxy.ts";
 import type { AssertionInput } from "../domain/auth/proxy-assertion.ts";
 import { Field } from "./components.tsx";
+import { checkForm, fieldErrors } from "./form.ts";
 
 // Presets for team access (docs/api.md §21, docs/team-access.md): each fills the setup wizard's and the Settings
 // page's fields, which stay editable. They are links that re-render the form filled (`?preset=…`), so they work
@@ -152,18 +153,19 @@ export function assertionFromForm(
 ): { ok: true; assertion: AssertionInput | null } | { ok: false; errors: Record<string, string> } {
   const text = (name: string) => (form[name] ?? "").trim();
   if (["assertion_header", "jwks_url", "assertion_issuer", "audience"].every((name) => text(name) === "")) return { ok: true, assertion: null };
-  const parsed = assertionSchema.safeParse({
+  const parsed = checkForm(assertionSchema, {
     header: text("assertion_header"),
     jwks_url: text("jwks_url"),
     issuer: text("assertion_issuer"),
     audience: text("audience"),
     ...(text("email_claim") !== "" ? { email_claim: text("email_claim") } : {}),
   });
-  if (parsed.success) return { ok: true, assertion: parsed.data };
-  const errors: Record<string, string> = {};
-  for (const issue of parsed.error.issues) {
-    const field = ASSERTION_FORM_FIELDS[String(issue.path[0])] ?? "assertion_header";
-    errors[field] ??= issue.code === "too_small" ? "Required for a signed assertion." : `Not valid: ${issue.message}.`;
-  }
+  if (parsed.ok) return { ok: true, assertion: parsed.data };
+  // An empty key set, issuer or audience is missing; an empty header name is a header name that is not valid.
+  const errors = fieldErrors(parsed.issues, {
+    fieldNames: ASSERTION_FORM_FIELDS,
+    message: (issue, field) =>
+      text(field) === "" && field !== "assertion_header" ? "Required for a signed assertion." : `Not valid: ${issue.message}.`,
+  });
   return { ok: false, errors };
 }

@@ -4,10 +4,9 @@ import {
   checkUrlWithoutDns,
   DestinationNotAllowedError,
   EMPTY_ALLOW_LIST,
-  parseIpLiteral,
   parseOutboundAllow,
-  refusedCategory,
 } from "../../src/domain/common/outbound.ts";
+import { addressCategory, parseIpLiteral } from "../../src/domain/common/addresses.ts";
 
 const refused = (url: string, allow = EMPTY_ALLOW_LIST): DestinationNotAllowedError => {
   try {
@@ -40,11 +39,11 @@ describe("outbound guard: address classes", () => {
     ["ff02::1", "multicast"],
     ["255.255.255.255", "broadcast"],
   ])("refuses %s (%s)", (ip, category) => {
-    expect(refusedCategory(ip)).toBe(category);
+    expect(addressCategory(ip)).toBe(category);
   });
 
   it("lets public unicast addresses through", () => {
-    for (const ip of ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) expect([ip, refusedCategory(ip)]).toEqual([ip, null]);
+    for (const ip of ["1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) expect([ip, addressCategory(ip)]).toEqual([ip, null]);
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { isTrustedPeer, parseCidr } from "../../src/domain/auth/trusted-proxy.ts";
+import { isTrustedPeer } from "../../src/domain/auth/trusted-proxy.ts";
+import { parseCidr } from "../../src/domain/common/addresses.ts";
 
 describe("isTrustedPeer", () => {
   it.each([

@@ -8,7 +8,7 @@ import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import type { RemoteCache, RemoteCacheHit } from "./cache-remote-types.ts";
-import type { CacheUploadAnswer, ClaimedJob, UploadTarget } from "../../protocol/runner.ts";
+import type { CacheLookupQuery, CacheUploadAnswer, CacheUploadBody, ClaimedJob, UploadTarget } from "../../protocol/runner.ts";
 import { backoffDelay, DaemonError, sleep, toDaemonError, type RetryPolicy, type RunnerClient } from "./client.ts";
 import { putFile } from "./upload.ts";
 
@@ -54,8 +54,9 @@ export function createRemoteCache(
   return {
     async find(key, restoreKeys) {
       if (unavailable) return null;
-      const query = new URLSearchParams({ key });
-      for (const prefix of restoreKeys) query.append("restore_key", prefix);
+      const lookup: CacheLookupQuery = { key, restore_key: restoreKeys };
+      const query = new URLSearchParams({ key: lookup.key });
+      for (const prefix of lookup.restore_key) query.append("restore_key", prefix);
       const answer = await jobClient.call("GET", `${path}?${query}`, { retry });
       if (answer.status === 404) return null;
       if (answer.status !== 200) {
@@ -87,7 +88,8 @@ export function createRemoteCache(
       if (unavailable) return;
       let target: Partial<UploadTarget> | undefined;
       try {
-        const created = await jobClient.ok("POST", path, { json: { key, size_bytes: sizeBytes, sha256 }, retry });
+        const entry: CacheUploadBody = { key, size_bytes: sizeBytes, sha256 };
+        const created = await jobClient.ok("POST", path, { json: entry, retry });
         target = (created.body as Partial<CacheUploadAnswer> | null)?.upload;
       } catch (err) {
         if (err instanceof DaemonError && noteUnavailable(err)) return;

@@ -8,10 +8,10 @@ import {
   checkUrlWithoutDns,
   type DestinationNotAllowedError,
   findDestinationNotAllowed,
-  parseIpLiteral,
   parseOutboundAllow,
   type OutboundAllowList,
 } from "../../domain/common/outbound.ts";
+import { parseIpLiteral } from "../../domain/common/addresses.ts";
 
 /** What git may be pointed at: the transports it may use and, for http(s), the pinned `host:port:addresses`. */
 export type CloneTarget = { ok: true; protocols: string; pins: string[] } | { ok: false; message: string };

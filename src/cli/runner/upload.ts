@@ -7,7 +7,7 @@ import { request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { basename, extname, join } from "node:path";
 import { pipeline } from "node:stream/promises";
-import type { ArtifactCreated, UploadTarget } from "../../protocol/runner.ts";
+import type { ArtifactCreated, ArtifactKind, CreateArtifactBody, UploadTarget } from "../../protocol/runner.ts";
 import { DaemonError, type RetryPolicy, type RunnerClient, backoffDelay, sleep } from "./client.ts";
 
 const CONTENT_TYPES: Record<string, string> = {
@@ -84,7 +84,7 @@ export async function uploadArtifacts(
   say: (line: string) => void,
   retry: RetryPolicy,
   /** `junit` for test reports (the daemon parses them); plain files otherwise. */
-  kind: "file" | "junit" = "file",
+  kind: ArtifactKind = "file",
 ): Promise<UploadReport> {
   const report: UploadReport = { uploaded: [], failed: [] };
   for (const rel of files) {
@@ -109,7 +109,7 @@ async function uploadOne(
   filename: string,
   say: (line: string) => void,
   retry: RetryPolicy,
-  kind: "file" | "junit",
+  kind: ArtifactKind,
 ): Promise<void> {
   const { size } = await stat(path);
   const sha256 = await sha256File(path);
@@ -117,11 +117,9 @@ async function uploadOne(
   say(`hangar: uploading ${filename} (${size} bytes, sha256 ${sha256})`);
   let lastError = "";
   for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-    const created = await client.ok("POST", client.jobPath(jobId, "/artifacts"), {
-      // `kind` only when it is not the default, so a runner still talks to a daemon that predates test reports.
-      json: { filename, size_bytes: size, content_type: contentType, sha256, ...(kind === "junit" ? { kind } : {}) },
-      retry,
-    });
+    // `kind` only when it is not the default, so a runner still talks to a daemon that predates test reports.
+    const declared: CreateArtifactBody = { filename, size_bytes: size, content_type: contentType, sha256, ...(kind === "junit" ? { kind } : {}) };
+    const created = await client.ok("POST", client.jobPath(jobId, "/artifacts"), { json: declared, retry });
     const body = created.body as Partial<ArtifactCreated>;
     const artifactId = body.artifact?.id;
     const upload = body.upload;

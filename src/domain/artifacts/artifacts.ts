@@ -38,20 +38,6 @@ type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactS
 // ---------------------------------------------------------------------------------------------------------
 // Names and headers
 
-const encoder = new TextEncoder();
-
-/** docs/api.md §7: a base name — no `/`, `\`, `..` or control characters, at most 255 bytes. Null when valid. */
-export function filenameProblem(name: string): string | null {
-  if (name.length === 0) return "must not be empty";
-  if (encoder.encode(name).length > 255) return "must be at most 255 bytes";
-  if (name.includes("/") || name.includes("\\")) return "must be a base name without / or \\";
-  if (name.includes("..")) return "must not contain ..";
-  if (name === ".") return "must not be .";
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  if (/[\u0000-\u001f\u007f-\u009f]/.test(name)) return "must not contain control characters";
-  return null;
-}
-
 /**
  * RFC 6266 `attachment` with an ASCII fallback and, for anything else, RFC 8187 `filename*`. Quotes,
  * backslashes and every non-printable character are replaced in the fallback, so no filename can end the

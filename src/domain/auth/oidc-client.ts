@@ -1,7 +1,6 @@
-import ipaddr from "ipaddr.js";
 import type { AppDeps } from "../../deps.ts";
 import { isTrustedPeer, TRUSTED_PROXY_SETTING, type StoredTrustedProxySettings } from "./trusted-proxy.ts";
-import { isLoopbackAddress } from "../common/addresses.ts";
+import { canonicalAddress, hostBlockOf, isLoopbackAddress } from "../common/addresses.ts";
 import { readSetting } from "../settings/instance-settings.ts";
 
 /** Who starts or finishes an OIDC sign-in: whether the request is loopback (docs/api.md §3) and whom its starts count against. */
@@ -9,28 +8,6 @@ export interface OidcClient {
   isLoopback: boolean;
   /** The client's address as counted for the per-client cap on pending starts. */
   key: string;
-}
-
-/** An address in one spelling: IPv4-mapped IPv6 as IPv4, IPv6 compressed; null when it is not an address. */
-function canonicalAddress(text: string | undefined): string | null {
-  if (!text) return null;
-  const bare = text.trim().replace(/^\[|\]$/g, "");
-  if (!ipaddr.isValid(bare)) return null;
-  const parsed = ipaddr.parse(bare);
-  if (parsed.kind() === "ipv6" && (parsed as ipaddr.IPv6).isIPv4MappedAddress()) return (parsed as ipaddr.IPv6).toIPv4Address().toString();
-  return parsed.toString();
-}
-
-/**
- * The key an address counts under: an IPv4 address itself, an IPv6 address its /64 (one host usually holds a whole
- * /64, so counting single addresses would give it 2^64 budgets; docs/decisions.md "OIDC starts per client").
- */
-function clientKeyOf(address: string): string {
-  if (!ipaddr.isValid(address)) return address;
-  const parsed = ipaddr.parse(address);
-  if (parsed.kind() !== "ipv6") return address;
-  const parts = (parsed as ipaddr.IPv6).parts.slice(0, 4);
-  return `${ipaddr.IPv6.parse(`${parts.map((p) => p.toString(16)).join(":")}::`).toString()}/64`;
 }
 
 /**
@@ -46,7 +23,7 @@ export async function resolveOidcClient(
   const peer = canonicalAddress(input.peerAddress) ?? "unknown";
   if (input.peerAddress === undefined) {
     const edge = canonicalAddress(input.cfConnectingIp);
-    return { isLoopback: input.isLoopback, key: edge === null ? "unknown" : clientKeyOf(edge) };
+    return { isLoopback: input.isLoopback, key: edge === null ? "unknown" : hostBlockOf(edge) };
   }
   let key = peer;
   if (input.forwardedFor !== undefined) {
@@ -58,5 +35,5 @@ export async function resolveOidcClient(
       key = canonicalAddress(last) ?? peer;
     }
   }
-  return { isLoopback: input.isLoopback, key: clientKeyOf(key) };
+  return { isLoopback: input.isLoopback, key: hostBlockOf(key) };
 }

@@ -1,7 +1,4 @@
-import ipaddr from "ipaddr.js";
-import { parseCidr } from "../common/cidr.ts";
-// Re-exported: callers (and tests) import it from here since before it moved.
-export { parseCidr };
+import { isLoopbackAddress, isPeerInCidrs, parseCidr } from "../common/addresses.ts";
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { instance, instanceSettings } from "../../db/schema/index.ts";
@@ -59,45 +56,14 @@ type ConfigureDeps = SecretDeps & Pick<AppDeps, "checkDestination" | "config">;
 type SignInDeps = SecretDeps & Pick<AppDeps, "fetch">;
 
 // ---------------------------------------------------------------------------------------------------------
-// Addresses and CIDRs
-
-type Address = ipaddr.IPv4 | ipaddr.IPv6;
-type Range = [Address, number];
-
-/** A peer address as the socket reports it, IPv4-mapped IPv6 unwrapped to IPv4; null when unparsable. */
-function parsePeer(peer: string | undefined): Address | null {
-  if (!peer) return null;
-  try {
-    // process() turns ::ffff:10.0.0.1 into 10.0.0.1, so one IPv4 CIDR covers both socket forms.
-    return ipaddr.process(peer.trim());
-  } catch {
-    return null;
-  }
-}
-
-/** IPv4-mapped IPv6 ranges (::ffff:10.0.0.0/104) become the IPv4 range they denote, to match unwrapped peers. */
-function comparableRange([address, bits]: Range): Range {
-  if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
-    return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
-  }
-  return [address, bits];
-}
+// The proxy's address (the address rules themselves are src/domain/common/addresses.ts's)
 
 /**
  * Whether the TCP peer may assert identities. Only the socket address counts: the proxy itself adds the
  * forwarding headers. An empty list trusts loopback peers only (a proxy on this machine; docs/api.md §3).
  */
 export function isTrustedPeer(peer: string | undefined, cidrs: readonly string[]): boolean {
-  const address = parsePeer(peer);
-  if (!address) return false;
-  if (cidrs.length === 0) return address.range() === "loopback";
-  for (const cidr of cidrs) {
-    const parsed = parseCidr(cidr);
-    if ("error" in parsed) continue;
-    const [network, bits] = comparableRange(parsed.range);
-    if (network.kind() === address.kind() && address.match(network, bits)) return true;
-  }
-  return false;
+  return cidrs.length === 0 ? isLoopbackAddress(peer?.trim()) : isPeerInCidrs(peer, cidrs);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -11,15 +11,11 @@ import { ApiError } from "../../errors.ts";
 import type { StorageLocation } from "../../storage/types.ts";
 import { newStorageLocationAt, openStoreAt } from "../artifacts/artifacts.ts";
 import { readActiveStorageSettings } from "../settings/artifact-storage-settings.ts";
-import { MAX_CACHE_KEY_LENGTH } from "./cache-report.ts";
+import { cacheLookupQuerySchema, cacheUploadBodySchema } from "../../protocol/runner.ts";
 
 type Deps = Pick<AppDeps, "db" | "clock" | "config" | "secrets" | "openArtifactStore">;
 export type CacheEntryRow = typeof cacheEntries.$inferSelect;
 
-/** The restore keys one lookup may name. */
-export const MAX_RESTORE_KEYS = 16;
-/** One archive: at most 10 GiB (GB = 2^30, as the runner's --cache-max-gb). */
-export const MAX_CACHE_ENTRY_BYTES = 10 * 2 ** 30;
 /** The presigned PUT lasts an hour (as an artifact's), the presigned GET 15 minutes: the runner starts it at once. */
 export const CACHE_UPLOAD_TTL_S = 3600;
 export const CACHE_DOWNLOAD_TTL_S = 15 * 60;
@@ -32,30 +28,9 @@ const HEADS_PER_LOOKUP = 8;
 /** Entries whose objects one maintenance pass removes. */
 const REMOVALS_PER_PASS = 100;
 
-const cacheKey = z
-  .string()
-  .min(1)
-  .max(MAX_CACHE_KEY_LENGTH)
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  .refine((k) => !/[\u0000-\u001f\u007f]/.test(k), "must not contain control characters");
-
-export const cacheUploadSchema = z.object({
-  key: cacheKey,
-  size_bytes: z.number().int().min(1).max(MAX_CACHE_ENTRY_BYTES),
-  sha256: z
-    .string()
-    .regex(/^[0-9a-fA-F]{64}$/, "must be 64 hexadecimal characters")
-    .transform((s) => s.toLowerCase()),
-});
-
-/** `?key=K&restore_key=P1&restore_key=P2`: one key; restore keys repeated, in the order they are tried. */
-export const cacheQuerySchema = z.object({
-  key: cacheKey,
-  restore_key: z
-    .union([cacheKey, z.array(cacheKey).max(MAX_RESTORE_KEYS)])
-    .optional()
-    .transform((v) => (v === undefined ? [] : Array.isArray(v) ? v : [v])),
-});
+// The request bodies are the wire protocol's (src/protocol/runner.ts), the runner's own types come from the same place.
+export const cacheUploadSchema = z.object(cacheUploadBodySchema.shape);
+export const cacheQuerySchema = z.object(cacheLookupQuerySchema.shape);
 
 /**
  * Which entries a build reads: its own trust's, and a fork build also the open ones (the project's own branches,

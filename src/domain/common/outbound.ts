@@ -1,16 +1,26 @@
-import ipaddr from "ipaddr.js";
-import { parseCidr } from "./cidr.ts";
+import {
+  addressCategory,
+  comparableRange,
+  type IpAddress,
+  type IpRange,
+  isInRange,
+  isLocalhostName,
+  parseCidr,
+  parseIpLiteral,
+  unwrapMapped,
+} from "./addresses.ts";
 
 /**
  * The outbound guard's rules (docs/api.md §12), web-standard so the Workers core uses them too. Every request the
  * daemon makes to a place an operator or a user typed (OIDC, S3, git, commit statuses, notifications) must not
  * reach this machine or its private networks unless HANGAR_OUTBOUND_ALLOW says so: otherwise anyone who can
  * save a URL can read internal services through the daemon (SSRF). The Node runtime checks each resolved
- * address at connect time (src/runtime/outbound.ts); this module classifies addresses and IP literals.
+ * address at connect time (src/runtime/outbound.ts); this module decides with the address rules of
+ * src/domain/common/addresses.ts (what kind of address, in which range).
  */
 
-type Address = ipaddr.IPv4 | ipaddr.IPv6;
-type Range = [Address, number];
+type Address = IpAddress;
+type Range = IpRange;
 
 /** A parsed HANGAR_OUTBOUND_ALLOW: the CIDRs whose addresses the guard lets through. */
 export interface OutboundAllowList {
@@ -31,86 +41,18 @@ export function parseOutboundAllow(value: string | undefined): OutboundAllowList
     .filter(Boolean)) {
     const parsed = parseCidr(entry);
     if ("error" in parsed) throw new Error(`HANGAR_OUTBOUND_ALLOW entry '${entry}': ${parsed.error}`);
-    ranges.push(comparable(parsed.range));
+    ranges.push(comparableRange(parsed.range));
     cidrs.push(parsed.canonical);
   }
   return { ranges, cidrs };
-}
-
-/** IPv4-mapped IPv6 ranges and addresses compare as the IPv4 they denote (::ffff:127.0.0.1 is 127.0.0.1). */
-function comparable([address, bits]: Range): Range {
-  if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress() && bits >= 96) {
-    return [(address as ipaddr.IPv6).toIPv4Address(), bits - 96];
-  }
-  return [address, bits];
-}
-
-function unwrap(address: Address): Address {
-  if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress()) return (address as ipaddr.IPv6).toIPv4Address();
-  return address;
-}
-
-/**
- * The address as an IP, or null when `host` is a name. Accepts what URL parsers and inet_aton accept:
- * `2130706433`, `0x7f.1`, `0177.0.0.1`, `127.1`, `127.0.0.1.`, `[::1]`, `::ffff:7f00:1`. The WHATWG URL parser
- * (the one fetch uses) does the IPv4 number forms, so what we classify is what would be connected to.
- */
-export function parseIpLiteral(host: string): Address | null {
-  let h = host.trim().toLowerCase();
-  if (h.startsWith("[") && h.endsWith("]")) h = h.slice(1, -1);
-  if (h.includes("%")) h = h.slice(0, h.indexOf("%")); // a zone id still names a local link
-  if (ipaddr.IPv6.isValid(h)) return ipaddr.IPv6.parse(h);
-  let normalised: string;
-  try {
-    normalised = new URL(`http://${h}/`).hostname;
-  } catch {
-    return null;
-  }
-  if (ipaddr.IPv4.isValidFourPartDecimal(normalised)) return ipaddr.IPv4.parse(normalised);
-  if (normalised.startsWith("[")) {
-    const inner = normalised.slice(1, -1);
-    if (ipaddr.IPv6.isValid(inner)) return ipaddr.IPv6.parse(inner);
-  }
-  return null;
-}
-
-/** Why an address is refused, in words for the error message; null for a public unicast address. */
-export function refusedCategory(ip: string | Address): string | null {
-  const parsed = typeof ip === "string" ? parseIpLiteral(ip) : ip;
-  if (!parsed) return "not an IP address";
-  const address = unwrap(parsed);
-  const range = address.range();
-  switch (range) {
-    case "unicast":
-      return null;
-    case "loopback":
-      return "loopback";
-    case "linkLocal":
-      return "link-local";
-    case "private":
-    case "uniqueLocal":
-      return "private";
-    case "carrierGradeNat":
-      return "shared address space";
-    case "unspecified":
-      return "unspecified";
-    case "multicast":
-      return "multicast";
-    case "broadcast":
-      return "broadcast";
-    default:
-      // reserved, benchmarking, NAT64/6to4/Teredo tunnels that embed an IPv4 address, documentation ranges…
-      // none is an ordinary public server; refused rather than decoded.
-      return `reserved (${range})`;
-  }
 }
 
 /** Whether an address is inside HANGAR_OUTBOUND_ALLOW. */
 export function isInAllowList(ip: string | Address, allow: OutboundAllowList): boolean {
   const parsed = typeof ip === "string" ? parseIpLiteral(ip) : ip;
   if (!parsed) return false;
-  const address = unwrap(parsed);
-  return allow.ranges.some(([network, bits]) => network.kind() === address.kind() && address.match(network, bits));
+  const address = unwrapMapped(parsed);
+  return allow.ranges.some((range) => isInRange(address, range));
 }
 
 /** The outcome of checking one address: allowed (public, or listed) or refused with the reason. */
@@ -120,7 +62,7 @@ export function checkAddress(ip: string | Address, allow: OutboundAllowList): Ad
   const parsed = typeof ip === "string" ? parseIpLiteral(ip) : ip;
   if (!parsed) return { ok: false, reason: "not an IP address" };
   if (isInAllowList(parsed, allow)) return { ok: true, listed: true };
-  const reason = refusedCategory(parsed);
+  const reason = addressCategory(parsed);
   return reason === null ? { ok: true, listed: false } : { ok: false, reason };
 }
 
@@ -158,14 +100,8 @@ export function findDestinationNotAllowed(err: unknown): DestinationNotAllowedEr
 function cidrFor(ip: string): string {
   const parsed = parseIpLiteral(ip);
   if (!parsed) return ip;
-  const address = unwrap(parsed);
+  const address = unwrapMapped(parsed);
   return address.kind() === "ipv4" ? `${address.toString()}/32` : `${address.toString()}/128`;
-}
-
-/** The names that mean this machine without asking DNS (RFC 6761): treated as their loopback address. */
-function isLocalhostName(hostname: string): boolean {
-  const h = hostname.toLowerCase().replace(/\.$/, "");
-  return h === "localhost" || h.endsWith(".localhost");
 }
 
 /**
@@ -192,7 +128,7 @@ export function checkUrlWithoutDns(url: string | URL, allow: OutboundAllowList):
   const literal = parseIpLiteral(host);
   if (!literal) return { literal: false, listed: false };
   const verdict = checkAddress(literal, allow);
-  if (!verdict.ok) throw new DestinationNotAllowedError(host, unwrap(literal).toString(), verdict.reason);
+  if (!verdict.ok) throw new DestinationNotAllowedError(host, unwrapMapped(literal).toString(), verdict.reason);
   return { literal: true, listed: verdict.listed };
 }
 

@@ -20,10 +20,11 @@ import {
 } from "../../domain/channels/channels.ts";
 import type { PipelineRow, ProjectRow } from "../../domain/projects/projects.ts";
 import { getProject } from "../../domain/projects/projects.ts";
-import { ApiError } from "../../errors.ts";
+import { ApiError, type ValidationIssue } from "../../errors.ts";
 import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, Checkbox, CopyField, Field, Name, PostForm, Section, Select, Table } from "../components.tsx";
 import { setFlash } from "../flash.ts";
+import { checkForm } from "../form.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { isoTime } from "../text.ts";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
@@ -194,8 +195,8 @@ function ChannelPage(props: {
 
 const str = (form: Record<string, unknown>, key: string) => (typeof form[key] === "string" ? (form[key] as string) : "");
 
-function invalid(issues: { path: PropertyKey[]; message: string }[]): ApiError {
-  return new ApiError("invalid_input", issues.map((i) => `${i.path.join(".") || "form"}: ${i.message}`).join("; "));
+function invalid(issues: ValidationIssue[]): ApiError {
+  return new ApiError("invalid_input", issues.map((i) => `${i.path || "form"}: ${i.message}`).join("; "));
 }
 
 export function channelPages(deps: AppDeps) {
@@ -219,13 +220,13 @@ export function channelPages(deps: AppDeps) {
         .split(",")
         .map((b) => b.trim())
         .filter(Boolean);
-      const parsed = createChannelSchema.safeParse({
+      const parsed = checkForm(createChannelSchema, {
         name: str(form, "name"),
         pipeline_id: str(form, "pipeline_id"),
         ...(branches.length ? { branches } : {}),
         ...(platforms.length ? { platforms } : {}),
       });
-      if (!parsed.success) throw invalid(parsed.error.issues);
+      if (!parsed.ok) throw invalid(parsed.issues);
       const projectId = c.req.param("project_id");
       const ch = await createChannel(deps, c.get("user"), projectId, parsed.data);
       setFlash(c, "ok", "Channel created. Add testers to give them its link.");
@@ -233,8 +234,8 @@ export function channelPages(deps: AppDeps) {
     })
     .post("/projects/:project_id/channels/:channel_id/testers", builders, async (c) => {
       const form = await c.req.parseBody();
-      const parsed = createTesterSchema.safeParse({ email: str(form, "email"), ...(str(form, "name").trim() ? { name: str(form, "name") } : {}) });
-      if (!parsed.success) throw invalid(parsed.error.issues);
+      const parsed = checkForm(createTesterSchema, { email: str(form, "email"), ...(str(form, "name").trim() ? { name: str(form, "name") } : {}) });
+      if (!parsed.ok) throw invalid(parsed.issues);
       const added = await addTester(
         deps,
         c.get("user"),

@@ -8,6 +8,7 @@ import { nameDirectory, type NameDirectory } from "../../domain/projects/project
 import { ROLES } from "../../http/middleware/auth.ts";
 import { Button, EmptyState, Field, Name, PostForm, Section, Table } from "../components.tsx";
 import { setFlash } from "../flash.ts";
+import { checkForm } from "../form.ts";
 import { Layout, type PageCtx } from "../layout.tsx";
 import { pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 import { formatBytes } from "../text.ts";
@@ -198,14 +199,14 @@ export function retentionPages(deps: AppDeps, renderSettings: (c: Context<AppEnv
   return new Hono<AppEnv>()
     .post("/settings/retention", managers, async (c) => {
       const form = await c.req.parseBody();
-      const parsed = retentionPolicySchema.safeParse({
+      const parsed = checkForm(retentionPolicySchema, {
         artifacts: {
           keep_last: ruleOf(form.keep_last as string | undefined),
           max_age_days: ruleOf(form.artifacts_max_age_days as string | undefined),
         },
         logs: { max_age_days: ruleOf(form.logs_max_age_days as string | undefined) },
       });
-      if (!parsed.success) return renderSettings(c, "Each rule is a whole number of 0 or more, or empty to keep everything.");
+      if (!parsed.ok) return renderSettings(c, "Each rule is a whole number of 0 or more, or empty to keep everything.");
       await updateInstancePolicy(deps, c.get("user"), parsed.data);
       setFlash(c, "ok", "Retention policy saved. It applies at the next daily pass; preview it or run it now below.");
       return c.redirect("/settings#retention", 303);

@@ -8,9 +8,9 @@ import { ROLES } from "../../http/middleware/auth.ts";
 import { emailSchema } from "../../http/routes/setup.schemas.ts";
 import { signInLink, type SignInLink } from "../../domain/auth/sign-in-link.ts";
 import { Button, CopyField, EmptyState, Field, Name, PostForm, Section, Select, StatusBadge, Table, Time } from "../components.tsx";
-import { sentence } from "../errors.tsx";
 import { errorMessage } from "../error-messages.ts";
 import { setFlash } from "../flash.ts";
+import { checkForm } from "../form.ts";
 import { Layout, roleLabel, type PageCtx } from "../layout.tsx";
 import { clearSessionCookie, pageContext, renderPage, requireBrowserUser } from "../session.tsx";
 
@@ -161,7 +161,7 @@ export function usersPages(deps: AppDeps) {
       const form = await c.req.parseBody();
       const email = typeof form.email === "string" ? form.email.trim() : "";
       const role = typeof form.role === "string" ? form.role : "";
-      const problem = !emailSchema.safeParse(email).success ? "Enter a valid email address." : !isAssignable(role) ? "Choose a role." : null;
+      const problem = !checkForm(emailSchema, email).ok ? "Enter a valid email address." : !isAssignable(role) ? "Choose a role." : null;
       if (problem || !isAssignable(role)) {
         return renderPage(
           c,
