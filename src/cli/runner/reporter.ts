@@ -7,11 +7,21 @@ import type { RunnerClient } from "./client.ts";
 import { backoffDelay, sleep } from "./client.ts";
 import type { Logger } from "./log.ts";
 
+/**
+ * A `running` report that follows the last one sent by less than this waits out the rest, and whatever replaced
+ * it meanwhile is sent instead: steps that end within it, then the final report, make one report, not three
+ * (docs/benchmarks.md, the runner's overhead). A final report never waits.
+ */
+export const COALESCE_MS = 250;
+
 export class StatusReporter {
   private pending: StatusReport | null = null;
   private pumping: Promise<void> | null = null;
   private closed = false;
   private readonly abort = new AbortController();
+  private lastSentAt = Number.NEGATIVE_INFINITY;
+  /** Ends the coalescing wait early (a final report was queued). */
+  private hurry: (() => void) | null = null;
   /** The error code that ended reporting (`build_canceled`, `invalid_transition`, `not_found`...), if any. */
   refusedWith: string | null = null;
   lastDelivered: StatusReport | null = null;
@@ -27,6 +37,7 @@ export class StatusReporter {
   update(report: StatusReport): void {
     if (this.closed) return;
     this.pending = report;
+    if (report.status !== "running") this.hurry?.();
     this.pumping ??= this.pump().finally(() => {
       this.pumping = null;
     });
@@ -44,12 +55,31 @@ export class StatusReporter {
   stop(): void {
     this.closed = true;
     this.abort.abort();
+    this.hurry?.();
+  }
+
+  /** Waits until COALESCE_MS after the last report sent, unless a final report is queued or reporting stops. */
+  private async coalesce(): Promise<void> {
+    const wait = this.lastSentAt + COALESCE_MS - performance.now();
+    if (wait <= 0 || this.pending?.status !== "running") return;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, wait);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.hurry = done;
+    });
+    this.hurry = null;
   }
 
   private async pump(): Promise<void> {
     let attempt = 0;
     while (this.pending && !this.closed) {
+      await this.coalesce();
+      if (!this.pending || this.closed) break;
       const report = this.pending;
+      this.lastSentAt = performance.now();
       let status: number;
       let code: string | undefined;
       try {
