@@ -122,14 +122,15 @@ const REFUSED: ProcessResult = { exitCode: 1, signal: null, stopped: false };
 const DONE: ProcessResult = { exitCode: 0, signal: null, stopped: false };
 
 /**
- * What `git remote add origin URL` writes to a fresh .git/config, written without a git process (git-config(1):
- * a quoted value escapes `"` and `\\`). False (nothing written) for a URL with a control character: git adds it then.
+ * What `git remote add origin URL` writes to a fresh .git/config, written without a git process. The value is
+ * written as git's config writer does: `"` and `\\` escaped, the whole quoted when it holds `;` or `#` or starts or
+ * ends with a space. False (nothing written) for a URL with a control character: git adds that one itself.
  */
 async function addOrigin(dir: string, url: string): Promise<boolean> {
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are exactly what is looked for
   if (/[\u0000-\u001f\u007f]/.test(url)) return false;
-  const quoted = `"${url.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
-  await appendFile(join(dir, ".git", "config"), `[remote "origin"]\n\turl = ${quoted}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n`);
+  const escaped = url.replace(/[\\"]/g, (c) => `\\${c}`);
+  const value = /[;#]|^ | $/.test(url) ? `"${escaped}"` : escaped;
+  await appendFile(join(dir, ".git", "config"), `[remote "origin"]\n\turl = ${value}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n`);
   return true;
 }
 
