@@ -4,7 +4,10 @@
 import { execFile } from "node:child_process";
 import { CLONE_DEPTH } from "./release-notes.ts";
 import { existsSync } from "node:fs";
-import { appendFile, readdir, rm } from "node:fs/promises";
+import { appendFile, mkdir, readdir, rename, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { promisify } from "node:util";
+import { SPARE_REPO_PREFIX } from "./workroot.ts";
 import { join } from "node:path";
 import type { OutboundAllowList } from "../../domain/common/outbound.ts";
 import { checkCloneTarget } from "./clone-guard.ts";
@@ -26,6 +29,8 @@ export interface CheckoutOptions {
   baseEnv: NodeJS.ProcessEnv;
   onOutput: (chunk: Buffer) => void;
   signal: AbortSignal;
+  /** The work root, whose spare repository (prepareSpareRepository) a new checkout takes instead of `git init`. */
+  spareFrom?: string;
   /**
    * A persistent workspace (docs/caches.md): when `dir` already holds a checkout it is fetched into instead of
    * cloned, the checkout forced, and untracked files removed (`git clean -ffdx`) except these workspace paths.
@@ -134,6 +139,49 @@ async function addOrigin(dir: string, url: string): Promise<boolean> {
   return true;
 }
 
+/**
+ * A repository made by `git init` between jobs, one per work root: the next new checkout moves its `.git` into place
+ * (a rename) instead of running git init on its way to the first step (docs/benchmarks.md, the runner's overhead).
+ * A restart's clean-up of the work root removes one a crash left.
+ */
+const spares = new Map<string, Promise<string | null>>();
+
+/** Makes the work root's next spare repository unless it has one; never throws. */
+export function prepareSpareRepository(workRoot: string, baseEnv: NodeJS.ProcessEnv): void {
+  if (spares.has(workRoot)) return;
+  const dir = join(workRoot, `${SPARE_REPO_PREFIX}${randomBytes(6).toString("hex")}`);
+  const made = (async () => {
+    try {
+      await mkdir(dir, { mode: 0o700 });
+      await initRepository(dir, gitEnv(baseEnv, "", null, "file"));
+      return dir;
+    } catch {
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      return null;
+    }
+  })();
+  spares.set(workRoot, made);
+}
+
+/** Moves the spare repository's `.git` into `dir`; false when there is none or it cannot be (then git init runs). */
+async function takeSpare(workRoot: string, dir: string): Promise<boolean> {
+  const spare = await spares.get(workRoot);
+  spares.delete(workRoot);
+  if (!spare) return false;
+  try {
+    await rename(join(spare, ".git"), join(dir, ".git"));
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await rm(spare, { recursive: true, force: true }).catch(() => undefined);
+  }
+}
+
+const initRepository = promisify((dir: string, env: NodeJS.ProcessEnv, done: (err: Error | null) => void) =>
+  execFile("git", ["init", "-q", "."], { cwd: dir, env }, (err) => done(err)),
+);
+
 /** Adds `name=value` to the GIT_CONFIG_* variables of `env`. */
 function addConfig(env: NodeJS.ProcessEnv, name: string, value: string): void {
   const count = Number(env.GIT_CONFIG_COUNT ?? 0);
@@ -174,7 +222,10 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
   const [target, auth, init] = await Promise.all([
     checkCloneTarget(options.repoUrl, options.allow),
     options.auth,
-    run(["init", "-q", "."], initEnv, dir, (b) => initOutput.push(b)),
+    (async () =>
+      !reusing && options.spareFrom && (await takeSpare(options.spareFrom, dir))
+        ? DONE
+        : run(["init", "-q", "."], initEnv, dir, (b) => initOutput.push(b)))(),
   ]);
   if (!target.ok) {
     options.onOutput(Buffer.from(`hangar: the clone of ${displayUrl(options.repoUrl)} is refused: ${target.message}\n`));

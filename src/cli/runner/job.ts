@@ -6,7 +6,7 @@ import { join } from "node:path";
 // zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
 // of that file otherwise).
 import * as z from "zod/mini";
-import { checkoutCommit, basicHeaderValue, type CheckoutAuth } from "./checkout.ts";
+import { checkoutCommit, basicHeaderValue, prepareSpareRepository, type CheckoutAuth } from "./checkout.ts";
 import type { ClaimedJob, StatusReport, StepResult } from "../../protocol/runner.ts";
 import { DaemonError, type RunnerClient } from "./client.ts";
 import { matchFiles } from "./artifact-files.ts";
@@ -81,6 +81,11 @@ export function stepEnv(base: NodeJS.ProcessEnv, config: PipelineConfig, job: Cl
   env.HANGAR_BRANCH = job.branch;
   Object.assign(env, extra);
   return env;
+}
+
+/** The runner's environment without Hangar's settings (the runner token!), for a git command outside any job. */
+function runnerEnvForGit(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HANGAR_") && !name.startsWith("GIT_CONFIG_")));
 }
 
 /** What every job of this runner shares: values to mask, whose processes the sweep may end, the --run-as user. */
@@ -270,6 +275,8 @@ export class Job {
     }
     await workspaceLock?.release();
     await clearActiveJob(this.workRoot);
+    // The next job's repository, made while this runner waits for work.
+    prepareSpareRepository(this.workRoot, runnerEnvForGit());
     return outcome;
   }
 
@@ -376,6 +383,7 @@ export class Job {
         baseEnv: stepEnv(process.env, { ...config, env: {} }, job, { [COOKIE_VAR]: this.cookie }),
         onOutput: (b) => logs.write(b),
         signal,
+        spareFrom: this.workRoot,
         ...(ctx.persistent ? { reuse: { keep: JobCaches.workspacePaths(config.cache) } } : {}),
       });
     } catch (err) {

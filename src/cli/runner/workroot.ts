@@ -9,6 +9,8 @@ import { sweepJobProcesses } from "./sweep.ts";
 
 /** Job directories are `build-<number>-<random>`; nothing else in the work root is the runner's to delete. */
 export const JOB_DIR_PREFIX = "build-";
+/** Spare repositories made between jobs (checkout.ts); removed at start like job directories, but not counted. */
+export const SPARE_REPO_PREFIX = "spare-repo-";
 /** The cookie of the job running now, so a restart after a crash can sweep its processes. */
 const ACTIVE_JOB_FILE = "active-job";
 
@@ -51,6 +53,7 @@ export async function cleanWorkRoot(dir: string, log: Logger, uids: ReadonlySet<
   const entries = await readdir(dir).catch(() => [] as string[]);
   let removed = 0;
   for (const name of entries) {
+    if (name.startsWith(SPARE_REPO_PREFIX)) await rm(join(dir, name), { recursive: true, force: true });
     if (!name.startsWith(JOB_DIR_PREFIX)) continue;
     await rm(join(dir, name), { recursive: true, force: true });
     removed++;
