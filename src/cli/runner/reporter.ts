@@ -8,9 +8,10 @@ import { backoffDelay, sleep } from "./client.ts";
 import type { Logger } from "./log.ts";
 
 /**
- * A `running` report that follows the last one sent by less than this waits out the rest, and whatever replaced
- * it meanwhile is sent instead: steps that end within it, then the final report, make one report, not three
- * (docs/benchmarks.md, the runner's overhead). A final report never waits.
+ * A `running` report that follows the last one delivered by less than this waits out the rest, and whatever
+ * replaced it meanwhile is sent instead: steps that end within it, then the final report, make one report, not
+ * three (docs/benchmarks.md, the runner's overhead). A final report never waits, and nothing waits before a first
+ * report is delivered: a final report may only follow a `running` one.
  */
 export const COALESCE_MS = 250;
 
@@ -19,7 +20,7 @@ export class StatusReporter {
   private pumping: Promise<void> | null = null;
   private closed = false;
   private readonly abort = new AbortController();
-  private lastSentAt = Number.NEGATIVE_INFINITY;
+  private lastDeliveredAt = Number.NEGATIVE_INFINITY;
   /** Ends the coalescing wait early (a final report was queued). */
   private hurry: (() => void) | null = null;
   /** The error code that ended reporting (`build_canceled`, `invalid_transition`, `not_found`...), if any. */
@@ -58,10 +59,14 @@ export class StatusReporter {
     this.hurry?.();
   }
 
-  /** Waits until COALESCE_MS after the last report sent, unless a final report is queued or reporting stops. */
-  private async coalesce(): Promise<void> {
-    const wait = this.lastSentAt + COALESCE_MS - performance.now();
-    if (wait <= 0 || this.pending?.status !== "running") return;
+  /** How long the pending report is to wait (0: send it now). */
+  private coalesceWait(): number {
+    if (this.pending?.status !== "running") return 0;
+    return Math.max(0, this.lastDeliveredAt + COALESCE_MS - performance.now());
+  }
+
+  /** Waits `wait` ms, or less when a final report is queued or reporting stops. */
+  private async coalesce(wait: number): Promise<void> {
     await new Promise<void>((resolve) => {
       const timer = setTimeout(done, wait);
       function done() {
@@ -76,10 +81,14 @@ export class StatusReporter {
   private async pump(): Promise<void> {
     let attempt = 0;
     while (this.pending && !this.closed) {
-      await this.coalesce();
-      if (!this.pending || this.closed) break;
+      // Checked before any await: the report first queued is taken at once, so a final report queued right
+      // behind it (a job that fails at its start) cannot replace it.
+      const wait = this.coalesceWait();
+      if (wait > 0) {
+        await this.coalesce(wait);
+        if (!this.pending || this.closed) break;
+      }
       const report = this.pending;
-      this.lastSentAt = performance.now();
       let status: number;
       let code: string | undefined;
       try {
@@ -99,6 +108,7 @@ export class StatusReporter {
       if (this.pending === report) this.pending = null;
       if (status >= 200 && status < 300) {
         this.lastDelivered = report;
+        this.lastDeliveredAt = performance.now();
         continue;
       }
       if (status === 400) {
