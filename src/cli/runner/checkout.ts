@@ -4,7 +4,10 @@
 import { execFile } from "node:child_process";
 import { CLONE_DEPTH } from "./release-notes.ts";
 import { existsSync } from "node:fs";
-import { readdir, rm } from "node:fs/promises";
+import { appendFile, mkdir, readdir, rename, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { promisify } from "node:util";
+import { SPARE_REPO_PREFIX } from "./workroot.ts";
 import { join } from "node:path";
 import type { OutboundAllowList } from "../../domain/common/outbound.ts";
 import { checkCloneTarget } from "./clone-guard.ts";
@@ -19,12 +22,15 @@ export interface CheckoutOptions {
   repoUrl: string;
   commitSha: string;
   dir: string;
-  auth: CheckoutAuth | null;
+  /** The credentials, or a promise of them: `git init` runs while they are being fetched. */
+  auth: CheckoutAuth | null | Promise<CheckoutAuth | null>;
   /** The daemon's outbound allow-list: every host git connects to is checked against it first. */
   allow: OutboundAllowList;
   baseEnv: NodeJS.ProcessEnv;
   onOutput: (chunk: Buffer) => void;
   signal: AbortSignal;
+  /** The work root, whose spare repository (prepareSpareRepository) a new checkout takes instead of `git init`. */
+  spareFrom?: string;
   /**
    * A persistent workspace (docs/caches.md): when `dir` already holds a checkout it is fetched into instead of
    * cloned, the checkout forced, and untracked files removed (`git clean -ffdx`) except these workspace paths.
@@ -118,21 +124,79 @@ export function gitEnv(
 }
 
 const REFUSED: ProcessResult = { exitCode: 1, signal: null, stopped: false };
+const DONE: ProcessResult = { exitCode: 0, signal: null, stopped: false };
 
-/** Runs the clone; answers the first failing git command's exit code, or 0. */
-export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessResult> {
-  const target = await checkCloneTarget(options.repoUrl, options.allow);
-  if (!target.ok) {
-    options.onOutput(Buffer.from(`hangar: the clone of ${displayUrl(options.repoUrl)} is refused: ${target.message}\n`));
-    return REFUSED;
+/**
+ * What `git remote add origin URL` writes to a fresh .git/config, written without a git process. The value is
+ * written as git's config writer does: `"` and `\\` escaped, the whole quoted when it holds `;` or `#` or starts or
+ * ends with a space. False (nothing written) for a URL with a control character: git adds that one itself.
+ */
+async function addOrigin(dir: string, url: string): Promise<boolean> {
+  if (/[\u0000-\u001f\u007f]/.test(url)) return false;
+  const escaped = url.replace(/[\\"]/g, (c) => `\\${c}`);
+  const value = /[;#]|^ | $/.test(url) ? `"${escaped}"` : escaped;
+  await appendFile(join(dir, ".git", "config"), `[remote "origin"]\n\turl = ${value}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n`);
+  return true;
+}
+
+/**
+ * A repository made by `git init` between jobs, one per work root: the next new checkout moves its `.git` into place
+ * (a rename) instead of running git init on its way to the first step (docs/benchmarks.md, the runner's overhead).
+ * A restart's clean-up of the work root removes one a crash left.
+ */
+const spares = new Map<string, Promise<string | null>>();
+
+/** Makes the work root's next spare repository unless it has one; never throws. */
+export function prepareSpareRepository(workRoot: string, baseEnv: NodeJS.ProcessEnv): void {
+  if (spares.has(workRoot)) return;
+  const dir = join(workRoot, `${SPARE_REPO_PREFIX}${randomBytes(6).toString("hex")}`);
+  const made = (async () => {
+    try {
+      await mkdir(dir, { mode: 0o700 });
+      await initRepository(dir, gitEnv(baseEnv, "", null, "file"));
+      return dir;
+    } catch {
+      await rm(dir, { recursive: true, force: true }).catch(() => undefined);
+      return null;
+    }
+  })();
+  spares.set(workRoot, made);
+}
+
+/** Moves the spare repository's `.git` into `dir`; false when there is none or it cannot be (then git init runs). */
+async function takeSpare(workRoot: string, dir: string): Promise<boolean> {
+  const spare = await spares.get(workRoot);
+  spares.delete(workRoot);
+  if (!spare) return false;
+  try {
+    await rename(join(spare, ".git"), join(dir, ".git"));
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await rm(spare, { recursive: true, force: true }).catch(() => undefined);
   }
-  const checked = target;
-  const env = gitEnv(options.baseEnv, options.repoUrl, options.auth, target.protocols, target.pins);
+}
+
+const initRepository = promisify((dir: string, env: NodeJS.ProcessEnv, done: (err: Error | null) => void) =>
+  execFile("git", ["init", "-q", "."], { cwd: dir, env }, (err) => done(err)),
+);
+
+/** Adds `name=value` to the GIT_CONFIG_* variables of `env`. */
+function addConfig(env: NodeJS.ProcessEnv, name: string, value: string): void {
+  const count = Number(env.GIT_CONFIG_COUNT ?? 0);
+  env[`GIT_CONFIG_KEY_${count}`] = name;
+  env[`GIT_CONFIG_VALUE_${count}`] = value;
+  env.GIT_CONFIG_COUNT = String(count + 1);
+}
+
+/**
+ * Runs the clone; answers the first failing git command's exit code, or 0. `git init` touches only `dir`, so it
+ * runs while the credentials are fetched and the repository's host is checked (each git process is tens of
+ * milliseconds on a busy machine: docs/benchmarks.md); its line is shown only once the clone is allowed.
+ */
+export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessResult> {
   const { dir, commitSha } = options;
-  const git = (args: string[], show = true, cwd = dir, withEnv = env): Promise<ProcessResult> => {
-    if (show) options.onOutput(Buffer.from(`$ git ${args.map((a) => (a === options.repoUrl ? displayUrl(a) : a)).join(" ")}\n`));
-    return runProcess("git", args, { cwd, env: withEnv, onOutput: options.onOutput, signal: options.signal });
-  };
   let reusing = options.reuse !== undefined && existsSync(join(dir, ".git", "HEAD"));
   if (reusing && (await hasSymlink(join(dir, ".git")))) {
     // A link in .git could make git write outside the workspace (as root with --run-as): start over instead.
@@ -147,16 +211,42 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
     await rm(join(dir, ".git", "config"), { force: true });
     await rm(join(dir, ".git", "hooks"), { recursive: true, force: true });
     await rm(join(dir, ".git", "index.lock"), { force: true });
-    // With --run-as the workspace is the build user's and git (the runner's user) would call it dubious.
-    const count = Number(env.GIT_CONFIG_COUNT ?? 0);
-    env[`GIT_CONFIG_KEY_${count}`] = "safe.directory";
-    env[`GIT_CONFIG_VALUE_${count}`] = dir;
-    env.GIT_CONFIG_COUNT = String(count + 1);
   }
+  const run = (args: string[], env: NodeJS.ProcessEnv, cwd: string, onOutput: (chunk: Buffer) => void) =>
+    runProcess("git", args, { cwd, env, onOutput, signal: options.signal });
+  const initOutput: Buffer[] = [];
+  // No credentials and no transport for a command that connects nowhere.
+  const initEnv = gitEnv(options.baseEnv, options.repoUrl, null, "file");
+  // With --run-as the workspace is the build user's and git (the runner's user) would call it dubious.
+  if (reusing) addConfig(initEnv, "safe.directory", dir);
+  const [target, auth, init] = await Promise.all([
+    checkCloneTarget(options.repoUrl, options.allow),
+    options.auth,
+    (async () =>
+      !reusing && options.spareFrom && (await takeSpare(options.spareFrom, dir))
+        ? DONE
+        : run(["init", "-q", "."], initEnv, dir, (b) => initOutput.push(b)))(),
+  ]);
+  if (!target.ok) {
+    options.onOutput(Buffer.from(`hangar: the clone of ${displayUrl(options.repoUrl)} is refused: ${target.message}\n`));
+    return REFUSED;
+  }
+  const checked = target;
+  const env = gitEnv(options.baseEnv, options.repoUrl, auth, target.protocols, target.pins);
+  if (reusing) addConfig(env, "safe.directory", dir);
+  const git = (args: string[], show = true, cwd = dir, withEnv = env): Promise<ProcessResult> => {
+    if (show) options.onOutput(Buffer.from(`$ git ${args.map((a) => (a === options.repoUrl ? displayUrl(a) : a)).join(" ")}\n`));
+    return run(args, withEnv, cwd, options.onOutput);
+  };
+  options.onOutput(Buffer.from("$ git init -q .\n"));
+  for (const chunk of initOutput) options.onOutput(chunk);
+  if (init.exitCode !== 0 || init.stopped) return init;
   const keep = (options.reuse?.keep ?? []).map((p) => p.replace(/^(\.\/)+/, "").replace(/\/+$/, "")).filter(Boolean);
   const sequence: Array<() => Promise<ProcessResult>> = [
-    () => git(["init", "-q", "."]),
-    () => git(["remote", "add", "origin", options.repoUrl]),
+    async () => {
+      options.onOutput(Buffer.from(`$ git remote add origin ${displayUrl(options.repoUrl)}\n`));
+      return (await addOrigin(dir, options.repoUrl)) ? DONE : git(["remote", "add", "origin", options.repoUrl], false);
+    },
     async () => {
       // A full SHA can be fetched alone (shallow); an abbreviated one, or a server refusing fetch-by-SHA, needs
       // the branches.
@@ -198,7 +288,7 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
       pins.push(...sub.pins);
       for (const p of sub.protocols.split(":")) protocols.add(p);
     }
-    const subEnv = gitEnv(options.baseEnv, options.repoUrl, options.auth, [...protocols].join(":"), pins);
+    const subEnv = gitEnv(options.baseEnv, options.repoUrl, auth, [...protocols].join(":"), pins);
     const updated = await git(["submodule", "update", "-q", "--init", ...(reusing ? ["--force"] : [])], true, at, subEnv);
     if (updated.exitCode !== 0 || updated.stopped) return updated;
     for (const [key, path] of entries) {

@@ -4,7 +4,7 @@
 // directories removed. The cookie sweep (sweep.ts) stays for the runner's own user, which cannot be swept whole.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { lstat, mkdir, readdir, readFile, rm, rmdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 
@@ -69,7 +69,10 @@ export class JobCgroup {
     return new JobCgroup(path);
   }
 
-  /** Moves a process (and the children it starts from now on) into the job's cgroup. */
+  /**
+   * Moves a process (and the children it starts from now on) into the job's cgroup. Asynchronous: a move took
+   * ~10 ms of the kernel's on a busy machine (docs/benchmarks.md), which would otherwise stall the runner.
+   */
   async add(pid: number): Promise<void> {
     await writeFile(join(this.path, "cgroup.procs"), `${pid}\n`);
   }
@@ -80,18 +83,29 @@ export class JobCgroup {
   }
 }
 
-/** SIGKILLs every process in a cgroup at once (no fork can outrun it), waits until it is empty, removes it. */
+/**
+ * SIGKILLs every process in a cgroup at once (no fork can outrun it), waits until it is empty, removes it. The
+ * files are read and written synchronously: the kernel answers at once, and this is on every job's way to its
+ * final report, where each promise call waits for the thread pool and an event-loop turn (docs/benchmarks.md).
+ */
 async function killCgroup(path: string, timeoutMs = 5000): Promise<number> {
-  const procs = await readFile(join(path, "cgroup.procs"), "utf8").catch(() => "");
+  const attempt = <T>(call: () => T, otherwise: T): T => {
+    try {
+      return call();
+    } catch {
+      return otherwise;
+    }
+  };
+  const procs = attempt(() => readFileSync(join(path, "cgroup.procs"), "utf8"), "");
   const count = procs.split("\n").filter(Boolean).length;
-  await writeFile(join(path, "cgroup.kill"), "1").catch(() => undefined);
+  attempt(() => writeFileSync(join(path, "cgroup.kill"), "1"), undefined);
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
-    const events = await readFile(join(path, "cgroup.events"), "utf8").catch(() => "populated 0");
+    const events = attempt(() => readFileSync(join(path, "cgroup.events"), "utf8"), "populated 0");
     if (/^populated 0$/m.test(events)) break;
     await new Promise((r) => setTimeout(r, 10));
   }
-  await rmdir(path).catch(() => undefined);
+  attempt(() => rmdirSync(path), undefined);
   return count;
 }
 

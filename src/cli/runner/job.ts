@@ -1,12 +1,12 @@
 // One claimed job from start to final report: fresh work directory, checkout, signing material, steps, artifacts.
-import { existsSync } from "node:fs";
-import { chmod, chown, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync } from "node:fs";
+import { chmod, chown, mkdir, rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 // zod/mini: the same checks, tree-shaken to what is used here (the standalone runner inlines it; full zod is most
 // of that file otherwise).
 import * as z from "zod/mini";
-import { checkoutCommit, basicHeaderValue, type CheckoutAuth } from "./checkout.ts";
+import { checkoutCommit, basicHeaderValue, prepareSpareRepository, type CheckoutAuth } from "./checkout.ts";
 import type { ClaimedJob, StatusReport, StepResult } from "../../protocol/runner.ts";
 import { DaemonError, type RunnerClient } from "./client.ts";
 import { matchFiles } from "./artifact-files.ts";
@@ -25,7 +25,7 @@ import { createRemoteCache } from "./cache-remote.ts";
 import { hostKeyValues, JobCaches, secretPrints, type SecretPrints } from "./cache.ts";
 import { scopeDir, type CacheStore } from "./cache-store.ts";
 import { WORKSPACES_DIR, workspaceDir, WorkspaceLock } from "./workspace.ts";
-import { readReleaseNotes, recentCommits } from "./release-notes.ts";
+import { readReleaseNotes, recentCommits, type ReportedCommit } from "./release-notes.ts";
 
 const PipelineConfig = z.object({
   platform: z._default(z.string(), "any"),
@@ -83,6 +83,11 @@ export function stepEnv(base: NodeJS.ProcessEnv, config: PipelineConfig, job: Cl
   return env;
 }
 
+/** The runner's environment without Hangar's settings (the runner token!), for a git command outside any job. */
+function runnerEnvForGit(): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith("HANGAR_") && !name.startsWith("GIT_CONFIG_")));
+}
+
 /** What every job of this runner shares: values to mask, whose processes the sweep may end, the --run-as user. */
 export interface JobContext {
   /** Never to appear in a streamed log: the runner's token (and anything else of the runner's). */
@@ -113,6 +118,8 @@ export class Job {
   /** The job's cache entries once their keys are filled in, and the bytes they must never hold. */
   private caches: JobCaches | null = null;
   private prints: SecretPrints = { sizes: new Set(), hashes: new Set() };
+  /** The commits up to the build's, listed once it is checked out (for the `commits` of a succeeded report). */
+  private commitsListed: Promise<ReportedCommit[]> | null = null;
 
   constructor(
     runnerClient: RunnerClient,
@@ -143,14 +150,16 @@ export class Job {
     const client = this.client;
     let jobDir: string;
     try {
-      await mkdir(this.workRoot, { recursive: true, mode: 0o700 });
-      await markActiveJob(this.workRoot, this.cookie);
-      jobDir = await mkdtemp(join(this.workRoot, `${JOB_DIR_PREFIX}${job.build_number}-`));
+      // Synchronous calls: each takes microseconds on a local disk, where a promise call waits for the thread pool
+      // and an event-loop turn, every build long (docs/benchmarks.md, the runner's overhead).
+      mkdirSync(this.workRoot, { recursive: true, mode: 0o700 });
+      markActiveJob(this.workRoot, this.cookie);
+      jobDir = mkdtempSync(join(this.workRoot, `${JOB_DIR_PREFIX}${job.build_number}-`));
       // The job directory stays the runner's (its log spool is inside); with --run-as the step user may
       // traverse it to the parts that are handed over: the checkout, its temporary directory, signing files.
-      if (this.context.runAs) await chmod(jobDir, 0o711);
-      await mkdir(join(jobDir, "src"));
-      await mkdir(join(jobDir, "tmp"), { mode: 0o700 });
+      if (this.context.runAs) chmodSync(jobDir, 0o711);
+      mkdirSync(join(jobDir, "src"));
+      mkdirSync(join(jobDir, "tmp"), { mode: 0o700 });
     } catch (err) {
       // No place to work: fail the build at once rather than let its lease lapse and retry it here.
       this.log.error(`build ${job.build_id}: cannot prepare a work directory under ${this.workRoot}: ${(err as Error).message}`);
@@ -230,13 +239,14 @@ export class Job {
     say(`hangar: build ${outcome === "lost" ? "stopped (the daemon finished it already)" : outcome}`);
     // Logs before the final report: a daemon may refuse log bytes for a finished build.
     const serverFinal = this.stopReason === "canceled" || this.stopReason === "final";
+    // Tester channels' release notes: the pipeline's file, read while the log's last bytes travel, and the commits
+    // up to this one, listed since the checkout (docs/decisions.md). Neither ever rejects.
+    const notesRead = outcome === "succeeded" && !serverFinal ? readReleaseNotes(checkoutDir, config.release_notes) : null;
     const delivered = await logs.close(serverFinal ? 10_000 : Number.POSITIVE_INFINITY);
     if (!delivered) this.log.warn(`build ${job.build_id}: ${logs.deliveredBytes} log bytes delivered, the rest was refused`);
     if (!serverFinal) {
-      // Tester channels' release notes: the pipeline's file, and the commits up to this one (docs/decisions.md).
-      const notes = outcome === "succeeded" ? await readReleaseNotes(checkoutDir, config.release_notes) : null;
-      const commits =
-        outcome === "succeeded" ? await recentCommits(checkoutDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: jobDir }) : [];
+      const notes = (await notesRead) ?? null;
+      const commits = outcome === "succeeded" ? ((await this.commitsListed) ?? []) : [];
       const final: StatusReport =
         outcome === "succeeded"
           ? {
@@ -265,6 +275,8 @@ export class Job {
     }
     await workspaceLock?.release();
     await clearActiveJob(this.workRoot);
+    // The next job's repository, made while this runner waits for work.
+    prepareSpareRepository(this.workRoot, runnerEnvForGit());
     return outcome;
   }
 
@@ -341,35 +353,54 @@ export class Job {
     const client = this.client;
     const signal = this.stopper.signal;
 
-    const auth = await this.fetchCheckoutAuth();
-    if (auth) {
-      // Belt and braces: the daemon masks the token too, but it never even leaves this machine in a log.
-      logs.addSecret(auth.password);
-      logs.addSecret(basicHeaderValue(auth).slice("Basic ".length));
-      say(`hangar: checkout credentials received`);
-    }
-    const clone = await checkoutCommit({
-      repoUrl: job.repo_url,
-      commitSha: job.commit_sha,
-      dir: srcDir,
-      auth,
-      allow: parseAllow(job.outbound_allow),
-      baseEnv: stepEnv(process.env, { ...config, env: {} }, job, { [COOKIE_VAR]: this.cookie }),
-      onOutput: (b) => logs.write(b),
-      signal,
-      ...(ctx.persistent ? { reuse: { keep: JobCaches.workspacePaths(config.cache) } } : {}),
+    // The credentials are fetched while `git init` runs; they are masked before any git command that uses them.
+    const auth = this.fetchCheckoutAuth().then((found) => {
+      if (found) {
+        // Belt and braces: the daemon masks the token too, but it never even leaves this machine in a log.
+        logs.addSecret(found.password);
+        logs.addSecret(basicHeaderValue(found).slice("Basic ".length));
+        say(`hangar: checkout credentials received`);
+      }
+      return found;
     });
+    auth.catch(() => undefined); // checkoutCommit awaits it; should it throw first, the rejection is not unhandled
+    // Signing material and secret variables are fetched while the clone runs (each is a round trip to the daemon,
+    // docs/benchmarks.md); they are awaited before anything else happens, whatever the clone's outcome, so nothing
+    // is still being written when the job's end removes them.
+    const material = Promise.all([
+      prepareSigning(client, job.build_id, config.platform, ctx.secretsDir, retry, this.signingSystem),
+      fetchSecretVariables(client, job.build_id, retry),
+    ]);
+    material.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
+    let clone: Awaited<ReturnType<typeof checkoutCommit>>;
+    try {
+      clone = await checkoutCommit({
+        repoUrl: job.repo_url,
+        commitSha: job.commit_sha,
+        dir: srcDir,
+        auth,
+        allow: parseAllow(job.outbound_allow),
+        baseEnv: stepEnv(process.env, { ...config, env: {} }, job, { [COOKIE_VAR]: this.cookie }),
+        onOutput: (b) => logs.write(b),
+        signal,
+        spareFrom: this.workRoot,
+        ...(ctx.persistent ? { reuse: { keep: JobCaches.workspacePaths(config.cache) } } : {}),
+      });
+    } catch (err) {
+      await material.catch(() => undefined);
+      throw err;
+    }
     if (clone.exitCode !== 0 || clone.stopped) {
+      await material.catch(() => undefined);
       if (!clone.stopped) say(`hangar: checkout of ${job.commit_sha} failed (exit code ${clone.exitCode})`);
       return clone.exitCode || 1;
     }
 
-    const signing = await prepareSigning(client, job.build_id, config.platform, ctx.secretsDir, retry, this.signingSystem);
+    const [signing, variables] = await material;
     for (const secret of signing.secrets) logs.addSecret(secret);
     for (const note of signing.notes) say(note);
     if (signing.withheld) say("hangar: signing material withheld: this branch is not protected (or the build is a fork's pull request)");
     if (Object.keys(signing.env).length > 0) say(`hangar: signing material ready (${Object.keys(signing.env).sort().join(", ")})`);
-    const variables = await fetchSecretVariables(client, job.build_id, retry);
     if (variables === null) say("hangar: secret variables withheld: this branch is not protected (or the build is a fork's pull request)");
     for (const value of Object.values(variables ?? {})) logs.addSecret(value);
     if (variables && Object.keys(variables).length > 0) say(`hangar: secret variables: ${Object.keys(variables).sort().join(", ")}`);
@@ -410,7 +441,12 @@ export class Job {
       reporter.update({ status: "running", step_results: snapshot() });
       say(`\n==> [${i + 1}/${config.steps.length}] ${step.name}\n$ ${step.run}`);
       const started = Date.now();
-      const run = await runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, beforeStart, ...identity });
+      const running = runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, beforeStart, ...identity });
+      // `git log` of the build's commit once the first step has started (its start waits for the cgroup anyway):
+      // a process less on the way to the final report (docs/benchmarks.md, the runner's overhead).
+      // The build's commit by name: the step may move HEAD meanwhile.
+      this.commitsListed ??= recentCommits(srcDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: ctx.jobDir }, job.commit_sha);
+      const run = await running;
       result.finished_at = nowS();
       result.exit_code = run.exitCode;
       const ok = run.exitCode === 0 && !run.stopped;

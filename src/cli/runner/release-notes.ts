@@ -46,10 +46,10 @@ export async function readReleaseNotes(srcDir: string, path: string | undefined)
   }
 }
 
-/** The commits up to HEAD, newest first, as far as the shallow clone reaches (at most 50); [] when git fails. */
-export async function recentCommits(srcDir: string, env: NodeJS.ProcessEnv): Promise<ReportedCommit[]> {
+/** The commits up to `rev`, newest first, as far as the shallow clone reaches (at most 50); [] when git fails. */
+export async function recentCommits(srcDir: string, env: NodeJS.ProcessEnv, rev = "HEAD"): Promise<ReportedCommit[]> {
   try {
-    const { stdout } = await run("git", ["-c", "safe.directory=*", "log", `-n${MAX_COMMITS}`, "--format=%H%x1f%s%x1f%an%x1e", "HEAD"], {
+    const { stdout } = await run("git", ["-c", "safe.directory=*", "log", `-n${MAX_COMMITS}`, "--format=%H%x1f%s%x1f%an%x1e", rev, "--"], {
       cwd: srcDir,
       env,
       maxBuffer: 4 * 1024 * 1024,

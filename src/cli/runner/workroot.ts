@@ -1,6 +1,7 @@
 // The runner's work root (docs/api.md §9): private to the runner's user, and cleaned of whatever a crash left behind
 // (job directories with checkouts and signing files, processes of the job that was running) when it starts.
-import { chmod, lstat, mkdir, readdir, readFile, rm, writeFile } from "node:fs/promises";
+import { writeFileSync } from "node:fs";
+import { chmod, lstat, mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Logger } from "./log.ts";
@@ -8,6 +9,8 @@ import { sweepJobProcesses } from "./sweep.ts";
 
 /** Job directories are `build-<number>-<random>`; nothing else in the work root is the runner's to delete. */
 export const JOB_DIR_PREFIX = "build-";
+/** Spare repositories made between jobs (checkout.ts); removed at start like job directories, but not counted. */
+export const SPARE_REPO_PREFIX = "spare-repo-";
 /** The cookie of the job running now, so a restart after a crash can sweep its processes. */
 const ACTIVE_JOB_FILE = "active-job";
 
@@ -50,6 +53,7 @@ export async function cleanWorkRoot(dir: string, log: Logger, uids: ReadonlySet<
   const entries = await readdir(dir).catch(() => [] as string[]);
   let removed = 0;
   for (const name of entries) {
+    if (name.startsWith(SPARE_REPO_PREFIX)) await rm(join(dir, name), { recursive: true, force: true });
     if (!name.startsWith(JOB_DIR_PREFIX)) continue;
     await rm(join(dir, name), { recursive: true, force: true });
     removed++;
@@ -57,8 +61,9 @@ export async function cleanWorkRoot(dir: string, log: Logger, uids: ReadonlySet<
   if (removed > 0) log.warn(`removed ${removed} job director${removed === 1 ? "y" : "ies"} (and any signing files) left by an earlier run`);
 }
 
-export async function markActiveJob(dir: string, cookie: string): Promise<void> {
-  await writeFile(join(dir, ACTIVE_JOB_FILE), cookie, { mode: 0o600 });
+/** Synchronous: it is on every job's way to its first step (docs/benchmarks.md, the runner's overhead). */
+export function markActiveJob(dir: string, cookie: string): void {
+  writeFileSync(join(dir, ACTIVE_JOB_FILE), cookie, { mode: 0o600 });
 }
 
 export async function clearActiveJob(dir: string): Promise<void> {
