@@ -64,7 +64,9 @@ export class JobCgroup {
   private constructor(readonly path: string) {}
 
   static async create(base: string, jobKey: string): Promise<JobCgroup> {
-    const path = join(base, `hangar-job-${jobKey}`);
+    // The runner's pid in the name: other runner processes on the machine share the base, and one starting up
+    // must tell the groups of live jobs (theirs) from those a dead runner left.
+    const path = join(base, `hangar-job-${process.pid}-${jobKey}`);
     await mkdir(path);
     return new JobCgroup(path);
   }
@@ -109,15 +111,30 @@ async function killCgroup(path: string, timeoutMs = 5000): Promise<number> {
   return count;
 }
 
-/** Removes the cgroups of jobs an earlier run of the runner left (a crash), killing what is still in them. */
+/**
+ * Removes the cgroups of jobs that runners no longer running left (a crash), killing what is still in them. A group
+ * whose runner process is alive is another runner's running job on this machine (they share the base): left alone.
+ */
 export async function removeStaleCgroups(base: string): Promise<number> {
   const entries = await readdir(base).catch(() => [] as string[]);
   let killed = 0;
   for (const name of entries) {
     if (!name.startsWith("hangar-job-")) continue;
+    const owner = /^hangar-job-(\d+)-/.exec(name);
+    if (owner && Number(owner[1]) !== process.pid && processAlive(Number(owner[1]))) continue;
     killed += await killCgroup(join(base, name));
   }
   return killed;
+}
+
+/** Whether a process with this pid exists (signal 0 checks without sending; EPERM: it exists, as another user). */
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /** Processes (not zombies) any of whose user ids (real, effective, saved, filesystem) is `uid`. */
