@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Browser } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { makeTestApp } from "../helpers/app.ts";
 import { launchBrowser, newContext, serveTestApp } from "../helpers/browser.ts";
@@ -32,6 +32,20 @@ afterAll(async () => {
   await browser?.close();
   if (!OUT.startsWith(PROJECT_ROOT)) rmSync(OUT, { recursive: true, force: true });
 });
+
+/**
+ * A full-page screenshot named `<name>-<width>-<scheme>.png`; at 375 px nothing may stick out sideways except
+ * inside a scrolling table.
+ */
+async function shoot(p: Page, name: string, width: number, scheme: string, what: string): Promise<string> {
+  const file = join(OUT, `${name}-${width}-${scheme}.png`);
+  await p.screenshot({ path: file, fullPage: true });
+  if (width === 375) {
+    const overflow = await p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
+    expect(overflow, `${what} at 375 px`).toBeLessThanOrEqual(0);
+  }
+  return file;
+}
 
 describe("screenshots", () => {
   it("renders setup, sign-in, users, runners, settings and audit at 1280 and 375 px, light and dark", async () => {
@@ -75,14 +89,7 @@ describe("screenshots", () => {
           await p.waitForURL((u) => u.pathname !== "/login");
           for (const path of ["users", "runners", "settings", "audit"]) {
             await p.goto(`${s.url}/${path}`);
-            const file = join(OUT, `${path}-${width}-${scheme}.png`);
-            await p.screenshot({ path: file, fullPage: true });
-            shots.push(file);
-            // Nothing sticks out sideways at 375 px except inside a scrolling table.
-            if (width === 375) {
-              const overflow = await p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
-              expect(overflow, `${path} at 375 px`).toBeLessThanOrEqual(0);
-            }
+            shots.push(await shoot(p, path, width, scheme, path));
           }
           await ctx.close();
         }
@@ -166,13 +173,7 @@ describe("screenshots", () => {
           ] as const) {
             await p.goto(`${s.url}${path}`);
             if (name === "build") await p.locator('#log[data-ready="true"]').waitFor();
-            const file = join(OUT, `${name}-${width}-${scheme}.png`);
-            await p.screenshot({ path: file, fullPage: true });
-            shots.push(file);
-            if (width === 375) {
-              const overflow = await p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
-              expect(overflow, `${path} at 375 px`).toBeLessThanOrEqual(0);
-            }
+            shots.push(await shoot(p, name, width, scheme, path));
           }
           await ctx.close();
         }
@@ -242,13 +243,7 @@ describe("screenshots", () => {
             if (name === "tests") await expect.poll(() => p.locator("#tests-summary").textContent()).toContain("3 tests");
             if (name === "search") expect(await p.locator("#search-results li").count()).toBe(1);
             if (name === "tester") expect(await p.getByText("2.4.0").count()).toBeGreaterThan(0);
-            const file = join(OUT, `${name}-${width}-${scheme}.png`);
-            await p.screenshot({ path: file, fullPage: true });
-            shots.push(file);
-            if (width === 375) {
-              const overflow = await p.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth");
-              expect(overflow, `${path} at 375 px`).toBeLessThanOrEqual(0);
-            }
+            shots.push(await shoot(p, name, width, scheme, path));
           }
           await ctx.close();
         }
