@@ -2,6 +2,7 @@
 // again only while the version its route reads from the database on this GET is the one it was rendered at, and
 // through the last moment it reads the same by itself (`freshThrough`): a cache never decides alone that a page is
 // current, so a write through another daemon on the same database shows on the next GET as well.
+import { concatBytes } from "../domain/common/bytes.ts";
 
 interface Entry {
   version: string;
@@ -17,22 +18,6 @@ interface Entry {
 }
 
 const encoder = new TextEncoder();
-
-function joinBytes(parts: Uint8Array[], separator: Uint8Array): Uint8Array<ArrayBuffer> {
-  let length = separator.length * (parts.length - 1);
-  for (const part of parts) length += part.length;
-  const out = new Uint8Array(length);
-  let at = 0;
-  parts.forEach((part, i) => {
-    if (i > 0) {
-      out.set(separator, at);
-      at += separator.length;
-    }
-    out.set(part, at);
-    at += part.length;
-  });
-  return out;
-}
 
 /** A fresh, unguessable stand-in for the nonce while a page is rendered for the cache. */
 export function noncePlaceholder(): string {
@@ -57,7 +42,8 @@ export class RenderedPageCache {
     // Most recently used last: the first key is the one to drop.
     this.entries.delete(key);
     this.entries.set(key, entry);
-    return joinBytes(entry.parts, encoder.encode(nonce));
+    const separator = encoder.encode(nonce);
+    return concatBytes(entry.parts.flatMap((part, i) => (i === 0 ? [part] : [separator, part])));
   }
 
   /** Keeps `html`, rendered at `version` with `placeholder` for the nonce; it reads the same through `freshThrough`. */
