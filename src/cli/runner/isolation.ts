@@ -128,7 +128,7 @@ export async function removeStaleCgroups(base: string): Promise<number> {
 }
 
 /** Whether a process with this pid exists (signal 0 checks without sending; EPERM: it exists, as another user). */
-function processAlive(pid: number): boolean {
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { link, mkdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { processAlive } from "./isolation.ts";
 
 export const WORKSPACES_DIR = "workspaces";
 
@@ -17,14 +18,9 @@ export function workspaceDir(workRoot: string, projectId: string, pipelineId: st
 /** Locks this process holds now: one of ours not in here was left by a job that ended without releasing it. */
 const heldHere = new Set<string>();
 
+/** Another process with this pid exists (this process's own locks are told apart by `heldHere`). */
 function alive(pid: number): boolean {
-  if (pid === process.pid) return false;
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
+  return pid !== process.pid && processAlive(pid);
 }
 
 /** The lock's holder as written: `<pid> <host>`; null when unreadable. */
