@@ -302,15 +302,21 @@ function writeStoreReport(path: string): number {
   return statSync(path).size;
 }
 
+/** The database options the daemon opens its file with (src/runtime/node-deps.ts). */
+function daemonDbOptions(config: ReturnType<typeof loadConfig>) {
+  return { synchronous: config.dbSynchronous, checkpointEveryMs: config.dbCheckpointMs };
+}
+
 async function storePart(dir: string) {
   const storeDir = join(dir, "artifacts");
   const key = "report.xml";
   mkdirSync(storeDir, { recursive: true });
   const size = writeStoreReport(join(storeDir, key));
-  const opened = await openDb(`file:${join(dir, "store.db")}`);
+  const config = loadConfig({});
+  // Opened as the daemon opens it: WAL checkpoints from the timer, on the checkpoint thread (docs/decisions.md).
+  const opened = await openDb(`file:${join(dir, "store.db")}`, undefined, daemonDbOptions(config));
   const { db } = opened;
   await migrateDb(db);
-  const config = loadConfig({});
   const deps = { db, clock: { now: () => 2_000_000_000 }, config };
   const buildId = "00000000-0000-4000-8000-000000000001";
   const artifactId = "00000000-0000-4000-8000-0000000000a1";
@@ -380,10 +386,11 @@ async function storePart(dir: string) {
  * ticks of a 1 ms interval, beside the idle loop just before.
  */
 async function logBlockPart(dir: string) {
-  const opened = await openDb(`file:${join(dir, "block.db")}`);
+  const config = loadConfig({});
+  const opened = await openDb(`file:${join(dir, "block.db")}`, undefined, daemonDbOptions(config));
   const { db } = opened;
   await migrateDb(db);
-  const deps = { db, clock: { now: () => 2_000_000_000 }, config: loadConfig({}) };
+  const deps = { db, clock: { now: () => 2_000_000_000 }, config };
   const id = "00000000-0000-4000-8000-00000000b10c";
   const { bytes } = buildLog(7, 16 * 2 ** 20);
   await db.run(sql`INSERT INTO builds (id, project_id, pipeline_id, build_number, status, platform, trigger_type, commit_sha, branch, config_snapshot, timeout_s, log_bytes, queued_at, finished_at, created_at, updated_at)

@@ -271,9 +271,15 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
           Array.from({ length: 50 }, (_, i) => ({ sql: "INSERT INTO t (name) VALUES (?)", args: [`row ${i}`] })),
           "write",
         );
-        await new Promise((r) => setTimeout(r, 300));
-        // Without the timer the few pages stay in the WAL (under SQLite's 1,000-page threshold); with it they are copied.
-        expect(await rowsInMainFile(dir, path)).toBe(every ? 50 : 0);
+        // Without the timer the few pages stay in the WAL (under SQLite's 1,000-page threshold); with it they are
+        // copied, by the checkpoint thread (started on the first tick, so given up to 10 s on a loaded machine).
+        const until = Date.now() + (every ? 10_000 : 300);
+        let inFile = await rowsInMainFile(dir, path);
+        while (Date.now() < until && inFile === 0) {
+          await new Promise((r) => setTimeout(r, 50));
+          inFile = await rowsInMainFile(dir, path);
+        }
+        expect(inFile).toBe(every ? 50 : 0);
         const ran = client.checkpoints;
         expect(ran > 0).toBe(every > 0);
         // Nothing written since: the timer does not checkpoint again; reads do not count as writes.
@@ -283,6 +289,30 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
       } finally {
         client.close();
       }
+    }
+  });
+
+  it("keeps the WAL small under a steady stream of writes: checkpoints on their own thread restart it, never SQLite's bound in a commit", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-db-ckpt-"));
+    dirs.push(dir);
+    const path = join(dir, "stream.db");
+    const client = new EmbeddedClient(path, { timeoutMs: 1000, synchronous: "normal", checkpointEveryMs: 5000 });
+    try {
+      await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB)");
+      // 60 MiB in 600 statements with a 1 ms timer between them (no faster than a test report is stored).
+      // Without the checkpoint thread's restarts, SQLite's bound (10,000 pages, 40 MiB of WAL) is what stops the
+      // WAL growing, inside one of these statements.
+      let largestWal = 0;
+      for (let i = 0; i < 600; i++) {
+        await client.execute("INSERT INTO t (body) SELECT randomblob(4000) FROM generate_series(1, 25)");
+        await new Promise((r) => setTimeout(r, 1));
+        largestWal = Math.max(largestWal, statSync(`${path}-wal`).size);
+      }
+      expect(Number((await client.execute("SELECT count(*) FROM t")).rows[0]?.[0])).toBe(15_000);
+      expect(client.checkpoints).toBeGreaterThan(1);
+      expect(largestWal).toBeLessThan(30 * 2 ** 20);
+    } finally {
+      client.close();
     }
   });
 

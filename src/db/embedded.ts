@@ -22,6 +22,10 @@
 import { LibsqlBatchError, LibsqlError } from "@libsql/core/api";
 import type { Client, InArgs, InStatement, InValue, ResultSet, Row, Transaction, TransactionMode } from "@libsql/core/api";
 import Database from "libsql";
+import { closeSync, openSync, readSync } from "node:fs";
+import { createRequire } from "node:module";
+import { endianness } from "node:os";
+import { Worker } from "node:worker_threads";
 import { isOneRow } from "./fixed-sql.ts";
 
 export type SynchronousLevel = "normal" | "full";
@@ -37,6 +41,8 @@ export interface EmbeddedOptions {
    * SQLite's automatic checkpoint runs in the commit that crosses 1,000 WAL pages: that commit then also copies
    * the pages and fsyncs twice (10–20 ms here), and since the driver is synchronous the whole event loop waits,
    * so every few seconds one request (a build trigger, the claim a long-polling runner waits on) paid for it.
+   * The timed checkpoint runs on a connection of its own in a worker thread (`CheckpointThread`), so the copy
+   * and its fsyncs never hold the event loop either, however much was written since the last one.
    */
   checkpointEveryMs?: number;
 }
@@ -46,6 +52,23 @@ export interface EmbeddedOptions {
  * growing at this many pages (~40 MiB).
  */
 const AUTOCHECKPOINT_BOUND_PAGES = 10_000;
+
+/**
+ * A WAL holding this many frames or more (SQLite's own default threshold, 1,000 pages) after a write starts a
+ * checkpoint at once instead of at the next tick: a bulk write (a 100,000-case test report stores ~50 MB of WAL a
+ * second) would otherwise reach the bound above before the tick, and the bound's checkpoint runs inside a commit
+ * on this thread (70–95 ms measured).
+ */
+const KICK_AT_FRAMES = 1000;
+
+/**
+ * A checkpoint that copied this many frames or more is followed by one more with writes held back (see
+ * `EmbeddedClient.checkpoint`), so that the WAL starts again from its beginning.
+ */
+const RESTART_AFTER_FRAMES = 1000;
+
+/** Writes are never held back longer than this, whatever the checkpoint thread does. */
+const WRITE_HOLD_MAX_MS = 250;
 
 type Connection = InstanceType<typeof Database>;
 type Statement = ReturnType<Connection["prepare"]>;
@@ -381,6 +404,77 @@ class CachedConnection {
   }
 }
 
+/**
+ * The worker thread's code: its own connection to the file, one PASSIVE checkpoint per message, answered with
+ * SQLite's `[busy, frames in the WAL, frames copied]`, or `null` when it failed. CommonJS evaluated in the
+ * thread, so it needs no file of its own next to the bundle or the sources.
+ */
+const CHECKPOINT_THREAD_CODE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.libsql);
+const db = new Database(workerData.path, { timeout: 0 });
+const passive = db.prepare("PRAGMA wal_checkpoint(PASSIVE)").raw(true);
+parentPort.on("message", (message) => {
+  if (message === "close") {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  let result = null;
+  try {
+    result = passive.get();
+  } catch {}
+  parentPort.postMessage(result);
+});
+`;
+
+/** SQLite's answer to a checkpoint: busy (1 when it could not finish), frames in the WAL, frames copied. */
+type CheckpointResult = [busy: number, frames: number, copied: number];
+
+/**
+ * Timed checkpoints off the event loop (docs/decisions.md "WAL checkpoints"). A PASSIVE checkpoint from another
+ * connection copies what no reader still needs while this thread's connection goes on reading and appending to
+ * the WAL; SQLite's own checkpoint lock keeps the two from copying at once (the commit's bound then finds it busy
+ * and skips). Started on the first checkpoint, so a client that never writes never starts a thread.
+ */
+class CheckpointThread {
+  private readonly worker: Worker;
+  private waiting: ((result: CheckpointResult | null) => void) | null = null;
+  /** The thread ended (it failed to open the file, or was closed): the client starts another next time. */
+  ended = false;
+
+  constructor(path: string) {
+    const libsql = createRequire(import.meta.url).resolve("libsql");
+    this.worker = new Worker(CHECKPOINT_THREAD_CODE, { eval: true, workerData: { path, libsql } });
+    this.worker.unref();
+    this.worker.on("message", (result: CheckpointResult | null) => this.settle(result));
+    this.worker.on("error", () => this.settle(null));
+    this.worker.on("exit", () => {
+      this.ended = true;
+      this.settle(null);
+    });
+  }
+
+  private settle(result: CheckpointResult | null): void {
+    const waiting = this.waiting;
+    this.waiting = null;
+    waiting?.(result);
+  }
+
+  /** One PASSIVE checkpoint; `null` when it could not run. One at a time. */
+  run(): Promise<CheckpointResult | null> {
+    if (this.ended) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      this.waiting = resolve;
+      this.worker.postMessage("checkpoint");
+    });
+  }
+
+  close(): void {
+    this.worker.postMessage("close");
+  }
+}
+
 /** An interactive transaction on a connection of its own, so the shared connection's callers never join it. */
 class EmbeddedTransaction implements Transaction {
   private conn: CachedConnection | null;
@@ -437,6 +531,13 @@ export class EmbeddedClient implements Client {
   private wroteSinceCheckpoint = false;
   /** Timed checkpoints run so far (tests and diagnostics). */
   checkpoints = 0;
+  private checkpointThread: CheckpointThread | null = null;
+  private checkpointRunning = false;
+  /** The `-shm` file, kept open for `walFrames`. */
+  private shmFd: number | undefined;
+  private readonly shmHeader = Buffer.alloc(4);
+  /** Set while a checkpoint that should restart the WAL runs: writes wait for it (see `checkpoint`). */
+  private writesHeld: Promise<void> | null = null;
 
   constructor(
     private readonly path: string,
@@ -445,7 +546,7 @@ export class EmbeddedClient implements Client {
     this.cacheSize = options.cacheSize ?? 256;
     this.main = new CachedConnection(path, options, this.cacheSize);
     if (options.checkpointEveryMs && path !== ":memory:") {
-      this.checkpointTimer = setInterval(() => this.checkpoint(), options.checkpointEveryMs);
+      this.checkpointTimer = setInterval(() => void this.checkpoint(), options.checkpointEveryMs);
       this.checkpointTimer.unref();
     }
   }
@@ -458,31 +559,92 @@ export class EmbeddedClient implements Client {
   }
 
   /**
-   * A PASSIVE checkpoint on the shared connection: it copies what no reader still needs and never waits for
-   * anyone. Skipped when nothing was written since the last one. A failure (busy: another process checkpoints)
-   * is left for the next tick; SQLite's bound above still holds.
+   * A PASSIVE checkpoint on the checkpoint thread's connection: it copies what no reader still needs and never
+   * waits for anyone. Skipped when nothing was written since the last one, or while the last one still runs. A
+   * failure (busy: another process checkpoints) is left for the next tick; SQLite's bound above still holds.
+   *
+   * A WAL only starts again from its beginning when a write begins with every frame copied. Under a steady
+   * stream of writes (a test report stored in batches) that never happens: each checkpoint ends while the next
+   * write is already adding frames, the WAL grows to SQLite's bound, and the bound's checkpoint runs in a commit
+   * here (70–95 ms measured). So after a checkpoint that copied `RESTART_AFTER_FRAMES` or more, writes on this
+   * client wait (as promises: the event loop runs on) while one more checkpoint copies the few frames written
+   * meanwhile; the first write after it starts the WAL again.
    */
-  checkpoint(): void {
-    if (this.closed || !this.wroteSinceCheckpoint) return;
+  async checkpoint(): Promise<void> {
+    if (this.closed || !this.wroteSinceCheckpoint || this.checkpointRunning) return;
     this.wroteSinceCheckpoint = false;
+    this.checkpointRunning = true;
     try {
-      this.main.conn.exec("PRAGMA wal_checkpoint(PASSIVE)");
-      this.checkpoints++;
+      if (!this.checkpointThread || this.checkpointThread.ended) this.checkpointThread = new CheckpointThread(this.path);
+      const thread = this.checkpointThread;
+      let result = await thread.run();
+      if (result && result[0] === 0 && result[2] >= RESTART_AFTER_FRAMES && !this.closed) result = await this.holdingWrites(() => thread.run());
+      if (result && result[0] === 0) this.checkpoints++;
+      else this.wroteSinceCheckpoint = true;
+    } finally {
+      this.checkpointRunning = false;
+    }
+  }
+
+  /** Runs `work` while writes on this client wait, for `WRITE_HOLD_MAX_MS` at most. */
+  private async holdingWrites<T>(work: () => Promise<T>): Promise<T | null> {
+    let release!: () => void;
+    this.writesHeld = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      return await Promise.race([work(), new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), WRITE_HOLD_MAX_MS)))]);
+    } finally {
+      clearTimeout(timer);
+      this.writesHeld = null;
+      release();
+    }
+  }
+
+  /**
+   * After a call that may have written: with timed checkpoints, one starts now when the WAL holds
+   * `KICK_AT_FRAMES` or more; otherwise the next tick takes it.
+   */
+  private wrote(): void {
+    this.wroteSinceCheckpoint = true;
+    if (this.checkpointTimer && !this.checkpointRunning && this.walFrames() >= KICK_AT_FRAMES) void this.checkpoint();
+  }
+
+  /**
+   * The frames in the WAL now: `mxFrame` of the WAL-index header at the start of the `-shm` file, in the
+   * machine's byte order (docs/decisions.md "WAL checkpoints" names the format). One 4-byte read, no lock: a
+   * torn value only moves a checkpoint by one write. 0 when the file cannot be read.
+   */
+  private walFrames(): number {
+    try {
+      this.shmFd ??= openSync(`${this.path}-shm`, "r");
+      if (readSync(this.shmFd, this.shmHeader, 0, 4, 16) !== 4) return 0;
+      return endianness() === "LE" ? this.shmHeader.readUInt32LE(0) : this.shmHeader.readUInt32BE(0);
     } catch {
-      this.wroteSinceCheckpoint = true;
+      return 0;
     }
   }
 
   async execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
+    const reads = READ_ONLY.test(typeof stmt === "string" ? stmt : stmt.sql);
+    if (!reads && this.writesHeld) await this.writesHeld;
     const conn = this.open();
-    if (typeof stmt !== "string" && isOneRow(stmt)) return conn.execute(stmt, undefined, true);
-    if (!this.wroteSinceCheckpoint && !READ_ONLY.test(typeof stmt === "string" ? stmt : stmt.sql)) this.wroteSinceCheckpoint = true;
-    return conn.execute(stmt, args);
+    try {
+      if (typeof stmt !== "string" && isOneRow(stmt)) return conn.execute(stmt, undefined, true);
+      return conn.execute(stmt, args);
+    } finally {
+      if (!reads) this.wrote();
+    }
   }
 
   async batch(stmts: Array<InStatement | [string, InArgs?]>, mode: TransactionMode = "deferred"): Promise<ResultSet[]> {
-    this.wroteSinceCheckpoint = true;
-    return this.open().transactional(BEGIN[mode], stmts);
+    if (this.writesHeld) await this.writesHeld;
+    try {
+      return this.open().transactional(BEGIN[mode], stmts);
+    } finally {
+      this.wrote();
+    }
   }
 
   async migrate(stmts: InStatement[]): Promise<ResultSet[]> {
@@ -528,7 +690,14 @@ export class EmbeddedClient implements Client {
     return this.main.cachedStatements;
   }
 
+  /** Closes the `-shm` file `walFrames` reads: SQLite makes a new one when the last connection reopens. */
+  private forgetShm(): void {
+    if (this.shmFd !== undefined) closeSync(this.shmFd);
+    this.shmFd = undefined;
+  }
+
   reconnect(): void {
+    this.forgetShm();
     this.main.close();
     this.main = new CachedConnection(this.path, this.options, this.cacheSize);
     this.closed = false;
@@ -537,6 +706,9 @@ export class EmbeddedClient implements Client {
   close(): void {
     this.closed = true;
     clearInterval(this.checkpointTimer);
+    this.checkpointThread?.close();
+    this.checkpointThread = null;
+    this.forgetShm();
     this.main.close();
   }
 }
