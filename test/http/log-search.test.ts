@@ -46,6 +46,28 @@ describe("log search", () => {
     expect((await search("q=partial")).map((m) => [m.line_number, m.line])).toEqual([[4, "partial line done"]]);
   });
 
+  it("indexes a chunk shortly after answering its append, and a search first has what this process was sent indexed", async () => {
+    const rows = async () =>
+      Number(
+        (
+          await t.deps.db.get<{ n: number }>(sql`SELECT count(*) AS n FROM log_search s
+            JOIN log_search_builds l ON l.seq = s.rowid / 134217728 WHERE l.build_id = ${w.buildId}`)
+        )?.n ?? 0,
+      );
+    // The append is answered before its lines are indexed (the runner's final report waits for that answer).
+    await log(w.buildId, "first line\nsecond line\n");
+    expect(await rows()).toBe(0);
+    // A search starts the waiting run and finds the lines.
+    expect((await search("q=second")).map((m) => m.line_number)).toEqual([2]);
+    expect(await rows()).toBe(2);
+    // Left alone, a chunk is indexed within the delay (200 ms), by one run for every chunk sent meanwhile.
+    await log(w.buildId, "third line\n", "first line\nsecond line\n".length);
+    await log(w.buildId, "fourth line\n", "first line\nsecond line\nthird line\n".length);
+    const until = Date.now() + 5000;
+    while ((await rows()) < 4 && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+    expect(await rows()).toBe(4);
+  });
+
   it("indexes a final build's unterminated last line once the build ends; words with punctuation search as phrases", async () => {
     await log(w.buildId, "step 1\nld: framework not found Pods_App.framework at Main.swift:42");
     await reportStatus(t, w.runner, w.buildId, { status: "running" });

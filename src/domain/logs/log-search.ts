@@ -1,5 +1,5 @@
 // Log search (docs/log-search.md): every stored log line in an FTS5 table of the same database, kept as logs
-// arrive (appendLog indexes the lines a chunk completes) and when a build ends (the maintenance pass indexes the
+// arrive (appendLog has the lines a chunk completes indexed shortly after it has answered) and when a build ends (the maintenance pass indexes the
 // held-back tail and the last unterminated line), searched with FTS5's query syntax.
 import { sql } from "drizzle-orm";
 import { z } from "zod";
@@ -167,6 +167,74 @@ export async function indexBuildLog(deps: Pick<AppDeps, "db" | "clock" | "config
 }
 
 /**
+ * Indexing of what appendLog stored, shortly after the append is answered: the runner waits for that answer
+ * before its final report, and indexing was about half of it; run at once after the answer, it only made the
+ * final report wait instead (docs/benchmarks.md, the runner's overhead). So a build's new lines are indexed
+ * `INDEX_DELAY_MS` after the first append that stored them, by one run for every chunk that arrived meanwhile,
+ * in order and never twice at once (one chain per build and database in this process). A search first starts
+ * every run still waiting and waits for them, so it finds every line this process has been sent. Should a run
+ * never happen (the process ends; a Workers isolate may stop work left after its answer), the maintenance pass
+ * indexes the build once it has ended.
+ */
+const INDEX_DELAY_MS = 200;
+
+/** How long a search waits at most for this process's indexing. */
+const SEARCH_WAITS_FOR_INDEXING_MS = 2000;
+
+interface IndexRun {
+  /** Set while the run waits for its delay. */
+  timer?: ReturnType<typeof setTimeout>;
+  /** Starts the run now (the delay is skipped). */
+  start: () => void;
+  done: Promise<void>;
+}
+
+const indexRuns = new WeakMap<Db, Map<string, IndexRun>>();
+
+/** Has the build's new lines indexed soon; `index` never rejects (appendLog's own, which logs a failure). */
+export function indexLogSoon(db: Db, buildId: string, index: () => Promise<void>): void {
+  let runs = indexRuns.get(db);
+  if (!runs) indexRuns.set(db, (runs = new Map()));
+  const previous = runs.get(buildId);
+  // A run still waiting reads the index state when it starts: it takes these lines too.
+  if (previous?.timer !== undefined) return;
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const run: IndexRun = {
+    start: () => {
+      clearTimeout(run.timer);
+      run.timer = undefined;
+      release();
+    },
+    done: Promise.all([previous?.done, released]).then(index),
+  };
+  run.timer = setTimeout(run.start, INDEX_DELAY_MS);
+  // Node: a waiting run does not keep a stopping process alive (the maintenance pass catches up).
+  (run.timer as { unref?: () => void }).unref?.();
+  runs.set(buildId, run);
+  void run.done.then(() => {
+    if (runs.get(buildId) === run) runs.delete(buildId);
+  });
+}
+
+/** Starts this process's waiting index runs and waits for them, so a search finds the lines it has been sent. */
+async function indexingSettled(db: Db): Promise<void> {
+  const runs = indexRuns.get(db);
+  if (!runs || runs.size === 0) return;
+  for (const run of runs.values()) run.start();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  await Promise.race([
+    Promise.all([...runs.values()].map((run) => run.done)),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, SEARCH_WAITS_FOR_INDEXING_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
+/**
  * The maintenance pass: ended builds whose log is not wholly indexed (the tail held back until the end, the last
  * unterminated line, or lines a crash kept appendLog from indexing), a few per pass.
  */
@@ -276,6 +344,7 @@ export async function searchLogs(
   deps: Pick<AppDeps, "db">,
   query: z.infer<typeof searchLogsSchema>,
 ): Promise<{ matches: Array<LogMatch & { marked: string }> }> {
+  await indexingSettled(deps.db);
   const filters = [sql`log_search MATCH ${toFtsQuery(query.q)}`];
   if (query.project_id) filters.push(sql`b.project_id = ${query.project_id}`);
   if (query.pipeline_id) filters.push(sql`b.pipeline_id = ${query.pipeline_id}`);

@@ -7,7 +7,7 @@ import { getProject, projectLogSecrets, projectLogSecretsFingerprint } from "../
 import { getRunnerJob } from "../builds/scheduler.ts";
 import { concatBytes } from "../common/bytes.ts";
 import { matcherFor, maskChunk } from "./log-mask.ts";
-import { indexBuildLog } from "./log-search.ts";
+import { indexBuildLog, indexLogSoon } from "./log-search.ts";
 import { assertLogKept, PENDING_OFFSET, readLog, storedLogSize } from "./log-read.ts";
 
 export { assertLogKept, readLog, storedLogSize };
@@ -104,7 +104,7 @@ export async function appendLog(
     );
     const results = stored.length > 0 ? await deps.db.batch([guard, insertStored, upsertPending]) : await deps.db.batch([guard, upsertPending]);
     if (results[0].rowsAffected === 1) {
-      if (stored.length > 0) await indexNewLines(deps, jobId);
+      if (stored.length > 0) indexLogSoon(deps.db, jobId, () => indexNewLines(deps, jobId));
       return { log_bytes: have + fresh.length };
     }
     // Another append of the same job won the race: look again.
