@@ -2,7 +2,7 @@
 // written without a git process, running reports close together are sent as one, and neither changes what a build
 // shows: the remote as git writes it, every step's result, the final report after the last log chunk.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -109,5 +109,41 @@ describe("the runner's path from claim to final report", () => {
     // whole milliseconds).
     const lastLog = calls.filter((c) => c.kind.startsWith("logs")).at(-1)!;
     expect(reports.at(-1)!.start).toBeGreaterThanOrEqual(lastLog.end - 1);
+  });
+
+  it("starts the first step's process during the checkout with the secrets in its environment, and never lets it run when the checkout fails", async () => {
+    const project = await createProject(d.api, d.ownerToken, { repo_url: repo.url });
+    const put = await d.api.call("PUT", `/v1/projects/${project.id}/secrets/EARLY_SECRET`, {
+      token: d.ownerToken,
+      body: { value: "early-s3cret-value" },
+    });
+    expect(put.status).toBe(200);
+    const marker = join(scratch, `ran-${project.id}`);
+    const steps = [
+      { name: "first", run: `test "$EARLY_SECRET" = early-s3cret-value && echo secret-seen; touch '${marker}'` },
+      { name: "second", run: "echo second-ran" },
+    ];
+    const pipeline = await createPipeline(d.api, d.ownerToken, project.id, { steps, workspace: "fresh" });
+
+    // A commit the repository does not have: both fetches are tried and the checkout fails.
+    const missing = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: "0123456789abcdef0123456789abcdef01234567" });
+    const failed = await waitForFinal(d, missing.id, 60_000);
+    const failedLog = await getLog(d, missing.id);
+    expect(failed.status, failedLog).toBe("failed");
+    expect(failedLog).toContain("checkout of 0123456789abcdef0123456789abcdef01234567 failed");
+    expect(failedLog).not.toContain("secret-seen");
+    expect(existsSync(marker)).toBe(false);
+    expect((await getBuild(d, missing.id)).step_results.map((r: { status: string }) => r.status)).toEqual(["skipped", "skipped"]);
+
+    const good = await queueBuild(d.api, d.ownerToken, project.id, pipeline.id, { commit_sha: repo.shas.main });
+    const done = await waitForFinal(d, good.id, 60_000);
+    const log = await getLog(d, good.id);
+    expect(done.status, log).toBe("succeeded");
+    expect(log).toContain("secret-seen\n");
+    expect(log).toContain("second-ran\n");
+    expect(log).not.toContain("early-s3cret-value");
+    expect(existsSync(marker)).toBe(true);
+    // The first step's output comes after its heading: nothing of it ran before its go.
+    expect(log.indexOf("secret-seen")).toBeGreaterThan(log.indexOf("==> [1/2] first"));
   });
 });

@@ -3,7 +3,7 @@
 // the command line (visible in `ps`), the remote URL (stored in .git/config, which steps can read) or a log.
 import { execFile } from "node:child_process";
 import { CLONE_DEPTH } from "./release-notes.ts";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import { appendFile, mkdir, readdir, rename, rm } from "node:fs/promises";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
@@ -36,6 +36,10 @@ export interface CheckoutOptions {
    * cloned, the checkout forced, and untracked files removed (`git clean -ffdx`) except these workspace paths.
    */
   reuse?: { keep: string[] };
+  /** Called once the fetch's process has started (the job starts its first step's process then). */
+  onFetching?: () => void;
+  /** Called once the build's commit is fetched, while it is checked out (the job lists the commits then). */
+  onFetched?: () => void;
 }
 
 /** The URL as it may be shown: any user:password part removed. */
@@ -174,7 +178,12 @@ async function takeSpare(workRoot: string, dir: string): Promise<boolean> {
   } catch {
     return false;
   } finally {
-    await rm(spare, { recursive: true, force: true }).catch(() => undefined);
+    // Synchronous: the spare is an empty directory once its .git is taken, and this is on the way to the fetch.
+    try {
+      rmSync(spare, { recursive: true, force: true });
+    } catch {
+      // left for the next start's clean-up of the work root
+    }
   }
 }
 
@@ -234,6 +243,12 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
   const checked = target;
   const env = gitEnv(options.baseEnv, options.repoUrl, auth, target.protocols, target.pins);
   if (reusing) addConfig(env, "safe.directory", dir);
+  else {
+    // A fresh checkout is thrown away after the job: the `git maintenance run --auto` a fetch ends with is a
+    // process (~5 ms) spent on nothing (docs/benchmarks.md, the runner's overhead). A persistent workspace keeps it.
+    addConfig(env, "maintenance.auto", "false");
+    addConfig(env, "gc.auto", "0");
+  }
   const git = (args: string[], show = true, cwd = dir, withEnv = env): Promise<ProcessResult> => {
     if (show) options.onOutput(Buffer.from(`$ git ${args.map((a) => (a === options.repoUrl ? displayUrl(a) : a)).join(" ")}\n`));
     return run(args, withEnv, cwd, options.onOutput);
@@ -252,13 +267,21 @@ export async function checkoutCommit(options: CheckoutOptions): Promise<ProcessR
       // the branches.
       if (/^[0-9a-f]{40}$/i.test(commitSha)) {
         // 50 commits deep: release notes list the commits since the previous release (release-notes.ts).
-        const shallow = await git(["fetch", "-q", `--depth=${CLONE_DEPTH}`, "--no-tags", "origin", commitSha]);
+        const fetching = git(["fetch", "-q", `--depth=${CLONE_DEPTH}`, "--no-tags", "origin", commitSha]);
+        options.onFetching?.();
+        const shallow = await fetching;
         if (shallow.exitCode === 0 || shallow.stopped) return shallow;
         options.onOutput(Buffer.from("hangar: fetching the single commit failed; fetching all branches\n"));
       }
-      return git(["fetch", "-q", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"]);
+      const fetching = git(["fetch", "-q", "--tags", "origin", "+refs/heads/*:refs/remotes/origin/*"]);
+      options.onFetching?.();
+      return fetching;
     },
-    () => git(reusing ? ["checkout", "-q", "-f", "--detach", commitSha] : ["checkout", "-q", "--detach", commitSha]),
+    () => {
+      const checkout = git(reusing ? ["checkout", "-q", "-f", "--detach", commitSha] : ["checkout", "-q", "--detach", commitSha]);
+      options.onFetched?.();
+      return checkout;
+    },
     // Ignored files too (build outputs), but the cache entries' paths, anchored at the workspace's root.
     ...(reusing ? [() => git(["clean", "-ffdxq", ...keep.flatMap((p) => ["-e", `/${p}`])])] : []),
     () => updateSubmodules(dir, 0),

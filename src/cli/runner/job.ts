@@ -13,8 +13,8 @@ import { matchFiles } from "./artifact-files.ts";
 import type { Logger } from "./log.ts";
 import { LogStream } from "./logs.ts";
 import { StatusReporter } from "./reporter.ts";
-import { fetchSecretVariables, hostSigningSystem, prepareSigning, removeSigning, type SigningSystem } from "./signing.ts";
-import { killLeftovers, runStep } from "./steps.ts";
+import { fetchSecretVariables, hostSigningSystem, prepareSigning, removeSigning, type SigningMaterial, type SigningSystem } from "./signing.ts";
+import { killLeftovers, runStep, type ProcessResult } from "./steps.ts";
 import { COOKIE_VAR, newJobCookie, sweepJobProcesses } from "./sweep.ts";
 import { clearActiveJob, JOB_DIR_PREFIX, markActiveJob } from "./workroot.ts";
 import { chownTree, type RunAsUser } from "./run-as.ts";
@@ -177,14 +177,17 @@ export class Job {
     const reporter = new StatusReporter(client, job.build_id, this.log, (code) => this.stop(code === "build_canceled" ? "canceled" : "final"));
     // Daemon calls made for the job stop retrying once the job is stopped.
     const retry = { signal: this.stopper.signal };
-
     const parsed = PipelineConfig.safeParse(job.config_snapshot);
     const config: PipelineConfig = parsed.success ? parsed.data : { platform: "any", steps: [], workspace: "fresh" };
     const results: StepResult[] = config.steps.map((s) => ({ name: s.name, status: "pending" }));
     const snapshot = (): StepResult[] => results.map((r) => ({ ...r }));
+    // The checkout credentials are asked for before the `running` report is sent: the daemon answers them first,
+    // and the clone waits for them (docs/benchmarks.md, the runner's overhead).
+    const checkoutAuth = parsed.success ? this.fetchCheckoutAuth() : null;
+    checkoutAuth?.catch(() => undefined); // awaited by the checkout; a rejection meanwhile is not unhandled
     reporter.update({ status: "running", step_results: snapshot() });
-
-    const cgroup = await this.makeCgroup(say);
+    // Made while the checkout starts: only a step's start and the job's end wait for it.
+    const cgroup = this.makeCgroup(say);
     const watcher = setInterval(() => void this.pollJob(), JOB_POLL_MS);
     const timeout = config.timeout_s ? setTimeout(() => this.stop("timed_out"), config.timeout_s * 1000) : null;
     let exitCode = 0;
@@ -214,6 +217,7 @@ export class Job {
           reporter,
           retry,
           cgroup,
+          checkoutAuth: checkoutAuth!,
         });
       }
     } catch (err) {
@@ -226,7 +230,7 @@ export class Job {
     } finally {
       clearInterval(watcher);
       if (timeout) clearTimeout(timeout);
-      const ended = await this.endJobProcesses(cgroup);
+      const ended = await this.endJobProcesses(await cgroup);
       if (ended > 0) say(`hangar: ended ${ended} process(es) the job left running`);
       await removeSigning(secretsDir, this.signingSystem);
     }
@@ -341,20 +345,22 @@ export class Job {
     srcDir: string;
     /** `srcDir` is the pipeline's persistent workspace (fetched into, cleaned) rather than a fresh directory. */
     persistent: boolean;
-    cgroup: JobCgroup | null;
+    cgroup: Promise<JobCgroup | null>;
     secretsDir: string;
     logs: LogStream;
     say: (line: string) => void;
     reporter: StatusReporter;
     retry: { signal: AbortSignal };
+    /** The checkout credentials' request, sent at the job's start. */
+    checkoutAuth: Promise<CheckoutAuth | null>;
   }): Promise<number> {
-    const { config, results, snapshot, srcDir, logs, say, reporter, retry } = ctx;
+    const { config, srcDir, logs, say, retry } = ctx;
     const job = this.claimed;
     const client = this.client;
     const signal = this.stopper.signal;
 
     // The credentials are fetched while `git init` runs; they are masked before any git command that uses them.
-    const auth = this.fetchCheckoutAuth().then((found) => {
+    const auth = ctx.checkoutAuth.then((found) => {
       if (found) {
         // Belt and braces: the daemon masks the token too, but it never even leaves this machine in a log.
         logs.addSecret(found.password);
@@ -372,6 +378,84 @@ export class Job {
       fetchSecretVariables(client, job.build_id, retry),
     ]);
     material.catch(() => undefined); // awaited below; a rejection meanwhile is not unhandled
+    const runAs = this.context.runAs;
+    const userEnv: Record<string, string> = runAs ? { HOME: runAs.home, USER: runAs.name, LOGNAME: runAs.name } : {};
+    const tmpDir = join(ctx.jobDir, "tmp");
+    // A secret variable overrides the runner's own environment and the pipeline's plain `env` of the same name;
+    // Hangar's variables (build id, signing paths, the cookie) are set last and win.
+    const envFor = (signing: SigningMaterial, variables: Record<string, string> | null): NodeJS.ProcessEnv =>
+      stepEnv(process.env, { ...config, env: { ...config.env, ...variables } }, job, {
+        ...signing.env,
+        ...userEnv,
+        TMPDIR: tmpDir,
+        [COOKIE_VAR]: this.cookie,
+      });
+    const identity = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
+    // A group that refuses a process (a host that changed under the runner) falls back to the sweeps, said so.
+    const beforeStart = this.context.cgroups?.ok
+      ? async (pid: number) => {
+          const cgroup = await ctx.cgroup;
+          await cgroup
+            ?.add(pid)
+            .catch((err: Error) =>
+              say(`hangar: this step runs outside the job's cgroup (${err.message}); the end-of-job sweep still ends its processes`),
+            );
+        }
+      : undefined;
+    // The first step's process is started as soon as its environment is known, while the checkout still runs, and
+    // waits for its go: its move into the job's cgroup (10–55 ms of the kernel's, docs/benchmarks.md, the runner's
+    // overhead) is done by then. Not with cache entries (HANGAR_CACHE_HIT is known after the restore), nor in a
+    // persistent workspace with --run-as (the build user may enter it only once it is handed over).
+    const early: { step?: { running: Promise<ProcessResult>; start: (go: boolean) => void } } = {};
+    const first = config.steps[0];
+    let fetching!: () => void;
+    // After git's fetch has started: the spawn holds this thread a few milliseconds, which the fetch need not wait for.
+    const fetchStarted = new Promise<void>((resolve) => {
+      fetching = resolve;
+    });
+    if (first && !config.cache?.length && !(runAs && ctx.persistent)) {
+      Promise.all([material, fetchStarted]).then(
+        ([[signing, variables]]) => {
+          if (signal.aborted) return;
+          let start!: (go: boolean) => void;
+          const startWhen = new Promise<boolean>((resolve) => {
+            start = resolve;
+          });
+          const env = envFor(signing, variables);
+          early.step = {
+            running: runStep(first.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, beforeStart, startWhen, ...identity }),
+            start,
+          };
+        },
+        () => undefined,
+      );
+    }
+    try {
+      return await this.checkoutAndRun(ctx, { material, auth, envFor, tmpDir, identity, beforeStart, early, fetching });
+    } finally {
+      // Unless it was given its go, the early process ends unstarted.
+      early.step?.start(false);
+    }
+  }
+
+  private async checkoutAndRun(
+    ctx: Parameters<Job["runSteps"]>[0],
+    prepared: {
+      material: Promise<[SigningMaterial, Record<string, string> | null]>;
+      auth: Promise<CheckoutAuth | null>;
+      envFor: (signing: SigningMaterial, variables: Record<string, string> | null) => NodeJS.ProcessEnv;
+      tmpDir: string;
+      identity: { uid?: number; gid?: number };
+      beforeStart: ((pid: number) => Promise<void>) | undefined;
+      early: { step?: { running: Promise<ProcessResult>; start: (go: boolean) => void } };
+      fetching: () => void;
+    },
+  ): Promise<number> {
+    const { config, results, snapshot, srcDir, logs, say, reporter, retry } = ctx;
+    const { material, auth, envFor, tmpDir, identity, beforeStart, early, fetching } = prepared;
+    const job = this.claimed;
+    const signal = this.stopper.signal;
+    const runAs = this.context.runAs;
     let clone: Awaited<ReturnType<typeof checkoutCommit>>;
     try {
       clone = await checkoutCommit({
@@ -385,6 +469,12 @@ export class Job {
         signal,
         spareFrom: this.workRoot,
         ...(ctx.persistent ? { reuse: { keep: JobCaches.workspacePaths(config.cache) } } : {}),
+        // `git log` of the build's commit (by name: a step may move HEAD) while git checks it out: a process less
+        // on the way to the first step and to the final report (docs/benchmarks.md, the runner's overhead).
+        onFetching: fetching,
+        onFetched: () => {
+          this.commitsListed ??= recentCommits(srcDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: ctx.jobDir }, job.commit_sha);
+        },
       });
     } catch (err) {
       await material.catch(() => undefined);
@@ -395,7 +485,6 @@ export class Job {
       if (!clone.stopped) say(`hangar: checkout of ${job.commit_sha} failed (exit code ${clone.exitCode})`);
       return clone.exitCode || 1;
     }
-
     const [signing, variables] = await material;
     for (const secret of signing.secrets) logs.addSecret(secret);
     for (const note of signing.notes) say(note);
@@ -404,13 +493,7 @@ export class Job {
     if (variables === null) say("hangar: secret variables withheld: this branch is not protected (or the build is a fork's pull request)");
     for (const value of Object.values(variables ?? {})) logs.addSecret(value);
     if (variables && Object.keys(variables).length > 0) say(`hangar: secret variables: ${Object.keys(variables).sort().join(", ")}`);
-    const runAs = this.context.runAs;
-    const userEnv: Record<string, string> = runAs ? { HOME: runAs.home, USER: runAs.name, LOGNAME: runAs.name } : {};
-    // A secret variable overrides the runner's own environment and the pipeline's plain `env` of the same name;
-    // Hangar's variables (build id, signing paths, the cookie) are set last and win.
-    const withSecrets = { ...config, env: { ...config.env, ...variables } };
-    const tmpDir = join(ctx.jobDir, "tmp");
-    const env = stepEnv(process.env, withSecrets, job, { ...signing.env, ...userEnv, TMPDIR: tmpDir, [COOKIE_VAR]: this.cookie });
+    const env = envFor(signing, variables);
     if (runAs) {
       // Signing files stay 0600 in a 0700 directory, now the build user's: readable by the job's user only. A
       // persistent workspace is handed over again too: git (the runner's user) wrote into it.
@@ -421,18 +504,6 @@ export class Job {
       await this.restoreCaches(config, srcDir, ctx.jobDir, say);
       env.HANGAR_CACHE_HIT = this.caches?.hitVariable() ?? config.cache.map(() => "miss").join(",");
     }
-    const identity = runAs ? { uid: runAs.uid, gid: runAs.gid } : {};
-    const cgroup = ctx.cgroup;
-    // A group that refuses a process (a host that changed under the runner) falls back to the sweeps, said so.
-    const beforeStart = cgroup
-      ? (pid: number) =>
-          cgroup
-            .add(pid)
-            .catch((err: Error) =>
-              say(`hangar: this step runs outside the job's cgroup (${err.message}); the end-of-job sweep still ends its processes`),
-            )
-      : undefined;
-
     for (const [i, step] of config.steps.entries()) {
       if (signal.aborted) break;
       const result = results[i]!;
@@ -441,11 +512,10 @@ export class Job {
       reporter.update({ status: "running", step_results: snapshot() });
       say(`\n==> [${i + 1}/${config.steps.length}] ${step.name}\n$ ${step.run}`);
       const started = Date.now();
-      const running = runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, beforeStart, ...identity });
-      // `git log` of the build's commit once the first step has started (its start waits for the cgroup anyway):
-      // a process less on the way to the final report (docs/benchmarks.md, the runner's overhead).
-      // The build's commit by name: the step may move HEAD meanwhile.
-      this.commitsListed ??= recentCommits(srcDir, { PATH: process.env.PATH, GIT_CONFIG_NOSYSTEM: "1", HOME: ctx.jobDir }, job.commit_sha);
+      const prestarted = i === 0 ? early.step : undefined;
+      prestarted?.start(true);
+      const running =
+        prestarted?.running ?? runStep(step.run, { cwd: srcDir, env, onOutput: (b) => logs.write(b), signal, beforeStart, ...identity });
       const run = await running;
       result.finished_at = nowS();
       result.exit_code = run.exitCode;

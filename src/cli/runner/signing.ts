@@ -3,7 +3,8 @@
 // passwords in environment variables. The job removes the directory when it ends, whatever the outcome.
 // iOS jobs also get every provisioning profile (HANGAR_IOS_PROFILES) and, on macOS, a keychain of their own
 // (keychain.ts; docs/signing.md).
-import { mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdir, writeFile } from "node:fs/promises";
+import { rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { DaemonError, type RetryPolicy, type RunnerClient } from "./client.ts";
@@ -241,7 +242,9 @@ export async function cleanSigningAtStart(workRoot: string, jobDirPrefix: string
 /** Removes the job's signing files and undoes what it installed outside them (keychain, profiles). */
 export async function removeSigning(secretsDir: string, system: SigningSystem = hostSigningSystem()): Promise<void> {
   if (system.platform === "darwin") await undoInstalledSigning(system.commands, secretsDir, system.home).catch(() => undefined);
-  await rm(secretsDir, { recursive: true, force: true });
+  // Synchronous: a few small files, microseconds, where the promise call waited for the thread pool on every
+  // job's way to its final report (docs/benchmarks.md, the runner's overhead).
+  rmSync(secretsDir, { recursive: true, force: true });
 }
 
 /** The project's secret variables for the job: `{}` when it has none; `null` when withheld (403 secrets_withheld). */

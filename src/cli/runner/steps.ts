@@ -29,6 +29,11 @@ export interface RunOptions {
    * reads one line from its standard input first, sent once this resolves. A rejection ends it unstarted.
    */
   beforeStart?: (pid: number) => Promise<void>;
+  /**
+   * The go is sent only once this resolves true as well (false: the process ends unstarted). A job starts its
+   * first step's process while the checkout runs, so the cgroup move is done by the time the step may start.
+   */
+  startWhen?: Promise<boolean>;
 }
 
 /** Process groups still to clean up at the end of the job (background processes a step left behind). */
@@ -75,7 +80,10 @@ export function runProcess(file: string, args: string[], options: RunOptions): P
       if (pgid === undefined) stdin.end();
       else
         options.beforeStart(pgid).then(
-          () => stdin.end("go\n"),
+          async () => {
+            const start = options.startWhen ? await options.startWhen : true;
+            stdin.end(start ? "go\n" : undefined);
+          },
           (err: unknown) => {
             options.onOutput(Buffer.from(`hangar: the step could not be started: ${(err as Error).message}\n`));
             stdin.end();
