@@ -1,6 +1,8 @@
 // HTTP client of the reference runner: every runner-to-daemon call, with retries that ride out a daemon restart.
 // The token lives only in the Authorization header; no message this module builds ever contains it.
 // The bodies it sends and reads are the wire protocol's (src/protocol/runner.ts), the daemon's own definitions.
+import { Agent as HttpAgent, request as httpRequest } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { ClaimedJob, DiskReport, JobState } from "../../protocol/runner.ts";
 import type { Logger } from "./log.ts";
 
@@ -46,6 +48,34 @@ interface CallOptions {
   contentType?: string;
   retry?: RetryPolicy;
   timeoutMs?: number;
+}
+
+/**
+ * One keep-alive pool per scheme for the process. `node:http` rather than `fetch`: a round trip to a local daemon
+ * took 0.5 ms against fetch's 1.5 ms, and a job makes several in a row on its way to the final report
+ * (docs/benchmarks.md, the runner's overhead). Idle pooled sockets do not keep the process alive, and Node closes
+ * them before the daemon's `Keep-Alive: timeout` would.
+ */
+const AGENTS = { http: new HttpAgent({ keepAlive: true }), https: new HttpsAgent({ keepAlive: true }) };
+
+/** One request; rejects on a network error or when `signal` fires (before or during the answer). */
+function send(url: string, method: string, headers: Record<string, string>, body: string | Uint8Array | undefined, signal: AbortSignal) {
+  return new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const target = new URL(url);
+    const secure = target.protocol === "https:";
+    if (body !== undefined) headers["content-length"] = String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength);
+    const req = (secure ? httpsRequest : httpRequest)(target, { method, headers, agent: secure ? AGENTS.https : AGENTS.http, signal }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (chunk: Buffer) => chunks.push(chunk));
+      res.on("error", reject);
+      res.on("close", () => {
+        if (res.complete) resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") });
+        else reject(new Error("the connection closed before the whole answer arrived"));
+      });
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
 }
 
 const BACKOFF_BASE_MS = 250;
@@ -128,13 +158,8 @@ export class RunnerClient {
       body = options.bytes;
     }
     const timeout = AbortSignal.timeout(options.timeoutMs ?? 30_000);
-    const res = await fetch(this.baseUrl + path, {
-      method,
-      headers,
-      body,
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
-    const text = await res.text();
+    const res = await send(this.baseUrl + path, method, headers, body, signal ? AbortSignal.any([signal, timeout]) : timeout);
+    const text = res.text;
     let parsed: unknown = null;
     if (text) {
       try {
@@ -215,7 +240,7 @@ export function toDaemonError(answer: Answer): DaemonError {
 function describeNetworkError(err: unknown): string {
   if (err instanceof Error) {
     const cause = (err as Error & { cause?: { code?: string; message?: string } }).cause;
-    return cause?.code ?? cause?.message ?? err.message;
+    return cause?.code ?? cause?.message ?? (err as NodeJS.ErrnoException).code ?? err.message;
   }
   return String(err);
 }
