@@ -9,7 +9,7 @@ import { ConfigError, loadConfig } from "../src/config.ts";
 import { openDb } from "../src/db/client.ts";
 import { MIGRATIONS_FOLDER, migrateDb } from "../src/db/migrate.ts";
 import { EmbeddedClient } from "../src/db/embedded.ts";
-import { oneRow } from "../src/db/fixed-sql.ts";
+import { offLoop, oneRow } from "../src/db/fixed-sql.ts";
 import { sha256Hex } from "../src/domain/common/crypto.ts";
 import { issueBootstrapToken } from "../src/domain/setup/setup.ts";
 import { createNodeDeps, type NodeRuntime } from "../src/runtime/node-deps.ts";
@@ -311,6 +311,55 @@ describe("embedded database connections (docs/benchmarks.md)", () => {
       expect(Number((await client.execute("SELECT count(*) FROM t")).rows[0]?.[0])).toBe(15_000);
       expect(client.checkpoints).toBeGreaterThan(1);
       expect(largestWal).toBeLessThan(30 * 2 ** 20);
+    } finally {
+      client.close();
+    }
+  });
+
+  it("runs a read marked offLoop on its own thread: the event loop goes on meanwhile, the answer and errors are the same", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hangar-db-offloop-"));
+    dirs.push(dir);
+    const client = new EmbeddedClient(join(dir, "reads.db"), { timeoutMs: 1000, synchronous: "normal" });
+    try {
+      await client.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)");
+      await client.execute({ sql: "INSERT INTO t (name) VALUES (?), (?)", args: ["one", "two"] });
+      // What this client committed just before is what the thread reads.
+      const names = await client.execute(offLoop("SELECT id, name FROM t WHERE id >= ? ORDER BY id", [1]));
+      expect(names.columns).toEqual(["id", "name"]);
+      expect(names.rows.map((r) => [r.id, r.name, r[1]])).toEqual([
+        [1, "one", "one"],
+        [2, "two", "two"],
+      ]);
+      await expect(client.execute(offLoop("SELECT missing_column FROM t", []))).rejects.toMatchObject({
+        code: "SQLITE_ERROR",
+        message: expect.stringContaining("no such column"),
+      });
+
+      // A read that takes a few hundred milliseconds: inline it holds the loop for all of it, off the loop a 1 ms
+      // timer keeps ticking.
+      const slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c";
+      const longestGap = async (run: () => Promise<{ rows: unknown[] }>) => {
+        let last = performance.now();
+        let gap = 0;
+        const timer = setInterval(() => {
+          const now = performance.now();
+          gap = Math.max(gap, now - last);
+          last = now;
+        }, 1);
+        const started = performance.now();
+        const result = await run();
+        const took = performance.now() - started;
+        clearInterval(timer);
+        gap = Math.max(gap, performance.now() - last);
+        return { gap, took, n: Number((result.rows[0] as { n?: unknown } | undefined)?.n) };
+      };
+      const inline = await longestGap(() => client.execute({ sql: slow, args: [3_000_000] }));
+      const off = await longestGap(() => client.execute(offLoop(slow, [3_000_000])));
+      expect([inline.n, off.n]).toEqual([3_000_000, 3_000_000]);
+      expect(inline.gap).toBeGreaterThan(inline.took * 0.8);
+      expect(off.took).toBeGreaterThan(100);
+      // (A third of the read's time: a loaded machine may hold a process back for tens of milliseconds anyway.)
+      expect(off.gap).toBeLessThan(off.took / 3);
     } finally {
       client.close();
     }

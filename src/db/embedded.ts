@@ -26,7 +26,7 @@ import { closeSync, openSync, readSync } from "node:fs";
 import { createRequire } from "node:module";
 import { endianness } from "node:os";
 import { Worker } from "node:worker_threads";
-import { isOneRow } from "./fixed-sql.ts";
+import { isOffLoop, isOneRow, type OffLoopStatement } from "./fixed-sql.ts";
 
 export type SynchronousLevel = "normal" | "full";
 
@@ -475,6 +475,93 @@ class CheckpointThread {
   }
 }
 
+/**
+ * The read thread's code: a query-only connection of its own, one statement per message, answered with the
+ * column names and the rows as arrays, or the SQLite error's message and codes.
+ */
+const READ_THREAD_CODE = `
+const { parentPort, workerData } = require("node:worker_threads");
+const Database = require(workerData.libsql);
+const db = new Database(workerData.path, { timeout: workerData.timeoutMs });
+db.exec("PRAGMA busy_timeout = " + Math.floor(workerData.timeoutMs));
+db.exec("PRAGMA query_only = 1");
+const prepared = new Map();
+parentPort.on("message", (message) => {
+  if (message === "close") {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    let stmt = prepared.get(message.sql);
+    if (!stmt) {
+      stmt = db.prepare(message.sql);
+      stmt.raw(true);
+      if (prepared.size >= 32) prepared.clear();
+      prepared.set(message.sql, stmt);
+    }
+    const columns = stmt.columns().map((c) => c.name);
+    parentPort.postMessage({ id: message.id, columns, rows: stmt.all(message.args) });
+  } catch (e) {
+    prepared.delete(message.sql);
+    parentPort.postMessage({ id: message.id, error: { message: String(e && e.message), code: e && e.code, rawCode: e && e.rawCode } });
+  }
+});
+`;
+
+interface ReadAnswer {
+  id: number;
+  columns?: string[];
+  rows?: unknown[][];
+  error?: { message: string; code?: string; rawCode?: number };
+}
+
+/**
+ * Reads that may run long, on a query-only connection in a `worker_threads` thread (docs/decisions.md "Slow reads
+ * off the event loop"): one at a time, in the order asked. It sees every write this client committed before the
+ * read was asked (WAL: a new read sees the last commit). Started on the first such read.
+ */
+class ReadThread {
+  private readonly worker: Worker;
+  private readonly waiting = new Map<number, (answer: ReadAnswer) => void>();
+  private nextId = 1;
+  /** The thread ended (it failed, or was closed): the client starts another next time. */
+  ended = false;
+
+  constructor(path: string, timeoutMs: number) {
+    const libsql = createRequire(import.meta.url).resolve("libsql");
+    this.worker = new Worker(READ_THREAD_CODE, { eval: true, workerData: { path, libsql, timeoutMs } });
+    this.worker.on("message", (answer: ReadAnswer) => {
+      const resolve = this.waiting.get(answer.id);
+      this.waiting.delete(answer.id);
+      resolve?.(answer);
+      if (this.waiting.size === 0) this.worker.unref();
+    });
+    const fail = (message: string) => {
+      this.ended = true;
+      for (const [id, resolve] of this.waiting) resolve({ id, error: { message } });
+      this.waiting.clear();
+    };
+    this.worker.on("error", (err) => fail(`the read thread failed: ${err.message}`));
+    this.worker.on("exit", () => fail("the read thread ended"));
+    this.worker.unref();
+  }
+
+  run(sql: string, args: unknown): Promise<ReadAnswer> {
+    const id = this.nextId++;
+    return new Promise((resolve) => {
+      this.waiting.set(id, resolve);
+      // Referenced while a read is in flight, so a process waiting for its answer does not exit.
+      this.worker.ref();
+      this.worker.postMessage({ id, sql, args });
+    });
+  }
+
+  close(): void {
+    this.worker.postMessage("close");
+  }
+}
+
 /** An interactive transaction on a connection of its own, so the shared connection's callers never join it. */
 class EmbeddedTransaction implements Transaction {
   private conn: CachedConnection | null;
@@ -532,6 +619,7 @@ export class EmbeddedClient implements Client {
   /** Timed checkpoints run so far (tests and diagnostics). */
   checkpoints = 0;
   private checkpointThread: CheckpointThread | null = null;
+  private readThread: ReadThread | null = null;
   private checkpointRunning = false;
   /** The `-shm` file, kept open for `walFrames`. */
   private shmFd: number | undefined;
@@ -626,7 +714,30 @@ export class EmbeddedClient implements Client {
     }
   }
 
+  /** A statement marked `offLoop` (src/db/fixed-sql.ts), on the read thread. */
+  private async readOffLoop(stmt: OffLoopStatement): Promise<ResultSet> {
+    if (this.closed) throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
+    if (!this.readThread || this.readThread.ended) this.readThread = new ReadThread(this.path, this.options.timeoutMs);
+    const answer = await this.readThread.run(stmt.sql, argsToSql(stmt.args));
+    if (answer.error) {
+      const raw = answer.error.rawCode;
+      const code = raw === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[raw & 0xff] ?? `SQLITE_UNKNOWN_${raw & 0xff}`);
+      throw new LibsqlError(answer.error.message, code, answer.error.code, raw);
+    }
+    const columns = answer.columns ?? [];
+    const shape = rowShape(columns);
+    const rows = (answer.rows ?? []).map((values) => makeRow(shape, values));
+    return new Result(
+      columns,
+      columns.map(() => ""),
+      rows,
+      0,
+      undefined,
+    );
+  }
+
   async execute(stmt: InStatement | string, args?: InArgs): Promise<ResultSet> {
+    if (typeof stmt !== "string" && isOffLoop(stmt) && this.path !== ":memory:") return this.readOffLoop(stmt);
     const reads = READ_ONLY.test(typeof stmt === "string" ? stmt : stmt.sql);
     if (!reads && this.writesHeld) await this.writesHeld;
     const conn = this.open();
@@ -708,6 +819,8 @@ export class EmbeddedClient implements Client {
     clearInterval(this.checkpointTimer);
     this.checkpointThread?.close();
     this.checkpointThread = null;
+    this.readThread?.close();
+    this.readThread = null;
     this.forgetShm();
     this.main.close();
   }

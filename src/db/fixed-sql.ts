@@ -30,6 +30,22 @@ export function isOneRow(stmt: InStatement): stmt is OneRowStatement {
 }
 
 /**
+ * A read that may run long (a log search over gigabytes), marked so: the embedded driver runs it on a read
+ * connection in a thread of its own, so the event loop goes on meanwhile (docs/decisions.md "Slow reads off the
+ * event loop"). Other clients (a libSQL server, the Workers client) see a plain statement; it is a network call
+ * there already. Only for SELECTs.
+ */
+export type OffLoopStatement = { sql: string; args: InArgs; offLoop: true };
+
+export function offLoop(sql: string, args: InArgs): OffLoopStatement {
+  return { sql, args, offLoop: true };
+}
+
+export function isOffLoop(stmt: InStatement): stmt is OffLoopStatement {
+  return (stmt as Partial<OffLoopStatement>).offLoop === true;
+}
+
+/**
  * Decodes the values of `columns` (a table's `getTableColumns` entries, in the order they were selected) starting
  * at `offset` of a result row, each through its column as drizzle's `select()` would (`null` stays `null`).
  */
