@@ -220,12 +220,26 @@ const SQLITE_CODES: Record<number, string> = {
 
 /** The SQLite error as the `LibsqlError` @libsql/client throws (same code, extended code and cause). */
 function mapError(e: unknown): unknown {
-  if (e instanceof Database.SqliteError) {
-    const raw = (e as { rawCode?: number }).rawCode;
-    const code = raw === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[raw & 0xff] ?? `SQLITE_UNKNOWN_${raw & 0xff}`);
-    return new LibsqlError(e.message, code, e.code, raw, e);
-  }
+  if (e instanceof Database.SqliteError) return sqliteError(e.message, e.code, (e as { rawCode?: number }).rawCode, e);
   return e;
+}
+
+/** A SQLite error's message and codes (from this thread or the read thread) as @libsql/client's `LibsqlError`. */
+function sqliteError(message: string, extendedCode: string | undefined, raw: number | undefined, cause?: Error): LibsqlError {
+  const code = raw === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[raw & 0xff] ?? `SQLITE_UNKNOWN_${raw & 0xff}`);
+  return new LibsqlError(message, code, extendedCode, raw, cause);
+}
+
+/**
+ * A `worker_threads` thread running `code` (CommonJS, evaluated in the thread, so it needs no file of its own next
+ * to the bundle or the sources) with `workerData.libsql`, the driver's path, beside `data`. Unreferenced: it
+ * never keeps the process alive by itself.
+ */
+function startDbThread(code: string, data: Record<string, unknown>): Worker {
+  const libsql = createRequire(import.meta.url).resolve("libsql");
+  const worker = new Worker(code, { eval: true, workerData: { ...data, libsql } });
+  worker.unref();
+  return worker;
 }
 
 function inBatch(e: unknown, index: number): unknown {
@@ -406,8 +420,7 @@ class CachedConnection {
 
 /**
  * The worker thread's code: its own connection to the file, one PASSIVE checkpoint per message, answered with
- * SQLite's `[busy, frames in the WAL, frames copied]`, or `null` when it failed. CommonJS evaluated in the
- * thread, so it needs no file of its own next to the bundle or the sources.
+ * SQLite's `[busy, frames in the WAL, frames copied]`, or `null` when it failed (started by `startDbThread`).
  */
 const CHECKPOINT_THREAD_CODE = `
 const { parentPort, workerData } = require("node:worker_threads");
@@ -444,9 +457,7 @@ class CheckpointThread {
   ended = false;
 
   constructor(path: string) {
-    const libsql = createRequire(import.meta.url).resolve("libsql");
-    this.worker = new Worker(CHECKPOINT_THREAD_CODE, { eval: true, workerData: { path, libsql } });
-    this.worker.unref();
+    this.worker = startDbThread(CHECKPOINT_THREAD_CODE, { path });
     this.worker.on("message", (result: CheckpointResult | null) => this.settle(result));
     this.worker.on("error", () => this.settle(null));
     this.worker.on("exit", () => {
@@ -529,8 +540,7 @@ class ReadThread {
   ended = false;
 
   constructor(path: string, timeoutMs: number) {
-    const libsql = createRequire(import.meta.url).resolve("libsql");
-    this.worker = new Worker(READ_THREAD_CODE, { eval: true, workerData: { path, libsql, timeoutMs } });
+    this.worker = startDbThread(READ_THREAD_CODE, { path, timeoutMs });
     this.worker.on("message", (answer: ReadAnswer) => {
       const resolve = this.waiting.get(answer.id);
       this.waiting.delete(answer.id);
@@ -544,7 +554,6 @@ class ReadThread {
     };
     this.worker.on("error", (err) => fail(`the read thread failed: ${err.message}`));
     this.worker.on("exit", () => fail("the read thread ended"));
-    this.worker.unref();
   }
 
   run(sql: string, args: unknown): Promise<ReadAnswer> {
@@ -719,11 +728,7 @@ export class EmbeddedClient implements Client {
     if (this.closed) throw new LibsqlError("The client is closed", "CLIENT_CLOSED");
     if (!this.readThread || this.readThread.ended) this.readThread = new ReadThread(this.path, this.options.timeoutMs);
     const answer = await this.readThread.run(stmt.sql, argsToSql(stmt.args));
-    if (answer.error) {
-      const raw = answer.error.rawCode;
-      const code = raw === undefined ? "SQLITE_UNKNOWN" : (SQLITE_CODES[raw & 0xff] ?? `SQLITE_UNKNOWN_${raw & 0xff}`);
-      throw new LibsqlError(answer.error.message, code, answer.error.code, raw);
-    }
+    if (answer.error) throw sqliteError(answer.error.message, answer.error.code, answer.error.rawCode);
     const columns = answer.columns ?? [];
     const shape = rowShape(columns);
     const rows = (answer.rows ?? []).map((values) => makeRow(shape, values));

@@ -54,6 +54,15 @@ export function artifactGlobs(config: PipelineConfig, succeeded: boolean): strin
   );
 }
 
+/** The project's secret variables for a job; null when withheld (an unprotected branch, a fork's pull request). */
+type SecretVariables = Record<string, string> | null;
+
+/** The first step's process, started during the checkout; `start(true)` gives it its go, `start(false)` ends it unstarted. */
+interface EarlyStep {
+  running: Promise<ProcessResult>;
+  start: (go: boolean) => void;
+}
+
 export type JobOutcome = "succeeded" | "failed" | "canceled" | "timed_out" | "lost";
 /** Why a job stopped early: the user canceled it, it ran out of time, the daemon already finished it, or the runner is being killed. */
 export type StopReason = "canceled" | "timed_out" | "final" | "shutdown";
@@ -217,7 +226,7 @@ export class Job {
           reporter,
           retry,
           cgroup,
-          checkoutAuth: checkoutAuth!,
+          checkoutAuth: checkoutAuth ?? this.fetchCheckoutAuth(),
         });
       }
     } catch (err) {
@@ -383,7 +392,7 @@ export class Job {
     const tmpDir = join(ctx.jobDir, "tmp");
     // A secret variable overrides the runner's own environment and the pipeline's plain `env` of the same name;
     // Hangar's variables (build id, signing paths, the cookie) are set last and win.
-    const envFor = (signing: SigningMaterial, variables: Record<string, string> | null): NodeJS.ProcessEnv =>
+    const envFor = (signing: SigningMaterial, variables: SecretVariables): NodeJS.ProcessEnv =>
       stepEnv(process.env, { ...config, env: { ...config.env, ...variables } }, job, {
         ...signing.env,
         ...userEnv,
@@ -406,7 +415,7 @@ export class Job {
     // waits for its go: its move into the job's cgroup (10–55 ms of the kernel's, docs/benchmarks.md, the runner's
     // overhead) is done by then. Not with cache entries (HANGAR_CACHE_HIT is known after the restore), nor in a
     // persistent workspace with --run-as (the build user may enter it only once it is handed over).
-    const early: { step?: { running: Promise<ProcessResult>; start: (go: boolean) => void } } = {};
+    const early: { step?: EarlyStep } = {};
     const first = config.steps[0];
     let fetching!: () => void;
     // After git's fetch has started: the spawn holds this thread a few milliseconds, which the fetch need not wait for.
@@ -441,13 +450,13 @@ export class Job {
   private async checkoutAndRun(
     ctx: Parameters<Job["runSteps"]>[0],
     prepared: {
-      material: Promise<[SigningMaterial, Record<string, string> | null]>;
+      material: Promise<[SigningMaterial, SecretVariables]>;
       auth: Promise<CheckoutAuth | null>;
-      envFor: (signing: SigningMaterial, variables: Record<string, string> | null) => NodeJS.ProcessEnv;
+      envFor: (signing: SigningMaterial, variables: SecretVariables) => NodeJS.ProcessEnv;
       tmpDir: string;
       identity: { uid?: number; gid?: number };
       beforeStart: ((pid: number) => Promise<void>) | undefined;
-      early: { step?: { running: Promise<ProcessResult>; start: (go: boolean) => void } };
+      early: { step?: EarlyStep };
       fetching: () => void;
     },
   ): Promise<number> {
